@@ -1,0 +1,18 @@
+"""autofuse: a performance-model-guided autotuning compiler for PyTorch (Triton kernels)."""
+from .api import compile, explain
+from .options import CompileOptions
+from .schedule.heuristics import Heuristics
+
+__all__ = ["compile", "explain", "CompileOptions", "Heuristics"]
+__version__ = "0.1.0"
+
+
+def _register_backend() -> None:
+    try:
+        from .capture.backend import register
+        register()
+    except Exception:  # noqa: BLE001 - registration is a convenience when running from source
+        pass
+
+
+_register_backend()

@@ -1,0 +1,111 @@
+"""The Dynamo backend: Dynamo + AOTAutograd capture, then one CompiledGraph per ATen graph.
+
+Note: a CompiledGraph is specialized lazily: each new input signature (shapes, strides, dtypes,
+devices, integer values) is lowered and compiled once, so graphs whose sizes Dynamo made
+symbolic run specialized instead of failing. Forward and backward graphs take the same path.
+"""
+from __future__ import annotations
+
+import logging
+import warnings
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.fx
+
+from ..options import CompileOptions
+from .decompositions import decomposition_table
+
+log = logging.getLogger("autofuse")
+
+
+def signature(args: Sequence[Any]) -> tuple:
+    sig = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            sig.append((tuple(a.shape), tuple(a.stride()), a.dtype, a.device.type, a.device.index))
+        elif isinstance(a, torch.SymInt):
+            sig.append(int(a))
+        else:
+            sig.append(a if isinstance(a, (int, float, bool, type(None))) else type(a).__name__)
+    return tuple(sig)
+
+
+class CompiledGraph:
+    """Callable for one ATen graph (boxed calling convention)."""
+
+    _boxed_call = True
+
+    def __init__(self, gm: torch.fx.GraphModule, options: CompileOptions, label: str) -> None:
+        self.gm = gm
+        self.options = options
+        self.label = label
+        self.programs: dict[tuple, Any] = {}
+
+    def specialize(self, args: Sequence[Any]) -> Any:
+        from ..compiler import compile_graph
+        key = signature(args)
+        prog = self.programs.get(key)
+        if prog is None:
+            try:
+                artifacts = compile_graph(self.gm, args, self.options)
+                prog = artifacts.program
+                if self.options.recorder is not None:
+                    self.options.recorder.record(self.label, self.gm, artifacts)
+                if self.options.verbose:
+                    log.warning("autofuse: compiled %s graph: %d kernels", self.label, len(artifacts.kernels))
+            except Exception as e:  # noqa: BLE001 - the safety net is the point
+                if self.options.strict:
+                    raise
+                warnings.warn(f"autofuse: could not compile a {self.label} graph ({type(e).__name__}: {e}); "
+                              "running it with ATen ops instead")
+                prog = _EagerProgram(self.gm)
+            self.programs[key] = prog
+        return prog
+
+    def __call__(self, args: list) -> list:
+        prog = self.specialize(args)
+        args = list(args)
+        return prog(args)
+
+
+class _EagerProgram:
+    def __init__(self, gm: torch.fx.GraphModule) -> None:
+        self.gm = gm
+        self.kernels: list = []
+
+    def __call__(self, args: Sequence[Any]) -> list:
+        out = self.gm(*args)
+        return list(out) if isinstance(out, (list, tuple)) else [out]
+
+
+def make_backend(options: CompileOptions | None = None) -> Callable[..., Any]:
+    """A torch.compile backend that compiles every captured graph with autofuse."""
+    from torch._dynamo.backends.common import aot_autograd
+
+    options = options or CompileOptions()
+
+    def fw(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> CompiledGraph:
+        return CompiledGraph(gm, options, "forward")
+
+    def bw(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> CompiledGraph:
+        return CompiledGraph(gm, options, "backward")
+
+    def inference(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> CompiledGraph:
+        return CompiledGraph(gm, options, "inference")
+
+    return aot_autograd(fw_compiler=fw, bw_compiler=bw, inference_compiler=inference,
+                        decompositions=decomposition_table())
+
+
+def autofuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Any:
+    """Entry point registered as torch.compile(backend="autofuse")."""
+    options = kwargs.pop("options", None)
+    return make_backend(options)(gm, example_inputs, **kwargs)
+
+
+def register() -> None:
+    """Make backend="autofuse" known to Dynamo even without the installed entry point."""
+    from torch._dynamo.backends.registry import _BACKENDS, register_backend
+    if "autofuse" not in _BACKENDS:
+        register_backend(name="autofuse")(autofuse_backend)

@@ -1,0 +1,43 @@
+"""The decomposition table handed to AOTAutograd: composite ops -> primitives we lower.
+
+Note: starts from PyTorch's core-ATen decompositions and adds the composites the issue names
+(layer_norm, softmax, log_softmax, gelu, silu, cross_entropy / nll_loss, ...). Ops we lower
+directly and whose name should survive into kernel names (mean, relu, var_mean) are not
+decomposed.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import torch
+from torch._decomp import core_aten_decompositions, get_decompositions
+
+aten = torch.ops.aten
+
+EXTRA_NAMES = (
+    "_softmax", "_log_softmax", "_softmax_backward_data", "_log_softmax_backward_data",
+    "native_layer_norm", "native_layer_norm_backward", "gelu", "gelu_backward", "silu",
+    "silu_backward", "nll_loss_forward", "nll_loss_backward", "nll_loss2d_forward",
+    "nll_loss2d_backward", "std", "std_mean", "addcmul", "addcdiv", "lerp", "hardswish",
+    "hardsigmoid", "elu", "softplus", "mish", "mse_loss", "mse_loss_backward", "smooth_l1_loss",
+    "huber_loss", "sigmoid_backward", "tanh_backward", "threshold_backward", "native_group_norm",
+    "native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
+    "_native_batch_norm_legit_functional", "native_batch_norm_backward", "rms_norm",
+    "_fused_rms_norm", "_fused_rms_norm_backward", "logit", "frac", "xlogy", "binary_cross_entropy",
+    "binary_cross_entropy_with_logits", "log_sigmoid_forward", "glu", "norm", "linalg_vector_norm",
+    "dist", "cosine_similarity", "native_dropout_backward", "embedding_dense_backward",
+)
+
+KEEP = {aten.mean.dim, aten.mean.default, aten.var_mean.correction, aten.var.correction, aten.relu.default,
+        aten.logsumexp.default}
+
+
+@lru_cache(maxsize=1)
+def decomposition_table() -> dict:
+    table = dict(core_aten_decompositions())
+    # ops missing from this torch version are skipped (the GPU machine runs another version)
+    extra = [getattr(aten, n) for n in EXTRA_NAMES if hasattr(aten, n)]
+    table.update(get_decompositions(extra))
+    for op in KEEP:
+        table.pop(op, None)
+    return table

@@ -1,0 +1,476 @@
+"""Triton source for one fused group: pointwise, persistent reduction, or looped reduction.
+
+Note: node bodies are evaluated on demand through `TritonOps`, with CSE per scope. A load of a
+buffer produced inside the kernel returns the producer's value (legality guaranteed it is the
+same element), so such a buffer is stored only if something outside the kernel reads it. In a
+looped reduction, nodes are split into passes by how many in-kernel reductions they depend on;
+pass k is one r loop, a reduction's value exists after its loop, and an r-loop producer needed
+by a later pass is recomputed there.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import sympy
+import torch
+
+from ..ir.index import row_major_vars
+from ..ir.ops import MATH_OPS, OpsHandler
+from ..schedule.loops import Placement
+from ..schedule.nodes import SchedulerNode
+from .config import LaunchConfig
+from .prelude import prelude
+from .printer import print_expr, tl_dtype
+
+INT32_MAX = 2**31 - 1
+
+REDUCTION_DEFAULTS = {"sum": 0, "prod": 1, "any": 0, "all": 1}
+
+
+@dataclass(frozen=True)
+class KernelSource:
+    name: str
+    source: str
+    arg_names: tuple[str, ...]
+    kind: str  # "pointwise" | "reduction"
+    numel: int
+    rnumel: int
+    config: LaunchConfig
+
+
+@dataclass
+class TV:
+    """A Triton value: variable name and its torch dtype."""
+
+    name: str
+    dtype: torch.dtype
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def _is_float(dtype: torch.dtype) -> bool:
+    return dtype.is_floating_point
+
+
+def _template(name: str, dtype: torch.dtype) -> str:
+    f = _is_float(dtype)
+    t = {
+        "add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}", "truediv": "{0} / {1}",
+        "floordiv": "tl.floor({0} / {1})" if f else "_floordiv({0}, {1})",
+        "truncdiv": "_trunc({0} / {1})" if f else "{0} // {1}",
+        "remainder": "_remainder_float({0}, {1})" if f else "_remainder_int({0}, {1})",
+        "fmod": "{0} % {1}", "neg": "-{0}", "abs": "tl.abs({0})",
+        "sign": "tl.where({0} != {0}, {0}, ({0} > 0).to({T}) - ({0} < 0).to({T}))" if f else "({0} > 0).to({T}) - ({0} < 0).to({T})",
+        "reciprocal": "1.0 / {0}", "sqrt": "_sqrt({0})", "rsqrt": "_rsqrt({0})", "exp": "tl.exp({0})",
+        "exp2": "tl.exp2({0})", "expm1": "_expm1({0})", "log": "tl.log({0})", "log2": "tl.log2({0})",
+        "log1p": "_log1p({0})", "sin": "tl.sin({0})", "cos": "tl.cos({0})", "tan": "_tan({0})",
+        "tanh": "_tanh({0})", "sigmoid": "1.0 / (1.0 + tl.exp(-{0}))", "erf": "tl.erf({0})", "pow": "_pow({0}, {1})",
+        "floor": "tl.floor({0})", "ceil": "tl.ceil({0})", "round": "_round({0})", "trunc": "_trunc({0})",
+        "maximum": "tl.maximum({0}, {1}, propagate_nan=tl.PropagateNan.ALL)" if f else "tl.maximum({0}, {1})",
+        "minimum": "tl.minimum({0}, {1}, propagate_nan=tl.PropagateNan.ALL)" if f else "tl.minimum({0}, {1})",
+        "relu": "tl.where({0} < 0, 0, {0})",
+        "bitwise_and": "{0} & {1}", "bitwise_or": "{0} | {1}", "bitwise_xor": "{0} ^ {1}",
+        "bitwise_not": "~{0}", "lshift": "{0} << {1}", "rshift": "{0} >> {1}",
+        "lt": "{0} < {1}", "le": "{0} <= {1}", "gt": "{0} > {1}", "ge": "{0} >= {1}", "eq": "{0} == {1}",
+        "ne": "{0} != {1}", "logical_and": "{0} & {1}", "logical_or": "{0} | {1}",
+        "logical_xor": "{0} ^ {1}", "logical_not": "{0} == 0",
+        "isnan": "{0} != {0}", "isinf": "tl.abs({0}) == float('inf')", "where": "tl.where({0}, {1}, {2})",
+    }.get(name)
+    if t is None:
+        raise NotImplementedError(f"no Triton template for op {name}")
+    return t
+
+
+def _literal(value: Any, dtype: torch.dtype) -> str:
+    if dtype == torch.bool:
+        return "1" if value else "0"
+    if _is_float(dtype):
+        v = float(value)
+        if v != v:
+            return 'float("nan")'
+        if v in (float("inf"), float("-inf")):
+            return 'float("inf")' if v > 0 else 'float("-inf")'
+        return repr(v)
+    return str(int(value))
+
+
+class Scope:
+    def __init__(self, parent: "Scope | None", indent: int) -> None:
+        self.parent = parent
+        self.cache: dict[str, TV] = {}
+        self.node_values: dict[str, TV] = {}
+        self.indent = indent
+
+    def lookup(self, key: str) -> TV | None:
+        s: Scope | None = self
+        while s is not None:
+            if key in s.cache:
+                return s.cache[key]
+            s = s.parent
+        return None
+
+    def node_value(self, name: str) -> TV | None:
+        s: Scope | None = self
+        while s is not None:
+            if name in s.node_values:
+                return s.node_values[name]
+            s = s.parent
+        return None
+
+
+class KernelWriter(OpsHandler):
+    """Emits one kernel. Acts as the ops handler while a node body runs."""
+
+    def __init__(self, name: str, members: Sequence[tuple[SchedulerNode, Placement]], numel: int, rnumel: int,
+                 reduction_kernel: bool, stored: set[str], dtypes: dict[str, torch.dtype], spans: dict[str, int],
+                 config: LaunchConfig, interpret: bool) -> None:
+        self.name = name
+        self.members = list(members)
+        self.by_buffer = {n.name: (n, p) for n, p in members}
+        self.numel, self.rnumel = numel, rnumel
+        self.reduction_kernel = reduction_kernel
+        self.stored = stored
+        self.dtypes = dtypes
+        self.config = config
+        self.interpret = interpret
+        self.lines: list[str] = []
+        self.scope = Scope(None, 1)
+        self.counter = 0
+        self.inputs: list[str] = []
+        self.outputs: list[str] = []
+        self.mask_stack: list[str] = []
+        self.current: tuple[SchedulerNode, Placement] | None = None
+        self.indirect_names: dict[sympy.Symbol, str] = {}
+        self.use_int64 = numel * max(rnumel, 1) > INT32_MAX or any(v > INT32_MAX for v in spans.values())
+        self.persistent = config.persistent or not reduction_kernel
+
+    # ---- emission helpers ---------------------------------------------------------------
+    def emit(self, line: str) -> None:
+        self.lines.append("    " * self.scope.indent + line)
+
+    def cse(self, expr: str, dtype: torch.dtype) -> TV:
+        key = f"{expr}::{dtype}"
+        hit = self.scope.lookup(key)
+        if hit is not None:
+            return hit
+        name = f"tmp{self.counter}"
+        self.counter += 1
+        self.emit(f"{name} = {expr}")
+        tv = TV(name, dtype)
+        self.scope.cache[key] = tv
+        return tv
+
+    def push_scope(self) -> None:
+        self.scope = Scope(self.scope, self.scope.indent + 1)
+
+    def pop_scope(self) -> None:
+        assert self.scope.parent is not None
+        self.scope = self.scope.parent
+
+    # ---- index handling --------------------------------------------------------------------
+    def _shape(self, cls: str) -> str:
+        if not self.reduction_kernel:
+            return "[XBLOCK]"
+        return "[XBLOCK, RBLOCK]" if cls in ("r", "red") else "[XBLOCK, 1]"
+
+    def _mask(self, cls: str) -> str:
+        base = "xmask" if (not self.reduction_kernel or cls == "x") else "xrmask"
+        if self.mask_stack:
+            return " & ".join([base] + self.mask_stack)
+        return base
+
+    def _var_names(self, node: SchedulerNode, pl: Placement) -> dict[sympy.Symbol, str]:
+        names: dict[sympy.Symbol, str] = {}
+        xsym = sympy.Symbol("xindex", integer=True, nonnegative=True)
+        rsym = sympy.Symbol("rindex", integer=True, nonnegative=True)
+        xs = row_major_vars(xsym, pl.x_sizes(node))
+        if pl.cls == "red":
+            rs, rvars = row_major_vars(rsym, pl.r_sizes(node)), node.rvars
+        elif pl.cls == "r":
+            rs, rvars = row_major_vars(rsym, pl.r_sizes(node)), node.vars[pl.split:]
+        else:
+            rs, rvars = [], []
+        for v, e in list(zip(node.vars[: pl.split], xs)) + list(zip(rvars, rs)):
+            names[v] = print_expr(e, {})
+        return names
+
+    def index_str(self, index: sympy.Expr) -> str:
+        node, pl = self.current
+        names = self._var_names(node, pl)
+        names.update(self.indirect_names)
+        if not index.free_symbols:
+            return f"tl.full({self._shape(pl.cls)}, {int(index)}, {'tl.int64' if self.use_int64 else 'tl.int32'})"
+        return print_expr(index, names)
+
+    # ---- OpsHandler --------------------------------------------------------------------------
+    def load(self, name: str, index: sympy.Expr) -> TV:
+        if name in self.by_buffer:
+            return self.value_of(name)
+        if name not in self.inputs:
+            self.inputs.append(name)
+        ptr = f"in_ptr{self.inputs.index(name)}"
+        dtype = self.dtypes[name]
+        node, pl = self.current
+        text = f"tl.load({ptr} + ({self.index_str(index)}), {self._mask(pl.cls)}, other=0)"
+        if dtype == torch.bool:
+            text += ".to(tl.int1)"
+        elif dtype in (torch.float16, torch.bfloat16):
+            text += ".to(tl.float32)"
+        cdt = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+        return self.cse(text, cdt)
+
+    def constant(self, value: Any, dtype: torch.dtype) -> TV:
+        return self.cse(f"tl.full([1], {_literal(value, dtype)}, {tl_dtype(dtype)})", dtype)
+
+    def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> TV:
+        if not expr.free_symbols:
+            return self.constant(int(expr), dtype)
+        return self.cse(f"({self.index_str(expr)}).to({tl_dtype(dtype)})", dtype)
+
+    def to_dtype(self, value: TV, dtype: torch.dtype) -> TV:
+        if value.dtype == dtype:
+            return value
+        if dtype == torch.bool:
+            return self.cse(f"({value} != 0)", dtype)
+        return self.cse(f"{value}.to({tl_dtype(dtype)})", dtype)
+
+    def masked(self, mask: TV, body: Callable[[], TV], other: Any) -> TV:
+        self.mask_stack.append(mask.name)
+        try:
+            result = body()
+        finally:
+            self.mask_stack.pop()
+        o = self.constant(other, result.dtype)
+        return self.cse(f"tl.where({mask}, {result}, {o})", result.dtype)
+
+    def indirect(self, value: TV, size: int) -> sympy.Symbol:
+        wrapped = self.cse(f"tl.where({value} < 0, {value} + {size}, {value})", value.dtype)
+        sym = sympy.Symbol(wrapped.name, integer=True)
+        self.indirect_names[sym] = wrapped.name
+        return sym
+
+    def op(self, name: str, *args: TV) -> TV:
+        rule = MATH_OPS[name]
+        dtype = args[0].dtype if rule == "same" else (torch.bool if rule == "bool" else args[1].dtype)
+        src = args[0].dtype
+        text = _template(name, src).format(*[a.name for a in args], T=tl_dtype(dtype))
+        return self.cse(text, dtype)
+
+    # ---- nodes ---------------------------------------------------------------------------------
+    def value_of(self, name: str) -> TV:
+        hit = self.scope.node_value(name)
+        if hit is not None:
+            return hit
+        node, pl = self.by_buffer[name]
+        if pl.cls == "red":
+            raise RuntimeError(f"reduction {name} used before its loop finished")
+        saved = self.current
+        self.current = (node, pl)
+        try:
+            value = node.run_body(self)
+        finally:
+            self.current = saved
+        self.scope.node_values[name] = value
+        return value
+
+    def store(self, node: SchedulerNode, pl: Placement, value: TV) -> None:
+        if node.name not in self.stored:
+            return
+        self.outputs.append(node.name)
+        ptr = f"out_ptr{len(self.outputs) - 1}"
+        saved = self.current
+        self.current = (node, pl)
+        idx = self.index_str(node.write.index)
+        self.current = saved
+        dt = node.buffer.dtype
+        v = value.name if value.dtype == dt else f"{value}.to({tl_dtype(dt)})"
+        mask = "xmask" if (not self.reduction_kernel or pl.cls in ("x", "red")) else "xrmask"
+        self.emit(f"tl.store(out_ptr_placeholder_{ptr} + ({idx}), {v}, {mask})")
+
+    def emit_pointwise(self, node: SchedulerNode, pl: Placement) -> None:
+        self.store(node, pl, self.value_of(node.name))
+
+    # ---- reductions --------------------------------------------------------------------------
+    def _default(self, rtype: str, dtype: torch.dtype) -> str:
+        if rtype in REDUCTION_DEFAULTS:
+            return _literal(REDUCTION_DEFAULTS[rtype], dtype)
+        lo = rtype in ("max", "argmax")
+        if _is_float(dtype):
+            return 'float("-inf")' if lo else 'float("inf")'
+        if dtype == torch.bool:
+            return "0" if lo else "1"
+        info = torch.iinfo(dtype)
+        return str(info.min if lo else info.max)
+
+    def _reduction_input(self, node: SchedulerNode, pl: Placement) -> tuple[TV, str]:
+        saved = self.current
+        self.current = (node, pl)
+        try:
+            v = node.run_body(self)
+        finally:
+            self.current = saved
+        rtype = node.buffer.body.reduction_type
+        acc_dtype = node.buffer.body.src_dtype if rtype not in ("any", "all") else torch.bool
+        if v.dtype != acc_dtype:
+            v = self.to_dtype(v, acc_dtype)
+        if acc_dtype == torch.bool:
+            v = self.cse(f"{v}.to(tl.int8)", torch.int8)
+        default = self._default(rtype, v.dtype)
+        b = self.cse(f"tl.where(xrmask, tl.broadcast_to({v}, [XBLOCK, RBLOCK]), {default})", v.dtype)
+        return b, default
+
+    def _finish(self, rtype: str, vals: TV, idx: TV | None) -> TV:
+        """Reduce [XBLOCK, RBLOCK] values (and indices) along r to [XBLOCK, 1], NaN like torch."""
+        if rtype == "sum":
+            return self.cse(f"tl.reduce({vals}, 1, _fast_sum)[:, None]", vals.dtype)
+        if rtype == "prod":
+            return self.cse(f"tl.reduce({vals}, 1, _prod_combine)[:, None]", vals.dtype)
+        if rtype == "any":
+            return self.cse(f"(tl.reduce({vals}, 1, _fast_max)[:, None] != 0)", torch.bool)
+        if rtype == "all":
+            return self.cse(f"(tl.reduce({vals}, 1, _fast_min)[:, None] != 0)", torch.bool)
+        fast = "_fast_max" if rtype in ("max", "argmax") else "_fast_min"
+        best = self.cse(f"tl.reduce({vals}, 1, {fast})[:, None]", vals.dtype)
+        if not _is_float(vals.dtype):
+            has_nan = None
+        else:
+            isnan = self.cse(f"({vals} != {vals})", torch.bool)
+            has_nan = self.cse(f"(tl.reduce({isnan}.to(tl.int8), 1, _fast_max)[:, None] != 0)", torch.bool)
+        if rtype in ("max", "min"):
+            if has_nan is None:
+                return best
+            return self.cse(f"tl.where({has_nan}, float(\"nan\"), {best})", vals.dtype)
+        cand = f"({vals} == {best})" if has_nan is None else f"tl.where({has_nan}, {isnan}, {vals} == {best})"
+        pick = self.cse(f"tl.where({cand}, {idx}, 2147483647)", idx.dtype)
+        return self.cse(f"tl.reduce({pick}, 1, _fast_min)[:, None].to(tl.int64)", torch.int64)
+
+    def emit_persistent_reduction(self, node: SchedulerNode, pl: Placement) -> None:
+        rtype = node.buffer.body.reduction_type
+        v, _ = self._reduction_input(node, pl)
+        idx = None
+        if rtype in ("argmax", "argmin"):
+            idx = self.cse("tl.broadcast_to(rindex, [XBLOCK, RBLOCK])", torch.int32)
+        result = self._finish(rtype, v, idx)
+        self.scope.node_values[node.name] = result
+        self.store(node, pl, result)
+
+    # ---- whole kernel ---------------------------------------------------------------------------
+    def _loop_header(self) -> list[str]:
+        i64 = ".to(tl.int64)" if self.use_int64 else ""
+        if not self.reduction_kernel:
+            return [f"xoffset = tl.program_id(0){i64} * XBLOCK",
+                    "xindex = xoffset + tl.arange(0, XBLOCK)",
+                    "xmask = xindex < xnumel"]
+        return [f"xoffset = tl.program_id(0){i64} * XBLOCK",
+                "xindex = xoffset + tl.arange(0, XBLOCK)[:, None]",
+                "xmask = xindex < xnumel"]
+
+    def phases(self) -> dict[str, int]:
+        phase: dict[str, int] = {}
+        for node, pl in self.members:
+            p = 0
+            for dep in node.read_names:
+                if dep in self.by_buffer and dep in phase:
+                    prod_node, prod_pl = self.by_buffer[dep]
+                    p = max(p, phase[dep] + (1 if prod_pl.cls == "red" else 0))
+            phase[node.name] = p
+        return phase
+
+    def generate(self) -> KernelSource:
+        for line in self._loop_header():
+            self.emit(line)
+        i64 = ".to(tl.int64)" if self.use_int64 else ""
+        if not self.reduction_kernel:
+            for node, pl in self.members:
+                self.emit_pointwise(node, pl)
+        elif self.persistent:
+            self.emit(f"rindex = tl.arange(0, RBLOCK)[None, :]{i64}")
+            self.emit("rmask = rindex < rnumel")
+            self.emit("xrmask = xmask & rmask")
+            for node, pl in self.members:
+                if pl.cls == "red":
+                    self.emit_persistent_reduction(node, pl)
+                else:
+                    self.emit_pointwise(node, pl)
+        else:
+            self._generate_looped(i64)
+        return self._assemble()
+
+    def _generate_looped(self, i64: str) -> None:
+        phase = self.phases()
+        rnodes = [(n, p) for n, p in self.members if p.cls in ("r", "red")]
+        npasses = 1 + max([phase[n.name] for n, _ in rnodes], default=0)
+        for k in range(npasses + 1):
+            for node, pl in self.members:
+                if pl.cls == "x" and phase[node.name] == k:
+                    self.emit_pointwise(node, pl)
+            if k == npasses:
+                break
+            in_pass = [(n, p) for n, p in rnodes if phase[n.name] == k]
+            if not in_pass:
+                continue
+            reds = [(n, p) for n, p in in_pass if p.cls == "red"]
+            accs: dict[str, tuple[str, str | None, torch.dtype]] = {}
+            for node, pl in reds:
+                acc = f"acc_{node.name}"
+                rtype = node.buffer.body.reduction_type
+                dt = node.buffer.body.src_dtype if rtype not in ("any", "all") else torch.int8
+                self.emit(f"{acc} = tl.full([XBLOCK, RBLOCK], {self._default(rtype, dt)}, {tl_dtype(dt)})")
+                idx = None
+                if rtype in ("argmax", "argmin"):
+                    idx = f"accidx_{node.name}"
+                    self.emit(f"{idx} = tl.full([XBLOCK, RBLOCK], 2147483647, tl.int32)")
+                accs[node.name] = (acc, idx, dt)
+            self.emit("for roffset in range(0, rnumel, RBLOCK):")
+            self.push_scope()
+            self.emit(f"rindex = roffset + tl.arange(0, RBLOCK)[None, :]{i64}")
+            self.emit("rmask = rindex < rnumel")
+            self.emit("xrmask = xmask & rmask")
+            for node, pl in in_pass:
+                if pl.cls == "r":
+                    self.emit_pointwise(node, pl)
+                    continue
+                rtype = node.buffer.body.reduction_type
+                acc, idx, dt = accs[node.name]
+                v, _ = self._reduction_input(node, pl)
+                if rtype == "sum":
+                    self.emit(f"{acc} = {acc} + {v}")
+                elif rtype in ("max", "min", "prod"):
+                    self.emit(f"{acc} = _{rtype}_combine({acc}, {v})")
+                elif rtype == "any":
+                    self.emit(f"{acc} = tl.maximum({acc}, {v})")
+                elif rtype == "all":
+                    self.emit(f"{acc} = tl.minimum({acc}, {v})")
+                else:
+                    self.emit(f"{acc}_n, {idx}_n = _{rtype}_combine({acc}, {idx}, {v}, "
+                              f"tl.broadcast_to(rindex.to(tl.int32), [XBLOCK, RBLOCK]))")
+                    self.emit(f"{acc} = tl.where(xrmask, {acc}_n, {acc})")
+                    self.emit(f"{idx} = tl.where(xrmask, {idx}_n, {idx})")
+            self.pop_scope()
+            for node, pl in reds:
+                rtype = node.buffer.body.reduction_type
+                acc, idx, dt = accs[node.name]
+                result = self._finish(rtype, TV(acc, dt), TV(idx, torch.int32) if idx else None)
+                self.scope.node_values[node.name] = result
+                self.store(node, pl, result)
+
+    def _assemble(self) -> KernelSource:
+        in_args = [f"in_ptr{i}" for i in range(len(self.inputs))]
+        out_args = [f"out_ptr{i}" for i in range(len(self.outputs))]
+        params = in_args + out_args + ["xnumel"] + (["rnumel"] if self.reduction_kernel else [])
+        params += ["XBLOCK: tl.constexpr"] + (["RBLOCK: tl.constexpr"] if self.reduction_kernel else [])
+        body = "\n".join(self.lines).replace("out_ptr_placeholder_", "")
+        src = prelude(self.interpret) + f"\n\n@triton.jit\ndef {self.name}({', '.join(params)}):\n{body}\n"
+        return KernelSource(self.name, src, tuple(self.inputs) + tuple(self.outputs),
+                            "reduction" if self.reduction_kernel else "pointwise", self.numel, self.rnumel,
+                            self.config)
+
+
+def kernel_name(kind: str, persistent: bool, origins: Sequence[str], index: int, max_ops: int = 8) -> str:
+    prefix = "poi" if kind == "pointwise" else ("per" if persistent else "red")
+    ops = sorted(set(origins))
+    if len(ops) > max_ops:
+        ops = ops[:max_ops]
+    return f"triton_{prefix}_fused_{'_'.join(ops) or 'copy'}_{index}"

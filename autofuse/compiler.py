@@ -1,0 +1,224 @@
+"""The pipeline for one graph specialization: lower -> schedule/fuse -> codegen -> program."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import torch
+import torch.fx
+
+from .codegen.triton_kernel import KernelSource, KernelWriter, kernel_name
+from .ir.values import Buffer, ComputedBuffer, ExternBuffer, ReinterpretView, is_tensor_value
+from .lower import GraphLowering
+from .options import CompileOptions
+from .runtime.loader import load_kernel, warn_interpreter_once
+from .runtime.program import Alloc, ExternCall, Free, KernelLaunch, Program, StridedArg
+from .schedule.fusion import FusionGroup, FusionLog, fuse_nodes, singleton, topological_groups
+from .schedule.nodes import itemsize
+from .schedule.scheduler import SchedulerGraph
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """What explain reports about one kernel of a compiled program."""
+
+    name: str
+    kind: str  # "pointwise" | "reduction" | "fallback"
+    aten_ops: tuple[str, ...]
+    nodes: tuple[str, ...]
+    numel: int = 0
+    rnumel: int = 1
+    config: Any = None
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+    bytes_read: int = 0
+    bytes_written: int = 0
+    source: str = ""
+
+
+@dataclass
+class CompiledArtifacts:
+    program: Program
+    kernels: list[KernelInfo]
+    fusion_log: FusionLog
+    groups: list[FusionGroup] = field(default_factory=list)
+
+
+def schedule(lowering: GraphLowering, options: CompileOptions) -> tuple[SchedulerGraph, list[FusionGroup], FusionLog]:
+    graph = SchedulerGraph(lowering.buffers, lowering.outputs)
+    groups = [singleton(n) for n in graph.nodes]
+    log = FusionLog()
+    if options.strategy == "inductor":
+        groups = fuse_nodes(groups, graph, options.heuristics, log)
+    return graph, topological_groups(groups, graph), log
+
+
+def compile_graph(gm: torch.fx.GraphModule, args: Sequence[Any], options: CompileOptions) -> CompiledArtifacts:
+    lowering = GraphLowering(gm, args, options.heuristics).run()
+    graph, groups, log = schedule(lowering, options)
+    return ProgramBuilder(lowering, graph, groups, options).build(log)
+
+
+class ProgramBuilder:
+    """Turns ordered groups into steps: allocations, launches, fallbacks, frees."""
+
+    def __init__(self, lowering: GraphLowering, graph: SchedulerGraph, groups: list[FusionGroup],
+                 options: CompileOptions) -> None:
+        self.lowering, self.graph, self.groups, self.options = lowering, graph, groups, options
+        self.slots: dict[str, int] = {}
+        self.layouts: dict[str, Any] = {}
+        for inp in lowering.inputs:
+            if inp is not None:
+                self.layouts[inp.name] = inp.layout
+        for b in lowering.buffers:
+            if isinstance(b, ComputedBuffer):
+                self.layouts[b.name] = b.layout
+        for n in graph.nodes:
+            if n.kind == "extern":
+                _walk(n.extern.outputs, lambda o: self.layouts.__setitem__(o.name, o.layout))
+
+    def slot(self, name: str) -> int:
+        if name not in self.slots:
+            self.slots[name] = len(self.slots)
+        return self.slots[name]
+
+    def build(self, log: FusionLog) -> CompiledArtifacts:
+        input_slots = tuple(self.slot(i.name) if i is not None else None for i in self.lowering.inputs)
+        outputs_needed = self.graph.graph_outputs
+        readers: dict[str, set[int]] = {}
+        for gi, g in enumerate(self.groups):
+            for n in g.nodes:
+                for r in n.read_names:
+                    readers.setdefault(r, set()).add(gi)
+        steps: list[Any] = []
+        kernels: list[KernelInfo] = []
+        step_of_group: list[int] = []
+        for gi, g in enumerate(self.groups):
+            if g.is_extern:
+                steps.append(self._extern_step(g.nodes[0]))
+                kernels.append(KernelInfo(g.nodes[0].extern.name, "fallback", tuple(sorted(g.nodes[0].origins)),
+                                          (g.nodes[0].name,), reads=tuple(sorted(g.nodes[0].read_names)),
+                                          writes=g.nodes[0].outputs))
+            else:
+                written = {n.name for n in g.nodes}
+                stored = {w for w in written if w in outputs_needed or (readers.get(w, set()) - {gi})}
+                for w in sorted(stored, key=lambda w: self.graph.by_name[w].order):
+                    steps.append(Alloc(self.slot(w), self.layouts[w], poison=self.options.poison))
+                launch, info = self._kernel_step(g, stored, len(kernels))
+                steps.append(launch)
+                kernels.append(info)
+            step_of_group.append(len(steps) - 1)
+        steps = self._plan_memory(steps, readers, step_of_group, outputs_needed)
+        outputs = [self._output_getter(o) for o in self.lowering.outputs]
+        program = Program(len(self.slots), input_slots, steps, outputs, kernels)
+        return CompiledArtifacts(program, kernels, log, self.groups)
+
+    # ---- steps -----------------------------------------------------------------------------
+    def _arg(self, v: Any) -> Any:
+        if isinstance(v, ReinterpretView):
+            return StridedArg(self.slot(v.buffer.name), v.layout)
+        if isinstance(v, Buffer):
+            return StridedArg(self.slot(v.name), v.layout.__class__(v.layout.device, v.layout.dtype, v.layout.size,
+                                                                  v.layout.stride, 0))
+        return v
+
+    def _extern_step(self, node: Any) -> ExternCall:
+        k = node.extern
+        from torch.utils._pytree import tree_map
+        is_leaf = lambda x: is_tensor_value(x)  # noqa: E731
+        args = tree_map(self._arg, k.args, is_leaf=is_leaf)
+        kwargs = tree_map(self._arg, k.kwargs, is_leaf=is_leaf)
+        layouts: dict[int, Any] = {}
+
+        def slots_of(o: Any) -> Any:
+            if isinstance(o, ExternBuffer):
+                s = self.slot(o.name)
+                layouts[s] = o.layout
+                return s
+            if isinstance(o, (list, tuple)):
+                return [slots_of(x) for x in o]
+            return None
+
+        return ExternCall(k.name, k.op, args, kwargs, slots_of(k.outputs), layouts)
+
+    def _kernel_step(self, g: FusionGroup, stored: set[str], index: int) -> tuple[KernelLaunch, KernelInfo]:
+        device = g.device
+        interpret = device.type != "cuda"
+        if interpret:
+            warn_interpreter_once()
+        kind = "reduction" if g.is_reduction else "pointwise"
+        config = self.options.heuristics.launch_config(kind, g.numel, g.rnumel, interpret)
+        origins: set[str] = set()
+        for n in g.nodes:
+            origins |= n.origins
+        name = kernel_name(kind, config.persistent, sorted(origins), index)
+        dtypes = {k: v.dtype for k, v in self.layouts.items()}
+        spans = {k: v.storage_span() for k, v in self.layouts.items()}
+        writer = KernelWriter(name, g.placements(), g.numel, g.rnumel, g.is_reduction, stored, dtypes, spans,
+                              config, interpret)
+        src: KernelSource = writer.generate()
+        fn = load_kernel(name, src.source, interpret)
+        launch = KernelLaunch(name, fn, tuple(self.slot(a) for a in src.arg_names), g.numel, g.rnumel,
+                              config.XBLOCK, config.RBLOCK, config.num_warps, config.num_stages, g.is_reduction)
+        reads = tuple(writer.inputs)
+        writes = tuple(writer.outputs)
+        info = KernelInfo(name, kind, tuple(sorted(origins)), tuple(n.name for n in g.nodes), g.numel, g.rnumel,
+                          config, reads, writes,
+                          sum(self._bytes(r) for r in reads), sum(self._bytes(w) for w in writes), src.source)
+        return launch, info
+
+    def _bytes(self, name: str) -> int:
+        lay = self.layouts[name]
+        return lay.numel * itemsize(lay.dtype)
+
+    def _plan_memory(self, steps: list[Any], readers: dict[str, set[int]], step_of_group: list[int],
+                     outputs: set[str]) -> list[Any]:
+        """Insert frees after last uses; let allocations take over freed storage of equal size."""
+        last_use: dict[int, int] = {}
+        for name, gis in readers.items():
+            if name in self.slots:
+                last_use[self.slots[name]] = max(step_of_group[g] for g in gis)
+        keep = {self.slots[n] for n in outputs if n in self.slots}
+        keep |= {self.slot(i.name) for i in self.lowering.inputs if i is not None}
+        name_of = {s: n for n, s in self.slots.items()}
+        frees_at: dict[int, list[int]] = {}
+        for s, st in last_use.items():
+            if s not in keep:
+                frees_at.setdefault(st, []).append(s)
+        out: list[Any] = []
+        pool: dict[tuple, list[int]] = {}
+        for i, step in enumerate(steps):
+            if isinstance(step, Alloc):
+                lay = step.layout
+                key = (str(lay.device), lay.dtype, lay.storage_span())
+                if pool.get(key) and not step.poison:
+                    step.reuse = pool[key].pop()
+            out.append(step)
+            freed = frees_at.get(i, [])
+            to_free = []
+            for s in freed:
+                lay = self.layouts.get(name_of[s])
+                if lay is not None and name_of[s] in self.graph.by_name and self.graph.by_name[name_of[s]].kind != "extern":
+                    pool.setdefault((str(lay.device), lay.dtype, lay.storage_span()), []).append(s)
+                else:
+                    to_free.append(s)
+            if to_free:
+                out.append(Free(tuple(to_free)))
+        return out
+
+    def _output_getter(self, o: Any):
+        if isinstance(o, ReinterpretView):
+            arg = StridedArg(self.slot(o.buffer.name), o.layout)
+            return arg.get
+        if isinstance(o, Buffer):
+            s = self.slot(o.name)
+            return lambda env: env[s]
+        return lambda env: o
+
+
+def _walk(o: Any, fn) -> None:
+    if isinstance(o, (list, tuple)):
+        for x in o:
+            _walk(x, fn)
+    elif isinstance(o, ExternBuffer):
+        fn(o)

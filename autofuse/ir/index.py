@@ -1,0 +1,156 @@
+"""Index arithmetic on sympy expressions: exact floor-division / modulo and range-based simplification.
+
+Note: indices are non-negative integers. `FloorDiv` and `ModIndex` pull out terms whose
+coefficients the divisor divides (exact for integers); `simplify_index` then uses the ranges
+of the loop variables to drop a division or modulo whose argument is already below the divisor.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import sympy
+
+Expr = sympy.Expr
+
+
+class FloorDiv(sympy.Function):
+    """base // divisor for non-negative integer index expressions."""
+
+    nargs = 2
+    is_integer = True
+
+    @classmethod
+    def eval(cls, base, divisor):
+        if divisor == 1:
+            return base
+        if base == 0:
+            return sympy.Integer(0)
+        if base.is_Integer and divisor.is_Integer:
+            return sympy.Integer(int(base) // int(divisor))
+        if divisor.is_Integer:
+            d = int(divisor)
+            pulled, rest = _split_divisible(base, d)
+            if pulled != 0:
+                return pulled + FloorDiv(rest, divisor)
+        return None
+
+
+class ModIndex(sympy.Function):
+    """base % divisor for non-negative integer index expressions."""
+
+    nargs = 2
+    is_integer = True
+
+    @classmethod
+    def eval(cls, base, divisor):
+        if divisor == 1 or base == 0:
+            return sympy.Integer(0)
+        if base.is_Integer and divisor.is_Integer:
+            return sympy.Integer(int(base) % int(divisor))
+        if divisor.is_Integer:
+            pulled, rest = _split_divisible(base, int(divisor))
+            if pulled != 0:
+                return ModIndex(rest, divisor)
+        return None
+
+
+def _split_divisible(expr: Expr, d: int) -> tuple[Expr, Expr]:
+    """Split expr into (sum of terms divisible by d, divided by d; the other terms)."""
+    pulled, rest = sympy.Integer(0), sympy.Integer(0)
+    for term in sympy.Add.make_args(sympy.expand(expr)):
+        coeff, _ = term.as_coeff_Mul()
+        if coeff.is_Integer and int(coeff) % d == 0:
+            pulled += term / d
+        else:
+            rest += term
+    return pulled, rest
+
+
+def bounds(expr: Expr, ranges: Mapping[sympy.Symbol, int]) -> tuple[int, int] | None:
+    """Inclusive (lo, hi) of expr over the variables' ranges, or None if unknown."""
+    if expr.is_Integer:
+        return int(expr), int(expr)
+    if expr.is_Symbol:
+        if expr in ranges:
+            return 0, max(int(ranges[expr]) - 1, 0)
+        return None
+    if isinstance(expr, sympy.Add):
+        lo = hi = 0
+        for a in expr.args:
+            b = bounds(a, ranges)
+            if b is None:
+                return None
+            lo, hi = lo + b[0], hi + b[1]
+        return lo, hi
+    if isinstance(expr, sympy.Mul):
+        lo = hi = 1
+        for a in expr.args:
+            b = bounds(a, ranges)
+            if b is None:
+                return None
+            cands = [lo * b[0], lo * b[1], hi * b[0], hi * b[1]]
+            lo, hi = min(cands), max(cands)
+        return lo, hi
+    if isinstance(expr, FloorDiv):
+        b = bounds(expr.args[0], ranges)
+        if b is None or not expr.args[1].is_Integer or b[0] < 0:
+            return None
+        d = int(expr.args[1])
+        return b[0] // d, b[1] // d
+    if isinstance(expr, ModIndex):
+        if not expr.args[1].is_Integer:
+            return None
+        return 0, int(expr.args[1]) - 1
+    return None
+
+
+def simplify_index(expr: Expr, ranges: Mapping[sympy.Symbol, int]) -> Expr:
+    """Drop FloorDiv/ModIndex that the variable ranges make trivial; expand the rest."""
+    expr = sympy.expand(expr)
+
+    def visit(e: Expr) -> Expr:
+        if not e.args:
+            return e
+        e = e.func(*[visit(a) for a in e.args])
+        if isinstance(e, (FloorDiv, ModIndex)) and e.args[1].is_Integer:
+            b = bounds(e.args[0], ranges)
+            if b is not None and b[0] >= 0 and b[1] < int(e.args[1]):
+                return sympy.Integer(0) if isinstance(e, FloorDiv) else e.args[0]
+        return e
+
+    return sympy.expand(visit(expr))
+
+
+def row_major_vars(flat: Expr, sizes: Sequence[int]) -> list[Expr]:
+    """Decompose a flat index into per-dimension indices, row-major."""
+    out: list[Expr] = []
+    stride = 1
+    for s in reversed(sizes):
+        out.append(sympy.Integer(0) if s == 1 else ModIndex(FloorDiv(flat, stride), s))
+        stride *= s
+    out.reverse()
+    if sizes and sizes[0] != 1:
+        total_inner = 1
+        for s in sizes[1:]:
+            total_inner *= s
+        out[0] = FloorDiv(flat, total_inner)
+    return out
+
+
+def contiguous_strides(sizes: Sequence[int]) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for s in reversed(sizes):
+        strides.append(acc)
+        acc *= max(int(s), 1)
+    return tuple(reversed(strides))
+
+
+def make_vars(prefix: str, n: int) -> list[sympy.Symbol]:
+    return [sympy.Symbol(f"{prefix}{i}", integer=True, nonnegative=True) for i in range(n)]
+
+
+def prod(xs: Sequence[int]) -> int:
+    p = 1
+    for x in xs:
+        p *= int(x)
+    return p

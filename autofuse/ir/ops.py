@@ -1,0 +1,112 @@
+"""The operations a lazy body may use, and the handlers that interpret bodies.
+
+Note: a body is a plain Python function `(ops, index) -> value`. The same body is run by
+different handlers: `AnalysisHandler` records reads (for MemoryDeps) and counts ops (for the
+realize heuristics); the Triton codegen handler emits code. Math ops are called by name
+(`ops.add(a, b)`); operands are already cast to one compute dtype by the lowering.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Callable, Sequence
+
+import sympy
+import torch
+
+from .index import Expr
+
+# op name -> result dtype rule: "same" (first operand), "bool", "arg1" (second operand)
+MATH_OPS: dict[str, str] = {
+    **{n: "same" for n in (
+        "add", "sub", "mul", "truediv", "floordiv", "truncdiv", "remainder", "fmod", "neg", "abs",
+        "sign", "reciprocal", "sqrt", "rsqrt", "exp", "exp2", "expm1", "log", "log2", "log1p", "sin",
+        "cos", "tan", "tanh", "sigmoid", "erf", "pow", "floor", "ceil", "round", "trunc", "maximum",
+        "minimum", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "relu", "atan", "asin",
+        "acos", "sinh", "cosh", "erfc", "lshift", "rshift")},
+    **{n: "bool" for n in (
+        "lt", "le", "gt", "ge", "eq", "ne", "logical_and", "logical_or", "logical_xor", "logical_not",
+        "isnan", "isinf")},
+    "where": "arg1",
+}
+
+
+class OpsHandler:
+    """Base of body interpreters. Subclasses implement the primitive methods."""
+
+    def load(self, name: str, index: Expr) -> object:
+        raise NotImplementedError
+
+    def constant(self, value: float | int | bool, dtype: torch.dtype) -> object:
+        raise NotImplementedError
+
+    def index_expr(self, expr: Expr, dtype: torch.dtype) -> object:
+        raise NotImplementedError
+
+    def to_dtype(self, value: object, dtype: torch.dtype) -> object:
+        raise NotImplementedError
+
+    def masked(self, mask: object, body: Callable[[], object], other: float | int | bool) -> object:
+        """body() evaluated where mask holds (its loads masked), `other` elsewhere."""
+        raise NotImplementedError
+
+    def indirect(self, value: object, size: int) -> sympy.Symbol:
+        """A symbol standing for an integer tensor value used inside an index (wrapped if negative)."""
+        raise NotImplementedError
+
+    def op(self, name: str, *args: object) -> object:
+        raise NotImplementedError
+
+    def __getattr__(self, name: str) -> Callable[..., object]:
+        if name in MATH_OPS:
+            return lambda *args: self.op(name, *args)
+        raise AttributeError(name)
+
+
+class AnalysisHandler(OpsHandler):
+    """Records every load (buffer, index) and counts ops, without generating code."""
+
+    _ids = itertools.count()
+
+    def __init__(self) -> None:
+        self.loads: list[tuple[str, Expr]] = []
+        self.op_count = 0
+        self.indirect_symbols: list[sympy.Symbol] = []
+
+    def load(self, name: str, index: Expr) -> object:
+        self.loads.append((name, index))
+        self.op_count += 1
+        return None
+
+    def constant(self, value, dtype) -> object:
+        return None
+
+    def index_expr(self, expr, dtype) -> object:
+        self.op_count += 1
+        return None
+
+    def to_dtype(self, value, dtype) -> object:
+        return None
+
+    def masked(self, mask, body, other) -> object:
+        body()
+        self.op_count += 1
+        return None
+
+    def indirect(self, value, size) -> sympy.Symbol:
+        sym = sympy.Symbol(f"ind{next(self._ids)}", integer=True)
+        self.indirect_symbols.append(sym)
+        return sym
+
+    def op(self, name, *args) -> object:
+        self.op_count += 1
+        return None
+
+    @property
+    def read_names(self) -> list[str]:
+        return list(dict.fromkeys(n for n, _ in self.loads))
+
+
+def analyze(fn: Callable[..., object], *index_args: Sequence[Expr]) -> AnalysisHandler:
+    h = AnalysisHandler()
+    fn(h, *index_args)
+    return h

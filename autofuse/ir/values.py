@@ -1,0 +1,197 @@
+"""IR values: layouts, realized buffers, strided views and lazy pointwise/reduction bodies.
+
+Note: a lazy value is a function of sympy index variables evaluated through an `OpsHandler`
+(codegen, dependency recording, op counting all run the same body). Views are index rewrites of
+their input's loader; a view of a realized buffer that is still expressible as (size, stride,
+offset) stays a `ReinterpretView`, so ATen fallbacks receive it without a copy.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Callable, Sequence, Union
+
+import sympy
+import torch
+
+from .index import Expr, contiguous_strides, prod
+
+Loader = Callable[["OpsHandler", Sequence[Expr]], object]  # noqa: F821
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a tensor's elements live: element (i0..in) is at offset + sum(i_k * stride_k)."""
+
+    device: torch.device
+    dtype: torch.dtype
+    size: tuple[int, ...]
+    stride: tuple[int, ...]
+    offset: int = 0
+
+    @staticmethod
+    def contiguous(device: torch.device, dtype: torch.dtype, size: Sequence[int]) -> "Layout":
+        size = tuple(int(s) for s in size)
+        return Layout(device, dtype, size, contiguous_strides(size), 0)
+
+    @staticmethod
+    def like(t: torch.Tensor, offset: int = 0) -> "Layout":
+        return Layout(t.device, t.dtype, tuple(int(s) for s in t.shape), tuple(int(s) for s in t.stride()), offset)
+
+    def index(self, idx: Sequence[Expr]) -> Expr:
+        expr = sympy.Integer(self.offset)
+        for i, st, sz in zip(idx, self.stride, self.size):
+            if sz != 1 and st != 0:
+                expr = expr + i * st
+        return expr
+
+    @property
+    def numel(self) -> int:
+        return prod(self.size)
+
+    def storage_span(self) -> int:
+        """Elements from the base pointer needed to hold every addressed element."""
+        if self.numel == 0:
+            return 0
+        return self.offset + 1 + sum((s - 1) * st for s, st in zip(self.size, self.stride))
+
+    def is_contiguous(self) -> bool:
+        return all(st == cs for st, cs, sz in zip(self.stride, contiguous_strides(self.size), self.size) if sz != 1)
+
+
+@dataclass(eq=False)
+class Buffer:
+    """A realized tensor in memory: a graph input, a computed kernel output, or an ATen result."""
+
+    name: str
+    layout: Layout
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.layout.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.layout.device
+
+    @property
+    def size(self) -> tuple[int, ...]:
+        return self.layout.size
+
+    def loader(self) -> Loader:
+        name, layout = self.name, self.layout
+        return lambda ops, idx: ops.load(name, layout.index(idx))
+
+
+@dataclass(eq=False)
+class InputBuffer(Buffer):
+    index: int = 0
+
+
+@dataclass(frozen=True)
+class PointwiseBody:
+    """out[idx] = inner_fn(ops, idx) over `size`."""
+
+    size: tuple[int, ...]
+    inner_fn: Loader
+
+
+@dataclass(frozen=True)
+class ReductionBody:
+    """out[idx] = reduce_{ridx} inner_fn(ops, idx, ridx); `size` is the output's, `rsize` the reduced dims'."""
+
+    size: tuple[int, ...]
+    rsize: tuple[int, ...]
+    reduction_type: str
+    inner_fn: Callable[..., object]
+    src_dtype: torch.dtype
+
+
+@dataclass(eq=False)
+class ComputedBuffer(Buffer):
+    """A buffer written by a generated kernel."""
+
+    body: Union[PointwiseBody, ReductionBody] = None  # type: ignore[assignment]
+    origins: frozenset[str] = frozenset()
+
+    @property
+    def is_reduction(self) -> bool:
+        return isinstance(self.body, ReductionBody)
+
+
+@dataclass(eq=False)
+class ExternBuffer(Buffer):
+    """An output of an ATen fallback kernel."""
+
+    kernel: "ExternKernel" = None  # type: ignore[assignment]
+
+
+@dataclass(eq=False)
+class ExternKernel:
+    """An ATen op run as-is inside the compiled graph; fusion breaks around it."""
+
+    name: str
+    op: object
+    args: tuple
+    kwargs: dict
+    outputs: list  # nested structure of ExternBuffer | None
+    reads: list[str] = field(default_factory=list)
+    origins: frozenset[str] = frozenset()
+    is_mutating: bool = False
+
+
+@dataclass(frozen=True)
+class ReinterpretView:
+    """A strided view of a realized buffer (no copy)."""
+
+    buffer: Buffer
+    layout: Layout
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.layout.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.layout.device
+
+    @property
+    def size(self) -> tuple[int, ...]:
+        return self.layout.size
+
+    def loader(self) -> Loader:
+        name, layout = self.buffer.name, self.layout
+        return lambda ops, idx: ops.load(name, layout.index(idx))
+
+
+@dataclass(frozen=True)
+class Pointwise:
+    """A lazy value: not in memory; its body is inlined into each consumer."""
+
+    device: torch.device
+    dtype: torch.dtype
+    size: tuple[int, ...]
+    inner_fn: Loader
+    origins: frozenset[str] = frozenset()
+
+    def loader(self) -> Loader:
+        return self.inner_fn
+
+    def with_origins(self, origins: frozenset[str]) -> "Pointwise":
+        return dataclasses.replace(self, origins=self.origins | origins)
+
+
+TensorValue = Union[Buffer, ReinterpretView, Pointwise]
+
+
+def is_tensor_value(v: object) -> bool:
+    return isinstance(v, (Buffer, ReinterpretView, Pointwise))
+
+
+def strided_of(v: TensorValue) -> tuple[Buffer, Layout] | None:
+    """(base buffer, layout relative to it) when v is addressable as strides over a buffer."""
+    if isinstance(v, Buffer):
+        return v, v.layout
+    if isinstance(v, ReinterpretView):
+        return v.buffer, v.layout
+    return None

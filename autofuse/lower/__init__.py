@@ -1,0 +1,6 @@
+"""Lowering: functional ATen FX graph -> IR (buffers, lazy pointwise bodies, reductions, fallbacks)."""
+from . import creation, indexing, pointwise, reductions, views  # noqa: F401  (register lowerings)
+from .graph import GraphLowering, LoweringError
+from .registry import LOWERINGS, Unsupported
+
+__all__ = ["GraphLowering", "LoweringError", "LOWERINGS", "Unsupported"]

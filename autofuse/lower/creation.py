@@ -1,0 +1,89 @@
+"""Tensor factories: full / zeros / ones (and *_like), scalar_tensor, arange, iota."""
+from __future__ import annotations
+
+import torch
+
+from ..ir.values import Pointwise
+from .common import upcast
+from .registry import Unsupported, register
+
+aten = torch.ops.aten
+prims = torch.ops.prims
+
+
+def _const(g, value):
+    out = g.out
+    cd = upcast(out.dtype)
+    if isinstance(value, complex):
+        raise Unsupported("complex")
+    size = tuple(int(s) for s in out.shape)
+    return Pointwise(out.device, out.dtype, size, lambda ops, idx: ops.constant(value, cd))
+
+
+@register(aten.full)
+def _full(g, size, value, **kw):
+    return _const(g, value)
+
+
+@register(aten.full_like)
+def _full_like(g, x, value, **kw):
+    return _const(g, value)
+
+
+@register(aten.zeros, aten.zeros_like, aten.new_zeros, aten.empty_like, aten.new_empty)
+def _zeros(g, *args, **kw):
+    return _const(g, 0)
+
+
+@register(aten.ones, aten.ones_like, aten.new_ones)
+def _ones(g, *args, **kw):
+    return _const(g, 1)
+
+
+@register(aten.new_full)
+def _new_full(g, x, size, value, **kw):
+    return _const(g, value)
+
+
+@register(aten.fill)
+def _fill(g, x, value):
+    if not isinstance(value, (int, float, bool)):
+        raise Unsupported("tensor fill value")
+    return _const(g, value)
+
+
+@register(aten.scalar_tensor)
+def _scalar_tensor(g, value, **kw):
+    return _const(g, value)
+
+
+@register(aten.arange)
+def _arange(g, *args, **kw):
+    nums = [a for a in args if isinstance(a, (int, float))]
+    if len(nums) == 1:
+        start, step = 0, 1
+    elif len(nums) == 2:
+        start, step = nums[0], 1
+    elif len(nums) == 3:
+        start, step = nums[0], nums[2]
+    else:
+        raise Unsupported("arange signature")
+    out = g.out
+    cd = upcast(out.dtype)
+    if cd.is_floating_point:
+        def fn(ops, idx):
+            i = ops.to_dtype(ops.index_expr(idx[0], torch.int64), torch.float64)
+            v = ops.add(ops.constant(float(start), torch.float64), ops.mul(i, ops.constant(float(step), torch.float64)))
+            return ops.to_dtype(v, cd)
+    else:
+        def fn(ops, idx):
+            return ops.to_dtype(ops.index_expr(int(start) + int(step) * idx[0], torch.int64), cd)
+    return Pointwise(out.device, out.dtype, tuple(int(s) for s in out.shape), fn)
+
+
+@register(prims.iota)
+def _iota(g, length, *, start, step, **kw):
+    out = g.out
+    cd = upcast(out.dtype)
+    return Pointwise(out.device, out.dtype, (int(length),),
+                     lambda ops, idx: ops.to_dtype(ops.index_expr(start + step * idx[0], torch.int64), cd))

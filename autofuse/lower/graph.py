@@ -1,0 +1,203 @@
+"""GraphLowering: one pass over a functional ATen FX graph, concrete shapes, producing IR.
+
+Note: the graph is specialized to the real inputs of a call. Output metadata of every node comes
+from running the op under FakeTensorMode on fakes of those inputs, so each lowering knows eager's
+output size, dtype and strides. An op with no lowering, or whose lowering raises `Unsupported`,
+becomes an `ExternKernel` (ATen fallback); its tensor inputs are realized first.
+"""
+from __future__ import annotations
+
+import itertools
+import operator
+from typing import Any, Sequence
+
+import torch
+import torch.fx
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._pytree import tree_map
+
+from ..ir.index import contiguous_strides, make_vars, prod
+from ..ir.ops import analyze
+from ..ir.values import (
+    Buffer, ComputedBuffer, ExternBuffer, ExternKernel, InputBuffer, Layout, Pointwise, PointwiseBody,
+    ReinterpretView, TensorValue, is_tensor_value,
+)
+from .registry import LOWERINGS, Unsupported
+
+
+class LoweringError(RuntimeError):
+    pass
+
+
+def op_name(target: object) -> str:
+    if isinstance(target, torch._ops.OpOverload):
+        return target.overloadpacket.__name__.lstrip("_")
+    return getattr(target, "__name__", str(target))
+
+
+def is_dense(size: Sequence[int], stride: Sequence[int]) -> bool:
+    """True when (size, stride) is a permutation of a contiguous layout (no overlap, no holes)."""
+    dims = sorted((st, sz) for sz, st in zip(size, stride) if sz != 1)
+    expected = 1
+    for st, sz in dims:
+        if st != expected:
+            return False
+        expected *= sz
+    return True
+
+
+class GraphLowering:
+    """Lowers one FX graph for one input signature; `buffers` lists realized nodes in order."""
+
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], heuristics: "object") -> None:
+        self.gm = gm
+        self.example_inputs = list(example_inputs)
+        self.heuristics = heuristics
+        self.buffers: list[ComputedBuffer | ExternKernel] = []
+        self.inputs: list[InputBuffer | None] = []
+        self.outputs: list[object] = []
+        self.node: torch.fx.Node | None = None
+        self.out: Any = None
+        self._ids = itertools.count()
+        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+        self.env: dict[torch.fx.Node, Any] = {}
+        self.fake_env: dict[torch.fx.Node, Any] = {}
+
+    # ---- naming and buffers -------------------------------------------------------------
+    def new_name(self, prefix: str = "buf") -> str:
+        return f"{prefix}{next(self._ids)}"
+
+    def realize(self, value: TensorValue, like: torch.Tensor | None = None) -> Buffer | ReinterpretView:
+        """Put a lazy value in memory (eager's strides when `like` is given and dense)."""
+        if not isinstance(value, Pointwise):
+            return value
+        size = tuple(value.size)
+        if like is not None and tuple(like.shape) == size and is_dense(size, like.stride()):
+            layout = Layout(value.device, value.dtype, size, tuple(int(s) for s in like.stride()))
+        else:
+            layout = Layout.contiguous(value.device, value.dtype, size)
+        buf = ComputedBuffer(self.new_name(), layout, PointwiseBody(size, value.inner_fn), value.origins)
+        self.buffers.append(buf)
+        return buf
+
+    def add_computed(self, buf: ComputedBuffer) -> ComputedBuffer:
+        self.buffers.append(buf)
+        return buf
+
+    def current_origins(self) -> frozenset[str]:
+        return frozenset([op_name(self.node.target)]) if self.node is not None else frozenset()
+
+    # ---- fallback ---------------------------------------------------------------------------
+    def fallback(self, target: object, args: tuple, kwargs: dict, fake_out: Any) -> Any:
+        reads: list[str] = []
+
+        def prep(v: Any) -> Any:
+            if is_tensor_value(v):
+                r = self.realize(v)
+                reads.append(r.buffer.name if isinstance(r, ReinterpretView) else r.name)
+                return r
+            return v
+
+        args = tree_map(prep, args)
+        kwargs = tree_map(prep, kwargs)
+        name = self.new_name("extern")
+        kernel = ExternKernel(name, target, args, kwargs, [], reads, self.current_origins())
+        schema = getattr(target, "_schema", None)
+        kernel.is_mutating = bool(schema is not None and schema.is_mutable)
+
+        def make_out(t: Any) -> Any:
+            if isinstance(t, torch.Tensor):
+                b = ExternBuffer(self.new_name(), Layout.like(t), kernel)
+                return b
+            return t
+
+        kernel.outputs = tree_map(make_out, fake_out)
+        self.buffers.append(kernel)
+        return kernel.outputs
+
+    # ---- main loop ----------------------------------------------------------------------------
+    def run(self) -> "GraphLowering":
+        placeholder_idx = 0
+        for node in self.gm.graph.nodes:
+            self.node = node
+            if node.op == "placeholder":
+                real = self.example_inputs[placeholder_idx]
+                if isinstance(real, torch.Tensor):
+                    buf = InputBuffer(f"arg{placeholder_idx}", Layout.like(real), placeholder_idx)
+                    self.inputs.append(buf)
+                    self.env[node] = buf
+                    self.fake_env[node] = self.fake_mode.from_tensor(real)
+                else:
+                    self.inputs.append(None)
+                    self.env[node] = real
+                    self.fake_env[node] = real
+                placeholder_idx += 1
+            elif node.op == "call_function":
+                self._lower_call(node)
+            elif node.op == "get_attr":
+                raise LoweringError(f"get_attr {node.target} in a functional graph is not supported")
+            elif node.op == "output":
+                self._lower_output(node)
+        self.node = None
+        return self
+
+    def _lower_call(self, node: torch.fx.Node) -> None:
+        args = torch.fx.node.map_arg(node.args, lambda n: self.env[n])
+        kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: self.env[n])
+        fargs = torch.fx.node.map_arg(node.args, lambda n: self.fake_env[n])
+        fkwargs = torch.fx.node.map_arg(node.kwargs, lambda n: self.fake_env[n])
+        if node.target is operator.getitem:
+            self.env[node] = args[0][args[1]]
+            self.fake_env[node] = fargs[0][fargs[1]]
+            return
+        with self.fake_mode:
+            fake_out = node.target(*fargs, **fkwargs)
+        self.fake_env[node] = fake_out
+        self.out = fake_out
+        self._fake_args = fargs
+        lowering = LOWERINGS.lookup(node.target)
+        result = None
+        if lowering is not None:
+            try:
+                result = lowering(self, *args, **kwargs)
+            except Unsupported:
+                result = None
+        if result is None:
+            result = self.fallback(node.target, args, kwargs, fake_out)
+        elif isinstance(result, Pointwise):
+            result = result.with_origins(self.current_origins())
+            result = self._maybe_realize(node, result, fake_out)
+        self.env[node] = result
+
+    def fake_arg(self, i: int) -> Any:
+        return self._fake_args[i]
+
+    def _maybe_realize(self, node: torch.fx.Node, value: Pointwise, fake_out: Any) -> TensorValue:
+        info = analyze(value.inner_fn, make_vars("i", len(value.size)))
+        num_uses = sum(_count_uses(u, node) for u in node.users)
+        if self.heuristics.should_realize(num_uses, len(set(info.read_names)), info.op_count):
+            return self.realize(value, fake_out if isinstance(fake_out, torch.Tensor) else None)
+        return value
+
+    def _lower_output(self, node: torch.fx.Node) -> None:
+        outs = node.args[0]
+        flat = outs if isinstance(outs, (list, tuple)) else [outs]
+        for o in flat:
+            v = self.env[o] if isinstance(o, torch.fx.Node) else o
+            fake = self.fake_env[o] if isinstance(o, torch.fx.Node) else None
+            if isinstance(v, Pointwise):
+                v = self.realize(v, fake)
+            self.outputs.append(v)
+
+
+def _count_uses(user: torch.fx.Node, node: torch.fx.Node) -> int:
+    count = 0
+
+    def visit(a: Any) -> Any:
+        nonlocal count
+        if a is node:
+            count += 1
+        return a
+
+    torch.fx.node.map_aggregate((user.args, user.kwargs), visit)
+    return count

@@ -1,0 +1,223 @@
+"""Gather-like and concatenating lowerings: gather, index_select, embedding, index (tensor
+indices), cat, constant_pad_nd, slice_scatter, select_scatter.
+
+Note: an index read from a tensor becomes an `ops.indirect` symbol inside the load's index;
+negative indices wrap like eager's. Out-of-range pieces (cat, pad, scatter) are `ops.masked`
+loads, so no address outside a buffer is ever touched.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import sympy
+import torch
+
+from ..ir.values import Pointwise, is_tensor_value
+from .common import norm_dim, origins_of, upcast
+from .registry import Unsupported, register
+
+aten = torch.ops.aten
+
+
+def _out(g: Any, fn, *inputs: Any) -> Pointwise:
+    size = tuple(int(s) for s in g.out.shape)
+    return Pointwise(g.out.device, g.out.dtype, size, fn, origins_of(*inputs))
+
+
+def _cast(ops, v, src: torch.dtype, dst: torch.dtype):
+    return v if upcast(src) == upcast(dst) else ops.to_dtype(v, upcast(dst))
+
+
+@register(aten.gather)
+def _gather(g, x, dim, index, sparse_grad=False):
+    d = norm_dim(dim, len(x.size))
+    xl, il = x.loader(), index.loader()
+    if len(x.size) == 0:
+        raise Unsupported("gather of a scalar")
+    n = x.size[d]
+
+    def fn(ops, idx):
+        i = ops.indirect(il(ops, idx), n)
+        sub = list(idx)
+        sub[d] = i
+        return xl(ops, sub)
+    return _out(g, fn, x, index)
+
+
+@register(aten.index_select)
+def _index_select(g, x, dim, index):
+    d = norm_dim(dim, len(x.size))
+    if len(x.size) == 0:
+        raise Unsupported("index_select of a scalar")
+    xl, il = x.loader(), index.loader()
+    n = x.size[d]
+
+    def fn(ops, idx):
+        i = ops.indirect(il(ops, [idx[d]] if len(index.size) == 1 else []), n)
+        sub = list(idx)
+        sub[d] = i
+        return xl(ops, sub)
+    return _out(g, fn, x, index)
+
+
+@register(aten.embedding)
+def _embedding(g, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    wl, il = weight.loader(), indices.loader()
+    k = len(indices.size)
+    n = weight.size[0]
+
+    def fn(ops, idx):
+        i = ops.indirect(il(ops, idx[:k]), n)
+        return wl(ops, [i, idx[k]])
+    return _out(g, fn, weight, indices)
+
+
+@register(aten.index)
+def _index(g, x, indices):
+    tensors = [(pos, t) for pos, t in enumerate(indices) if t is not None]
+    if not tensors or any(t.dtype in (torch.bool, torch.uint8) for _, t in tensors):
+        raise Unsupported("boolean or empty index")
+    positions = [p for p, _ in tensors]
+    bshape = list(torch.broadcast_shapes(*[tuple(t.size) for _, t in tensors]))
+    nb = len(bshape)
+    adjacent = positions == list(range(positions[0], positions[0] + len(positions)))
+    first = positions[0] if adjacent else 0
+    xl = x.loader()
+    loaders = [(p, t.loader(), tuple(t.size)) for p, t in tensors]
+    rest = [k for k in range(len(x.size)) if k not in positions]
+    expected = []
+    for k in range(len(x.size)):
+        pass
+    out_rank = len(g.out.shape)
+    if out_rank != nb + len(rest):
+        raise Unsupported("index shape")
+
+    def fn(ops, idx):
+        bidx = idx[first:first + nb]
+        other = list(idx[:first]) + list(idx[first + nb:])
+        sub = [None] * len(x.size)
+        for p, ld, tsize in loaders:
+            lead = nb - len(tsize)
+            tid = [sympy.Integer(0) if s == 1 else bidx[lead + j] for j, s in enumerate(tsize)]
+            sub[p] = ops.indirect(ld(ops, tid), x.size[p])
+        it = iter(other)
+        for k in rest:
+            sub[k] = next(it)
+        return xl(ops, sub)
+    return _out(g, fn, x, *[t for _, t in tensors])
+
+
+@register(aten.cat)
+def _cat(g, tensors, dim=0):
+    out_size = tuple(int(s) for s in g.out.shape)
+    nd = len(out_size)
+    d = norm_dim(dim, nd)
+    pieces = []
+    off = 0
+    for t in tensors:
+        if len(t.size) == 1 and t.size[0] == 0 and nd != 1:
+            continue  # legacy empty tensor, skipped by eager too
+        pieces.append((off, t.size[d], t.loader(), t.dtype))
+        off += t.size[d]
+    pieces = [p for p in pieces if p[1] > 0]
+    out_dtype = g.out.dtype
+    cd = upcast(out_dtype)
+
+    def fn(ops, idx):
+        result = None
+        for k, (start, length, ld, dt) in enumerate(reversed(pieces)):
+            sub = list(idx)
+            sub[d] = idx[d] - start
+
+            def body(ld=ld, sub=sub, dt=dt):
+                return _cast(ops, ld(ops, sub), dt, out_dtype)
+            if result is None:
+                result = body() if len(pieces) == 1 else ops.masked(
+                    ops.ge(ops.index_expr(idx[d], torch.int64), ops.constant(start, torch.int64)), body, 0)
+                continue
+            cond = ops.ge(ops.index_expr(idx[d], torch.int64), ops.constant(start, torch.int64))
+            if start == 0:
+                result = ops.where(cond, ops.masked(ops.lt(ops.index_expr(idx[d], torch.int64),
+                                                           ops.constant(length, torch.int64)), body, 0), result)
+            else:
+                result = ops.where(cond, ops.masked(cond, body, 0), result)
+        if result is None:
+            return ops.constant(0, cd)
+        return result
+    return _out(g, fn, *tensors)
+
+
+@register(aten.constant_pad_nd)
+def _pad(g, x, pad, value=0):
+    nd = len(x.size)
+    before = [0] * nd
+    for k in range(len(pad) // 2):
+        before[nd - 1 - k] = pad[2 * k]
+    xl = x.loader()
+    cd = upcast(g.out.dtype)
+    in_size = list(x.size)
+
+    def fn(ops, idx):
+        sub = [i - b for i, b in zip(idx, before)]
+        cond = None
+        for k in range(nd):
+            if pad[2 * (nd - 1 - k)] if 2 * (nd - 1 - k) < len(pad) else 0:
+                pass
+            needs_lo = before[k] > 0
+            needs_hi = 2 * (nd - 1 - k) + 1 < len(pad) and pad[2 * (nd - 1 - k) + 1] > 0
+            iv = ops.index_expr(sub[k], torch.int64) if (needs_lo or needs_hi) else None
+            if needs_lo:
+                c = ops.ge(iv, ops.constant(0, torch.int64))
+                cond = c if cond is None else ops.logical_and(cond, c)
+            if needs_hi:
+                c = ops.lt(iv, ops.constant(in_size[k], torch.int64))
+                cond = c if cond is None else ops.logical_and(cond, c)
+        if cond is None:
+            return _cast(ops, xl(ops, sub), x.dtype, g.out.dtype)
+        return ops.masked(cond, lambda: _cast(ops, xl(ops, sub), x.dtype, g.out.dtype), value)
+    return _out(g, fn, x)
+
+
+@register(aten.slice_scatter)
+def _slice_scatter(g, x, src, dim=0, start=None, end=None, step=1):
+    nd = len(x.size)
+    d = norm_dim(dim, nd)
+    n = x.size[d]
+    s = 0 if start is None else (start + n if start < 0 else start)
+    e = n if end is None else (end + n if end < 0 else end)
+    s, e = max(0, min(n, s)), max(0, min(n, e))
+    xl, sl = x.loader(), src.loader()
+    cd = upcast(g.out.dtype)
+
+    def fn(ops, idx):
+        i = ops.index_expr(idx[d], torch.int64)
+        cond = ops.logical_and(ops.ge(i, ops.constant(s, torch.int64)), ops.lt(i, ops.constant(e, torch.int64)))
+        if step != 1:
+            from ..ir.index import ModIndex
+            cond = ops.logical_and(cond, ops.eq(ops.remainder(ops.sub(i, ops.constant(s, torch.int64)),
+                                                              ops.constant(step, torch.int64)),
+                                                ops.constant(0, torch.int64)))
+        sub = list(idx)
+        if step == 1:
+            sub[d] = idx[d] - s
+        else:
+            from ..ir.index import FloorDiv
+            sub[d] = FloorDiv(idx[d] + (step * n - s), step) - n
+        inside = ops.masked(cond, lambda: _cast(ops, sl(ops, sub), src.dtype, g.out.dtype), 0)
+        return ops.where(cond, inside, _cast(ops, xl(ops, idx), x.dtype, g.out.dtype))
+    return _out(g, fn, x, src)
+
+
+@register(aten.select_scatter)
+def _select_scatter(g, x, src, dim, index):
+    nd = len(x.size)
+    d = norm_dim(dim, nd)
+    i0 = index + x.size[d] if index < 0 else index
+    xl, sl = x.loader(), src.loader()
+
+    def fn(ops, idx):
+        cond = ops.eq(ops.index_expr(idx[d], torch.int64), ops.constant(i0, torch.int64))
+        sub = list(idx[:d]) + list(idx[d + 1:])
+        return ops.where(cond, _cast(ops, sl(ops, sub), src.dtype, g.out.dtype),
+                         _cast(ops, xl(ops, idx), x.dtype, g.out.dtype))
+    return _out(g, fn, x, src)

@@ -1,0 +1,246 @@
+"""Elementwise lowerings: arithmetic with torch's type promotion, math functions, comparisons,
+logical and bitwise ops, where, clamp, dtype conversion."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .common import LOW_PRECISION, make_pointwise, promoted_dtype, returns_bool, upcast
+from .registry import Unsupported, register
+
+aten = torch.ops.aten
+prims = torch.ops.prims
+
+
+def _compute(g: Any) -> torch.dtype:
+    return upcast(g.out.dtype)
+
+
+def _unary(opname: str):
+    def lower(g, x, *rest, **kw):
+        if rest or kw:
+            raise Unsupported(f"extra arguments to {opname}")
+        return make_pointwise(g, [x], lambda ops, a: getattr(ops, opname)(a), _compute(g))
+    return lower
+
+
+def _binary(opname: str):
+    def lower(g, a, b, **kw):
+        if kw:
+            raise Unsupported(f"extra arguments to {opname}")
+        return make_pointwise(g, [a, b], lambda ops, x, y: getattr(ops, opname)(x, y), _compute(g))
+    return lower
+
+
+UNARY = {
+    aten.neg: "neg", aten.abs: "abs", aten.sqrt: "sqrt", aten.rsqrt: "rsqrt", aten.exp: "exp",
+    aten.exp2: "exp2", aten.expm1: "expm1", aten.log: "log", aten.log2: "log2", aten.log1p: "log1p",
+    aten.sin: "sin", aten.cos: "cos", aten.tan: "tan", aten.tanh: "tanh", aten.sigmoid: "sigmoid",
+    aten.erf: "erf", aten.floor: "floor", aten.ceil: "ceil", aten.trunc: "trunc", aten.relu: "relu",
+    aten.atan: "atan", aten.asin: "asin", aten.acos: "acos", aten.sinh: "sinh", aten.cosh: "cosh",
+    aten.erfc: "erfc", aten.reciprocal: "reciprocal",
+}
+for _op, _name in UNARY.items():
+    register(_op)(_unary(_name))
+
+BINARY = {
+    aten.mul: "mul", aten.maximum: "maximum", aten.minimum: "minimum", aten.fmod: "fmod",
+    aten.remainder: "remainder", aten.bitwise_and: "bitwise_and", aten.bitwise_or: "bitwise_or",
+    aten.bitwise_xor: "bitwise_xor", aten.bitwise_left_shift: "lshift", aten.bitwise_right_shift: "rshift",
+    aten.floor_divide: "floordiv",
+}
+for _op, _name in BINARY.items():
+    register(_op)(_binary(_name))
+
+
+@register(aten.add, aten.sub)
+def _add_sub(g, a, b, alpha=1):
+    name = "add" if g.node.target.overloadpacket is aten.add else "sub"
+    cd = _compute(g)
+    if alpha == 1:
+        return make_pointwise(g, [a, b], lambda ops, x, y: getattr(ops, name)(x, y), cd)
+    return make_pointwise(g, [a, b, alpha], lambda ops, x, y, al: getattr(ops, name)(x, ops.mul(y, al)), cd)
+
+
+@register(aten.rsub)
+def _rsub(g, a, b, alpha=1):
+    return make_pointwise(g, [a, b, alpha], lambda ops, x, y, al: ops.sub(y, ops.mul(x, al)), _compute(g))
+
+
+@register(aten.div)
+def _div(g, a, b, rounding_mode=None):
+    cd = _compute(g)
+    if rounding_mode is None:
+        return make_pointwise(g, [a, b], lambda ops, x, y: ops.truediv(x, y), cd)
+    if cd.is_floating_point:
+        post = "floor" if rounding_mode == "floor" else "trunc"
+        return make_pointwise(g, [a, b], lambda ops, x, y: getattr(ops, post)(ops.truediv(x, y)), cd)
+    name = "floordiv" if rounding_mode == "floor" else "truncdiv"
+    return make_pointwise(g, [a, b], lambda ops, x, y: getattr(ops, name)(x, y), cd)
+
+
+@register(aten.pow)
+def _pow(g, a, b):
+    cd = _compute(g)
+    if isinstance(b, (int, float)) and not isinstance(b, bool):
+        if b == 2:
+            return make_pointwise(g, [a], lambda ops, x: ops.mul(x, x), cd)
+        if b == 1:
+            return make_pointwise(g, [a], lambda ops, x: x, cd)
+        if b == 0.5 and cd.is_floating_point:
+            return make_pointwise(g, [a], lambda ops, x: ops.sqrt(x), cd)
+        if b == -1 and cd.is_floating_point:
+            return make_pointwise(g, [a], lambda ops, x: ops.reciprocal(x), cd)
+    if not cd.is_floating_point:
+        raise Unsupported("integer pow")
+    return make_pointwise(g, [a, b], lambda ops, x, y: ops.pow(x, y), cd)
+
+
+@register(aten.sign, aten.sgn)
+def _sign(g, x):
+    if g.out.dtype == torch.bool:
+        return make_pointwise(g, [x], lambda ops, a: a, torch.bool)
+    return make_pointwise(g, [x], lambda ops, a: ops.sign(a), _compute(g))
+
+
+@register(aten.round)
+def _round(g, x, decimals=0):
+    cd = _compute(g)
+    if not cd.is_floating_point:
+        return make_pointwise(g, [x], lambda ops, a: a, cd)
+    if decimals == 0:
+        return make_pointwise(g, [x], lambda ops, a: ops.round(a), cd)
+    scale = 10.0 ** decimals
+    return make_pointwise(g, [x, scale], lambda ops, a, s: ops.truediv(ops.round(ops.mul(a, s)), s), cd)
+
+
+def _compare(opname: str):
+    @returns_bool
+    def fn(ops, x, y):
+        return getattr(ops, opname)(x, y)
+
+    def lower(g, a, b):
+        cd = upcast(promoted_dtype(g.fake_arg(0), g.fake_arg(1)))
+        return make_pointwise(g, [a, b], fn, cd)
+    return lower
+
+
+for _op, _name in {aten.lt: "lt", aten.le: "le", aten.gt: "gt", aten.ge: "ge", aten.eq: "eq", aten.ne: "ne"}.items():
+    register(_op)(_compare(_name))
+
+
+def _logical(opname: str, nargs: int):
+    @returns_bool
+    def fn(ops, *xs):
+        return getattr(ops, opname)(*xs)
+
+    def lower(g, *args):
+        if len(args) != nargs:
+            raise Unsupported("arity")
+        return make_pointwise(g, list(args), fn, torch.bool)
+    return lower
+
+
+register(aten.logical_and)(_logical("logical_and", 2))
+register(aten.logical_or)(_logical("logical_or", 2))
+register(aten.logical_xor)(_logical("logical_xor", 2))
+register(aten.logical_not)(_logical("logical_not", 1))
+
+
+@register(aten.bitwise_not)
+def _bitwise_not(g, x):
+    if g.out.dtype == torch.bool:
+        return make_pointwise(g, [x], returns_bool(lambda ops, a: ops.logical_not(a)), torch.bool)
+    return make_pointwise(g, [x], lambda ops, a: ops.bitwise_not(a), _compute(g))
+
+
+@register(aten.isnan, aten.isinf)
+def _isnan_isinf(g, x):
+    name = g.node.target.overloadpacket.__name__
+    src = upcast(x.dtype)
+    if not src.is_floating_point:
+        return make_pointwise(g, [False], lambda ops, c: c, torch.bool)
+    return make_pointwise(g, [x], returns_bool(lambda ops, a: getattr(ops, name)(a)), src)
+
+
+@register(aten.where)
+def _where(g, cond, a, b):
+    cd = _compute(g)
+    return make_pointwise(g, [cond, a, b], lambda ops, c, x, y: ops.where(ops.to_dtype(c, torch.bool), x, y), cd)
+
+
+@register(aten.clamp, aten.clamp_min, aten.clamp_max)
+def _clamp(g, x, lo=None, hi=None):
+    packet = g.node.target.overloadpacket
+    if packet is aten.clamp_max:
+        lo, hi = None, lo
+    cd = _compute(g)
+    inputs = [x] + [v for v in (lo, hi) if v is not None]
+
+    def fn(ops, v, *bounds):
+        bounds = list(bounds)
+        if lo is not None:
+            v = ops.maximum(v, bounds.pop(0))
+        if hi is not None:
+            v = ops.minimum(v, bounds.pop(0))
+        return v
+
+    return make_pointwise(g, inputs, fn, cd)
+
+
+def _convert(g, x):
+    if not hasattr(x, "size"):
+        raise Unsupported("scalar convert")
+    if g.out.device != x.device:
+        raise Unsupported("device copy")
+    out = g.out.dtype
+    if out == torch.bool:
+        return make_pointwise(g, [x], returns_bool(lambda ops, a: ops.ne(a, ops.constant(0, upcast(x.dtype)))), upcast(x.dtype))
+    if out in LOW_PRECISION and x.dtype != out:
+        # an explicit conversion rounds, even though the value is then computed in f32
+        return make_pointwise(g, [x], lambda ops, a: ops.to_dtype(ops.to_dtype(a, out), torch.float32), torch.float32)
+    return make_pointwise(g, [x], lambda ops, a: a, upcast(out))
+
+
+@register(aten._to_copy)
+def _to_copy(g, x, **kw):
+    if kw.get("device") is not None and torch.device(kw["device"]) != x.device:
+        raise Unsupported("device copy")
+    return _convert(g, x)
+
+
+@register(prims.convert_element_type)
+def _convert_element_type(g, x, dtype):
+    return _convert(g, x)
+
+
+@register(aten.clone, aten.alias, aten.detach, aten.lift_fresh_copy, aten.contiguous)
+def _identity(g, x, **kw):
+    return make_pointwise(g, [x], lambda ops, a: a, upcast(x.dtype))
+
+
+@register(aten.copy)
+def _copy(g, dst, src, non_blocking=False):
+    if src.device != dst.device:
+        raise Unsupported("device copy")
+    return _convert(g, src) if tuple(src.size) == tuple(g.out.shape) else make_pointwise(
+        g, [src], lambda ops, a: a, upcast(g.out.dtype))
+
+
+@register(aten.masked_fill)
+def _masked_fill(g, x, mask, value):
+    cd = _compute(g)
+    return make_pointwise(g, [mask, x, value], lambda ops, m, a, v: ops.where(ops.to_dtype(m, torch.bool), v, a), cd)
+
+
+@register(aten.leaky_relu)
+def _leaky_relu(g, x, slope=0.01):
+    cd = _compute(g)
+    return make_pointwise(g, [x, slope, 0], lambda ops, a, s, z: ops.where(ops.gt(a, z), a, ops.mul(a, s)), cd)
+
+
+@register(aten.hardtanh)
+def _hardtanh(g, x, lo=-1.0, hi=1.0):
+    cd = _compute(g)
+    return make_pointwise(g, [x, lo, hi], lambda ops, a, l, h: ops.minimum(ops.maximum(a, l), h), cd)

@@ -1,0 +1,275 @@
+"""Reduction lowerings: sum, mean, prod, amax, amin, argmax, argmin, any, all, var / var_mean
+(two-pass: mean first, then the sum of squared deviations), logsumexp, max/min with indices.
+
+Note: a reduction's result is stored in its accumulation dtype (f32 for half inputs) and cast to
+the output dtype by a lazy pointwise, so a half-precision sum never overflows in memory.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import sympy
+import torch
+
+from ..ir.values import ComputedBuffer, Layout, Pointwise, ReductionBody
+from .common import make_pointwise, norm_dim, origins_of, upcast
+from .registry import Unsupported, register
+
+aten = torch.ops.aten
+
+
+def _dims(x: Any, dims: Any) -> list[int]:
+    n = len(x.size)
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        return list(range(n))
+    if isinstance(dims, int):
+        dims = [dims]
+    return sorted({norm_dim(d, n) for d in dims})
+
+
+def reduce(g: Any, x: Any, dims: Sequence[int], keepdim: bool, rtype: str, acc_dtype: torch.dtype,
+           map_fn: Callable[..., Any] | None = None, out_dtype: torch.dtype | None = None) -> Any:
+    """A realized reduction of x over dims (stored as acc/out dtype), viewed with or without keepdim."""
+    in_size = tuple(x.size)
+    dims = list(dims)
+    kept = [k for k in range(len(in_size)) if k not in dims]
+    rsize = tuple(in_size[d] for d in dims)
+    out_size = tuple(1 if k in dims else s for k, s in enumerate(in_size)) if keepdim else tuple(in_size[k] for k in kept)
+    loader = x.loader()
+    src = upcast(x.dtype)
+    store_dtype = out_dtype or acc_dtype
+
+    def inner(ops, idx, ridx):
+        full = [None] * len(in_size)
+        if keepdim:
+            for k in kept:
+                full[k] = idx[k]
+        else:
+            for pos, k in enumerate(kept):
+                full[k] = idx[pos]
+        for pos, d in enumerate(dims):
+            full[d] = ridx[pos]
+        v = loader(ops, full)
+        if map_fn is not None:
+            v = map_fn(ops, v)
+        elif src != acc_dtype:
+            v = ops.to_dtype(v, acc_dtype)
+        return v
+
+    layout = Layout.contiguous(x.device, store_dtype, out_size)
+    buf = ComputedBuffer(g.new_name(), layout, ReductionBody(out_size, rsize, rtype, inner, acc_dtype),
+                         origins_of(x) | g.current_origins())
+    return g.add_computed(buf)
+
+
+def _finish(g: Any, buf: Any, fn: Callable[..., Any] | None = None) -> Pointwise:
+    """Cast a reduction buffer to the node's output dtype, optionally through fn."""
+    out = g.out
+    cd = upcast(out.dtype)
+    f = fn or (lambda ops, a: a)
+    return make_pointwise(g, [buf], f, cd if buf.dtype != torch.bool else torch.bool)
+
+
+def _acc(dtype: torch.dtype) -> torch.dtype:
+    if dtype == torch.bool or not dtype.is_floating_point:
+        return torch.int64
+    return upcast(dtype)
+
+
+@register(aten.sum)
+def _sum(g, x, dims=None, keepdim=False, dtype=None):
+    if isinstance(dims, torch.dtype):  # sum.default(x, dtype)
+        dims, dtype = None, dims
+    acc = _acc(g.out.dtype)
+    buf = reduce(g, x, _dims(x, dims), keepdim, "sum", acc,
+                 map_fn=lambda ops, v: ops.to_dtype(v, acc))
+    return buf if buf.dtype == g.out.dtype else _finish(g, buf)
+
+
+@register(aten.mean)
+def _mean(g, x, dims=None, keepdim=False, dtype=None):
+    if isinstance(dims, torch.dtype):
+        dims, dtype = None, dims
+    acc = upcast(g.out.dtype)
+    if not acc.is_floating_point:
+        raise Unsupported("integer mean")
+    d = _dims(x, dims)
+    n = 1
+    for k in d:
+        n *= x.size[k]
+    buf = reduce(g, x, d, keepdim, "sum", acc, map_fn=lambda ops, v: ops.to_dtype(v, acc))
+    return make_pointwise(g, [buf, float(n)], lambda ops, s, c: ops.truediv(s, c), acc)
+
+
+@register(aten.prod)
+def _prod(g, x, dim=None, keepdim=False, dtype=None):
+    if isinstance(dim, torch.dtype):
+        dim, dtype = None, dim
+    acc = _acc(g.out.dtype)
+    buf = reduce(g, x, _dims(x, dim), keepdim, "prod", acc, map_fn=lambda ops, v: ops.to_dtype(v, acc))
+    return buf if buf.dtype == g.out.dtype else _finish(g, buf)
+
+
+@register(aten.amax, aten.amin)
+def _amax(g, x, dims=None, keepdim=False):
+    rtype = "max" if g.node.target.overloadpacket is aten.amax else "min"
+    if any(x.size[d] == 0 for d in _dims(x, dims)):
+        raise Unsupported("empty max")
+    acc = upcast(x.dtype) if x.dtype != torch.bool else torch.bool
+    buf = reduce(g, x, _dims(x, dims), keepdim, rtype, acc, map_fn=lambda ops, v: v)
+    return buf if buf.dtype == g.out.dtype else _finish(g, buf)
+
+
+@register(aten.argmax, aten.argmin)
+def _argmax(g, x, dim=None, keepdim=False):
+    rtype = "argmax" if g.node.target.overloadpacket is aten.argmax else "argmin"
+    if x.dtype == torch.bool:
+        raise Unsupported("argmax of bool")
+    if dim is None:
+        n = 1
+        for s in x.size:
+            n *= s
+        flat = Pointwise(x.device, x.dtype, (n,), _flat_loader(x), getattr(x, "origins", frozenset()))
+        if keepdim:
+            raise Unsupported("argmax keepdim without dim")
+        return reduce(g, flat, [0], False, rtype, upcast(x.dtype), map_fn=lambda ops, v: v, out_dtype=torch.int64)
+    d = norm_dim(dim, len(x.size))
+    if x.size and x.size[d] == 0:
+        raise Unsupported("empty argmax")
+    return reduce(g, x, [d] if x.size else [], keepdim, rtype, upcast(x.dtype), map_fn=lambda ops, v: v,
+                  out_dtype=torch.int64)
+
+
+def _flat_loader(x):
+    from ..ir.index import row_major_vars
+    inner, size = x.loader(), list(x.size)
+    return lambda ops, idx: inner(ops, row_major_vars(idx[0], size))
+
+
+@register(aten.max, aten.min)
+def _max_min(g, x, dim=None, keepdim=False):
+    if not isinstance(dim, int) or not isinstance(g.out, (tuple, list)):
+        raise Unsupported("max/min without dim")
+    is_max = g.node.target.overloadpacket is aten.max
+    out_vals, out_idx = g.out
+    d = norm_dim(dim, len(x.size))
+    if x.dtype == torch.bool or (x.size and x.size[d] == 0):
+        raise Unsupported("bool or empty max")
+    vals = reduce(g, x, [d] if x.size else [], keepdim, "max" if is_max else "min", upcast(x.dtype),
+                  map_fn=lambda ops, v: v)
+    idx = reduce(g, x, [d] if x.size else [], keepdim, "argmax" if is_max else "argmin", upcast(x.dtype),
+                 map_fn=lambda ops, v: v, out_dtype=torch.int64)
+    if vals.dtype != out_vals.dtype:
+        vals = g.realize(make_pointwise(g, [vals], lambda ops, a: a, upcast(out_vals.dtype), out=out_vals), out_vals)
+    return (vals, idx)
+
+
+@register(aten.any, aten.all)
+def _any_all(g, x, dims=None, keepdim=False):
+    rtype = "any" if g.node.target.overloadpacket is aten.any else "all"
+    src = upcast(x.dtype)
+
+    def to_bool(ops, v):
+        return v if src == torch.bool else ops.ne(v, ops.constant(0, src))
+    buf = reduce(g, x, _dims(x, dims), keepdim, rtype, torch.bool, map_fn=to_bool)
+    return buf if buf.dtype == g.out.dtype else _finish(g, buf)
+
+
+def _var(g, x, dims, correction, keepdim, out):
+    acc = upcast(x.dtype)
+    if not acc.is_floating_point:
+        raise Unsupported("integer var")
+    d = _dims(x, dims)
+    n = 1
+    for k in d:
+        n *= x.size[k]
+    s = reduce(g, x, d, True, "sum", acc, map_fn=lambda ops, v: ops.to_dtype(v, acc))
+    mean = Pointwise(x.device, acc, s.size, lambda ops, idx: ops.truediv(s.loader()(ops, idx), ops.constant(float(n), acc)))
+    xl, ml = x.loader(), mean.loader()
+    keep_size = s.size
+
+    def dev2(ops, idx):
+        sub = [sympy.Integer(0) if keep_size[k] == 1 else idx[k] for k in range(len(idx))]
+        diff = ops.sub(ops.to_dtype(xl(ops, idx), acc) if upcast(x.dtype) != acc else xl(ops, idx), ml(ops, sub))
+        return ops.mul(diff, diff)
+
+    sq = Pointwise(x.device, acc, tuple(x.size), dev2, origins_of(x))
+    ssq = reduce(g, sq, d, keepdim, "sum", acc, map_fn=lambda ops, v: v)
+    c = 1.0 if correction is None else float(correction)
+    denom = max(n - c, 0.0)
+    var = make_pointwise(g, [ssq, denom], lambda ops, a, b: ops.truediv(a, b), acc, out=out)
+    return var, s, n, acc
+
+
+@register(aten.var)
+def _var_lower(g, x, dims=None, unbiased=None, keepdim=False, *, correction=None):
+    if isinstance(unbiased, bool):
+        correction = 1 if unbiased else 0
+    elif unbiased is not None and not isinstance(unbiased, bool):
+        raise Unsupported("var signature")
+    return _var(g, x, dims, correction, keepdim, g.out)[0]
+
+
+@register(aten.var_mean)
+def _var_mean(g, x, dims=None, unbiased=None, keepdim=False, *, correction=None):
+    if isinstance(unbiased, bool):
+        correction = 1 if unbiased else 0
+    out_var, out_mean = g.out
+    var, s, n, acc = _var(g, x, dims, correction, keepdim, out_var)
+    d = _dims(x, dims)
+    sq = s
+    if not keepdim:
+        keep = tuple(x.size[k] for k in range(len(x.size)) if k not in d)
+        inner = s.loader()
+        kept = [k for k in range(len(x.size)) if k not in d]
+
+        def unkeep(ops, idx):
+            full = [sympy.Integer(0)] * len(x.size)
+            for pos, k in enumerate(kept):
+                full[k] = idx[pos]
+            return inner(ops, full)
+        sq = Pointwise(x.device, acc, keep, unkeep)
+    mean = make_pointwise(g, [sq, float(n)], lambda ops, a, b: ops.truediv(a, b), acc, out=out_mean)
+    origins = g.current_origins()
+    return (g.realize(var.with_origins(origins), out_var), g.realize(mean.with_origins(origins), out_mean))
+
+
+@register(aten.logsumexp)
+def _logsumexp(g, x, dims, keepdim=False):
+    acc = upcast(g.out.dtype)
+    if not acc.is_floating_point:
+        raise Unsupported("integer logsumexp")
+    d = _dims(x, dims)
+    if any(x.size[k] == 0 for k in d):
+        raise Unsupported("empty logsumexp")
+    m = reduce(g, x, d, True, "max", acc, map_fn=lambda ops, v: ops.to_dtype(v, acc) if upcast(x.dtype) != acc else v)
+    xl, ml = x.loader(), m.loader()
+    msize = m.size
+
+    def safe_m(ops, idx):
+        v = ml(ops, idx)
+        # an all -inf (or inf) row: subtracting inf would give nan; eager's logsumexp uses 0 then
+        return ops.where(ops.isinf(v), ops.constant(0.0, acc), v)
+
+    def shifted(ops, idx):
+        sub = [sympy.Integer(0) if msize[k] == 1 else idx[k] for k in range(len(idx))]
+        v = xl(ops, idx)
+        v = ops.to_dtype(v, acc) if upcast(x.dtype) != acc else v
+        return ops.exp(ops.sub(v, safe_m(ops, sub)))
+
+    e = Pointwise(x.device, acc, tuple(x.size), shifted, origins_of(x))
+    s = reduce(g, e, d, keepdim, "sum", acc, map_fn=lambda ops, v: v)
+    kept = [k for k in range(len(x.size)) if k not in d]
+    sl = s.loader()
+
+    def final(ops, idx):
+        if keepdim:
+            midx = idx
+        else:
+            midx = [sympy.Integer(0)] * len(x.size)
+            for pos, k in enumerate(kept):
+                midx[k] = idx[pos]
+        return ops.add(ops.log(sl(ops, idx)), safe_m(ops, midx))
+
+    return Pointwise(x.device, g.out.dtype, tuple(g.out.shape),
+                     lambda ops, idx: final(ops, idx) if acc == upcast(g.out.dtype) else ops.to_dtype(final(ops, idx), upcast(g.out.dtype)))

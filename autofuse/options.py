@@ -1,0 +1,26 @@
+"""CompileOptions: every knob of a compile, as one explicit frozen value."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .schedule.heuristics import Heuristics
+
+STRATEGIES = ("inductor", "none")
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    strategy: str = "inductor"
+    heuristics: Heuristics = field(default_factory=Heuristics)
+    poison: bool = False          # fill fresh buffers with NaN/garbage: unwritten elements show up in tests
+    strict: bool = False          # raise compiler errors instead of running the graph eagerly
+    verbose: bool = False
+    recorder: Any = field(default=None, compare=False)  # collects compiled programs (explain, tests)
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"unknown strategy {self.strategy!r}; choose one of {', '.join(STRATEGIES)}")
+
+    def with_(self, **kw: Any) -> "CompileOptions":
+        return replace(self, **kw)

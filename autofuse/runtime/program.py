@@ -1,0 +1,141 @@
+"""The compiled program of one graph specialization: a list of steps run in order.
+
+Note: buffers live in a list of slots; a step frees slots after their last use, and an
+allocation may take the storage of a freed buffer of the same device, dtype and size.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import torch
+from torch.utils._pytree import tree_map
+
+from ..ir.values import Layout
+
+
+@dataclass
+class Alloc:
+    slot: int
+    layout: Layout
+    reuse: int | None = None  # slot whose storage this allocation takes over
+    poison: bool = False
+
+    def run(self, env: list) -> None:
+        lay = self.layout
+        if self.reuse is not None:
+            base = env[self.reuse]
+            env[self.reuse] = None
+            t = base.as_strided(lay.size, lay.stride, 0)
+        else:
+            t = torch.empty_strided(lay.size, lay.stride, dtype=lay.dtype, device=lay.device)
+        if self.poison:
+            _poison(t)
+        env[self.slot] = t
+
+
+def _poison(t: torch.Tensor) -> None:
+    if t.dtype.is_floating_point:
+        t.fill_(float("nan"))
+    elif t.dtype == torch.bool:
+        t.fill_(True)
+    else:
+        t.fill_(torch.iinfo(t.dtype).max // 3)
+
+
+@dataclass
+class KernelLaunch:
+    name: str
+    fn: Any
+    arg_slots: tuple[int, ...]
+    numel: int
+    rnumel: int
+    xblock: int
+    rblock: int
+    num_warps: int
+    num_stages: int
+    is_reduction: bool
+
+    def run(self, env: list) -> None:
+        if self.numel == 0:
+            return
+        grid = ((self.numel + self.xblock - 1) // self.xblock,)
+        args = [env[s] for s in self.arg_slots]
+        if self.is_reduction:
+            self.fn[grid](*args, self.numel, self.rnumel, XBLOCK=self.xblock, RBLOCK=self.rblock,
+                          num_warps=self.num_warps, num_stages=self.num_stages)
+        else:
+            self.fn[grid](*args, self.numel, XBLOCK=self.xblock, num_warps=self.num_warps,
+                          num_stages=self.num_stages)
+
+
+@dataclass
+class StridedArg:
+    slot: int
+    layout: Layout
+
+    def get(self, env: list) -> torch.Tensor:
+        base = env[self.slot]
+        lay = self.layout
+        return base.as_strided(lay.size, lay.stride, base.storage_offset() + lay.offset)
+
+
+@dataclass
+class ExternCall:
+    name: str
+    op: Any
+    args: Any
+    kwargs: Any
+    out_slots: Any  # same structure as the op's result, with slot ints / None
+    out_layouts: dict[int, Layout]
+
+    def run(self, env: list) -> None:
+        def get(a: Any) -> Any:
+            return a.get(env) if isinstance(a, StridedArg) else a
+        result = self.op(*tree_map(get, self.args, is_leaf=lambda x: isinstance(x, StridedArg)),
+                         **tree_map(get, self.kwargs, is_leaf=lambda x: isinstance(x, StridedArg)))
+        _assign(self.out_slots, result, env, self.out_layouts)
+
+
+def _assign(slots: Any, result: Any, env: list, layouts: dict[int, Layout]) -> None:
+    if isinstance(slots, int):
+        lay = layouts[slots]
+        t = result
+        if tuple(t.stride()) != lay.stride or tuple(t.shape) != lay.size:
+            # keep the layout the rest of the program was compiled for
+            t2 = torch.empty_strided(lay.size, lay.stride, dtype=lay.dtype, device=t.device)
+            t2.copy_(t)
+            t = t2
+        env[slots] = t
+    elif isinstance(slots, (list, tuple)):
+        for s, r in zip(slots, result):
+            _assign(s, r, env, layouts)
+
+
+@dataclass
+class Free:
+    slots: tuple[int, ...]
+
+    def run(self, env: list) -> None:
+        for s in self.slots:
+            env[s] = None
+
+
+@dataclass
+class Program:
+    """Runs the steps on the inputs and returns the outputs (tensors, views or constants)."""
+
+    num_slots: int
+    input_slots: tuple[int | None, ...]
+    steps: list[Any]
+    outputs: list[Callable[[list], Any]]
+    kernels: list[Any] = field(default_factory=list)
+
+    def __call__(self, args: Sequence[Any]) -> list[Any]:
+        env: list = [None] * self.num_slots
+        for slot, a in zip(self.input_slots, args):
+            if slot is not None:
+                env[slot] = a
+        for step in self.steps:
+            step.run(env)
+        return [o(env) for o in self.outputs]

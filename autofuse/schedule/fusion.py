@@ -1,0 +1,254 @@
+"""Fusion groups, legality (can_fuse answers None or a reason) and Inductor's greedy fuse_nodes.
+
+Note: fuse_nodes follows the seed document: candidate pairs only between groups that share a
+buffer, at most `pairwise_attempts` partners ahead per group, filtered by legality and the
+heuristics' profitability check, sorted by score, merged greedily with a re-check (cycles
+included) on the groups as they stand, repeated for up to `max_rounds` rounds.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from .heuristics import Heuristics
+from .loops import Placement, placement, same_point
+from .nodes import SchedulerNode, itemsize
+from .scheduler import SchedulerGraph
+
+
+@dataclass(eq=False)
+class FusionGroup:
+    """A set of scheduler nodes that becomes one kernel (or one ATen call)."""
+
+    nodes: list[SchedulerNode]
+    numel: int
+    rnumel: int
+    is_reduction: bool
+
+    @property
+    def is_extern(self) -> bool:
+        return self.nodes[0].kind == "extern"
+
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset(n.name for n in self.nodes)
+
+    @property
+    def min_order(self) -> int:
+        return min(n.order for n in self.nodes)
+
+    @property
+    def max_order(self) -> int:
+        return max(n.order for n in self.nodes)
+
+    @property
+    def ancestors(self) -> frozenset[str]:
+        out: set[str] = set()
+        for n in self.nodes:
+            out |= n.ancestors
+        return frozenset(out - self.names)
+
+    @property
+    def accessed(self) -> set[str]:
+        out: set[str] = set()
+        for n in self.nodes:
+            out |= set(n.read_names) | set(n.outputs)
+        return out
+
+    @property
+    def device(self):
+        n = self.nodes[0]
+        return n.buffer.device if n.buffer is not None else None
+
+    def placements(self) -> list[tuple[SchedulerNode, Placement]]:
+        return [(n, placement(n, self.numel, self.rnumel, self.is_reduction)) for n in self.nodes]
+
+    def describe(self) -> str:
+        return "+".join(n.name for n in self.nodes)
+
+
+def singleton(node: SchedulerNode) -> FusionGroup:
+    if node.kind == "extern":
+        return FusionGroup([node], 0, 1, False)
+    return FusionGroup([node], node.numel, node.rnumel, node.kind == "reduction")
+
+
+def merged_space(a: FusionGroup, b: FusionGroup) -> tuple[int, int, bool] | str:
+    """The iteration space of a ∪ b, or why the two don't share one."""
+    if a.is_reduction and b.is_reduction:
+        if (a.numel, a.rnumel) != (b.numel, b.rnumel):
+            return f"reductions over different spaces ({a.numel}, {a.rnumel}) vs ({b.numel}, {b.rnumel})"
+        return a.numel, a.rnumel, True
+    if not a.is_reduction and not b.is_reduction:
+        if a.numel != b.numel:
+            return f"pointwise numel {a.numel} vs {b.numel}"
+        return a.numel, 1, False
+    red, pw = (a, b) if a.is_reduction else (b, a)
+    for n in pw.nodes:
+        if placement(n, red.numel, red.rnumel, True) is None:
+            return f"{n.name} with sizes {n.sizes} does not split into ({red.numel}, {red.rnumel})"
+    return red.numel, red.rnumel, True
+
+
+def creates_cycle(a: FusionGroup, b: FusionGroup, graph: SchedulerGraph) -> bool:
+    """True if some node outside a ∪ b lies on a path between them."""
+    inside = a.names | b.names
+    for first, second in ((a, b), (b, a)):
+        for name in second.ancestors - inside:
+            node = graph.by_name.get(name)
+            if node is not None and node.ancestors & first.names:
+                return True
+    return False
+
+
+def can_fuse(a: FusionGroup, b: FusionGroup, graph: SchedulerGraph, check_cycle: bool = True) -> str | None:
+    """Legality only: None if a and b may become one kernel, else the reason they may not."""
+    if a is b:
+        return "same group"
+    if a.is_extern or b.is_extern:
+        return "ATen fallback kernels are not fused"
+    if a.device != b.device:
+        return f"different devices {a.device} and {b.device}"
+    space = merged_space(a, b)
+    if isinstance(space, str):
+        return space
+    numel, rnumel, is_red = space
+    a_before_b = bool(a.names & b.ancestors)
+    b_before_a = bool(b.names & a.ancestors)
+    if a_before_b and b_before_a:
+        return "each depends on the other"
+    producer, consumer = (a, b) if a_before_b else (b, a)
+    if a_before_b or b_before_a:
+        written = {o: n for n in producer.nodes for o in n.outputs}
+        for c in consumer.nodes:
+            cp = placement(c, numel, rnumel, is_red)
+            for dep in c.reads:
+                p = written.get(dep.name)
+                if p is None:
+                    continue
+                pp = placement(p, numel, rnumel, is_red)
+                why = same_point(p, pp, c, cp, dep)
+                if why is not None:
+                    return why
+    if check_cycle and creates_cycle(a, b, graph):
+        return "fusion would create a cycle through an intermediate node"
+    return None
+
+
+def shared_bytes(a: FusionGroup, b: FusionGroup) -> int:
+    """Bytes of buffers both groups access (the memory traffic fusion can save)."""
+    total = 0
+    common = a.accessed & b.accessed
+    for name in common:
+        sizes = []
+        for g in (a, b):
+            for n in g.nodes:
+                for dep in n.reads + ((n.write,) if n.write is not None else ()):
+                    if dep.name == name:
+                        dt = _dtype_of(g, n, name)
+                        sizes.append(dep.footprint() * dt)
+        if sizes:
+            total += min(sizes)
+    return total
+
+
+def _dtype_of(g: FusionGroup, n: SchedulerNode, name: str) -> int:
+    return itemsize(n.buffer.dtype) if n.buffer is not None and n.buffer.name == name else 4
+
+
+@dataclass
+class FusionLog:
+    """Every candidate pair considered and, when rejected, why (like TORCH_LOGS=fusion)."""
+
+    rejected: list[tuple[str, str, str]] = field(default_factory=list)
+    fused: list[tuple[str, str]] = field(default_factory=list)
+
+    def reject(self, a: FusionGroup, b: FusionGroup, reason: str) -> None:
+        self.rejected.append((a.describe(), b.describe(), reason))
+
+
+def merge(a: FusionGroup, b: FusionGroup, graph: SchedulerGraph) -> FusionGroup:
+    space = merged_space(a, b)
+    assert not isinstance(space, str)
+    nodes = sorted(a.nodes + b.nodes, key=lambda n: n.order)
+    return FusionGroup(nodes, space[0], space[1], space[2])
+
+
+def candidate_pairs(groups: list[FusionGroup], heur: Heuristics) -> list[tuple[FusionGroup, FusionGroup]]:
+    by_buffer: dict[str, list[FusionGroup]] = {}
+    for g in groups:
+        for name in sorted(g.accessed):
+            by_buffer.setdefault(name, []).append(g)
+    seen: set[tuple[int, int]] = set()
+    pairs = []
+    for name in sorted(by_buffer):
+        lst = sorted(by_buffer[name], key=lambda g: g.min_order)
+        for i, g1 in enumerate(lst):
+            for g2 in lst[i + 1: i + 1 + heur.pairwise_attempts]:
+                key = (id(g1), id(g2))
+                if key not in seen:
+                    seen.add(key)
+                    pairs.append((g1, g2))
+    return pairs
+
+
+def fuse_once(groups: list[FusionGroup], graph: SchedulerGraph, heur: Heuristics, log: FusionLog) -> list[FusionGroup]:
+    scored = []
+    for g1, g2 in candidate_pairs(groups, heur):
+        why = can_fuse(g1, g2, graph, check_cycle=False)
+        sb = shared_bytes(g1, g2) if why is None else 0
+        if why is None:
+            why = heur.can_fuse_profitably(g1, g2, sb)
+        if why is not None:
+            log.reject(g1, g2, why)
+            continue
+        scored.append((heur.score_fusion(g1, g2, sb), g1, g2))
+    scored.sort(key=lambda t: t[0], reverse=True)
+    current = {id(g): g for g in groups}
+    owner = {n.name: g for g in groups for n in g.nodes}
+    for _, g1, g2 in scored:
+        a, b = owner[g1.nodes[0].name], owner[g2.nodes[0].name]
+        if a is b:
+            continue
+        why = can_fuse(a, b, graph, check_cycle=True)
+        if why is None:
+            why = heur.can_fuse_profitably(a, b, shared_bytes(a, b))
+        if why is not None:
+            log.reject(a, b, why)
+            continue
+        m = merge(a, b, graph)
+        log.fused.append((a.describe(), b.describe()))
+        del current[id(a)], current[id(b)]
+        current[id(m)] = m
+        for n in m.nodes:
+            owner[n.name] = m
+    return sorted(current.values(), key=lambda g: g.min_order)
+
+
+def fuse_nodes(groups: list[FusionGroup], graph: SchedulerGraph, heur: Heuristics, log: FusionLog) -> list[FusionGroup]:
+    for _ in range(heur.max_rounds):
+        before = len(groups)
+        groups = fuse_once(groups, graph, heur, log)
+        if len(groups) == before or len(groups) == 1:
+            break
+    return groups
+
+
+def topological_groups(groups: Iterable[FusionGroup], graph: SchedulerGraph) -> list[FusionGroup]:
+    """Groups in an order where every group runs after the groups it reads from."""
+    groups = list(groups)
+    owner = {n.name: g for g in groups for n in g.nodes}
+    deps = {id(g): {id(owner[a]) for a in g.ancestors if a in owner} for g in groups}
+    done: set[int] = set()
+    out: list[FusionGroup] = []
+    pending = sorted(groups, key=lambda g: g.min_order)
+    while pending:
+        for g in pending:
+            if deps[id(g)] <= done:
+                out.append(g)
+                done.add(id(g))
+                pending.remove(g)
+                break
+        else:
+            raise RuntimeError("cycle between fused groups")
+    return out

@@ -1,0 +1,102 @@
+"""All profitability decisions in one replaceable object (Inductor's `choices.py`, as a value).
+
+Note: legality lives in `legality.py`; nothing here can make a program wrong. The search (and
+plans) replace this object or subclass it; nothing patches module globals.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..codegen.config import LaunchConfig
+
+if TYPE_CHECKING:
+    from .fusion import FusionGroup
+
+
+def next_pow2(n: int) -> int:
+    p = 1
+    while p < n:
+        p *= 2
+    return p
+
+
+@dataclass(frozen=True)
+class FusionScore:
+    """The seed document's five-part score; compared with Inductor's 16x memory rule."""
+
+    template_score: int
+    node_type_score: int
+    memory_score: int
+    buffer_overlap_score: int
+    proximity_score: int
+    memory_ratio: int = 16
+
+    def __lt__(self, other: "FusionScore") -> bool:
+        if self.template_score != other.template_score:
+            return self.template_score < other.template_score
+        hi = max(self.memory_score, other.memory_score)
+        lo = min(self.memory_score, other.memory_score)
+        if hi > lo * self.memory_ratio:
+            return self.memory_score < other.memory_score
+        return (self.node_type_score, self.memory_score, self.buffer_overlap_score, self.proximity_score) < (
+            other.node_type_score, other.memory_score, other.buffer_overlap_score, other.proximity_score)
+
+
+@dataclass(frozen=True)
+class Heuristics:
+    """Thresholds and scoring used by lowering (realize), the fusion loop and codegen (configs)."""
+
+    realize_reads_threshold: int = 4
+    realize_opcount_threshold: int = 30
+    realize_acc_reads_threshold: int = 8
+    realize_max_inline_ops: int = 256
+    max_fusion_size: int = 64
+    max_rounds: int = 10
+    pairwise_attempts: int = 64
+    memory_ratio: int = 16
+    score_memory_threshold: int = 0
+    persistent_rnumel_max: int = 1024
+    looped_rblock_max: int = 2048
+    interpreter_block_elems: int = 1 << 16
+
+    # ---- lowering ---------------------------------------------------------------------
+    def should_realize(self, num_uses: int, num_reads: int, op_count: int) -> bool:
+        """Realize a lazy value instead of recomputing it in each consumer?"""
+        if num_uses > 1 and (num_reads > self.realize_reads_threshold or op_count > self.realize_opcount_threshold):
+            return True
+        return num_reads > self.realize_acc_reads_threshold or op_count > self.realize_max_inline_ops
+
+    # ---- fusion -------------------------------------------------------------------------
+    def score_fusion(self, a: "FusionGroup", b: "FusionGroup", shared_bytes: int) -> FusionScore:
+        same_type = (a.is_reduction == b.is_reduction) and shared_bytes > 0
+        proximity = -max(abs(a.min_order - b.max_order), abs(b.min_order - a.max_order))
+        return FusionScore(2 if shared_bytes > 0 else 1, int(same_type), shared_bytes, 0, proximity, self.memory_ratio)
+
+    def can_fuse_profitably(self, a: "FusionGroup", b: "FusionGroup", shared_bytes: int) -> str | None:
+        """None if the fusion is worth taking, else why not."""
+        if shared_bytes <= self.score_memory_threshold:
+            return "no shared data"
+        if len(a.nodes) + len(b.nodes) > self.max_fusion_size:
+            return f"fusion would exceed {self.max_fusion_size} nodes"
+        return None
+
+    # ---- codegen -------------------------------------------------------------------------
+    def launch_config(self, kind: str, numel: int, rnumel: int, interpret: bool) -> LaunchConfig:
+        if kind == "pointwise":
+            if interpret:
+                return LaunchConfig(XBLOCK=min(next_pow2(max(numel, 1)), self.interpreter_block_elems))
+            xblock = min(1024, next_pow2(max(numel, 1)))
+            return LaunchConfig(XBLOCK=xblock, num_warps=4 if xblock <= 512 else 8)
+        rblock_full = next_pow2(max(rnumel, 1))
+        if interpret:
+            persistent = rblock_full <= 4096
+            rblock = rblock_full if persistent else 4096
+            xblock = max(1, min(next_pow2(max(numel, 1)), self.interpreter_block_elems // rblock))
+            return LaunchConfig(XBLOCK=xblock, RBLOCK=rblock, persistent=persistent)
+        if rblock_full <= self.persistent_rnumel_max:
+            xblock = max(1, min(next_pow2(max(numel, 1)), 4096 // rblock_full, 64))
+            warps = 4 if rblock_full * xblock <= 2048 else 8
+            return LaunchConfig(XBLOCK=xblock, RBLOCK=rblock_full, num_warps=warps, persistent=True)
+        rblock = min(rblock_full, self.looped_rblock_max)
+        return LaunchConfig(XBLOCK=1, RBLOCK=rblock, num_warps=8, persistent=False)

@@ -1,0 +1,113 @@
+"""Scheduler nodes: one per realized buffer or ATen fallback, with MemoryDep read/write sets."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+import torch
+
+from ..ir.index import make_vars, prod
+from ..ir.ops import analyze
+from ..ir.values import ComputedBuffer, ExternKernel, ReductionBody
+
+
+@dataclass(frozen=True)
+class MemoryDep:
+    """A read or write of `name` at `index`, a function of loop variables with the given ranges."""
+
+    name: str
+    index: sympy.Expr
+    ranges: tuple[tuple[sympy.Symbol, int], ...]
+
+    @property
+    def is_indirect(self) -> bool:
+        known = {s for s, _ in self.ranges}
+        return any(s not in known for s in self.index.free_symbols)
+
+    def footprint(self) -> int:
+        """Elements this access touches (broadcast dims count once)."""
+        used = self.index.free_symbols
+        return prod([n for s, n in self.ranges if s in used]) if not self.is_indirect else prod([n for _, n in self.ranges])
+
+    def __str__(self) -> str:
+        rng = ", ".join(f"{s}: {n}" for s, n in self.ranges)
+        return f"MemoryDep('{self.name}', {self.index}, {{{rng}}})"
+
+
+@dataclass(eq=False)
+class SchedulerNode:
+    name: str
+    order: int
+    kind: str  # "pointwise" | "reduction" | "extern"
+    buffer: ComputedBuffer | None = None
+    extern: ExternKernel | None = None
+    sizes: tuple[int, ...] = ()
+    rsizes: tuple[int, ...] = ()
+    reads: tuple[MemoryDep, ...] = ()
+    write: MemoryDep | None = None
+    origins: frozenset[str] = frozenset()
+    outputs: tuple[str, ...] = ()
+    read_names: frozenset[str] = frozenset()
+    users: set[str] = field(default_factory=set)
+    ancestors: frozenset[str] = frozenset()
+
+    @property
+    def numel(self) -> int:
+        return prod(self.sizes)
+
+    @property
+    def rnumel(self) -> int:
+        return prod(self.rsizes) if self.kind == "reduction" else 1
+
+    @property
+    def vars(self) -> list[sympy.Symbol]:
+        return make_vars("i", len(self.sizes))
+
+    @property
+    def rvars(self) -> list[sympy.Symbol]:
+        return make_vars("r", len(self.rsizes))
+
+    def run_body(self, ops: Any) -> Any:
+        body = self.buffer.body
+        if isinstance(body, ReductionBody):
+            return body.inner_fn(ops, self.vars, self.rvars)
+        return body.inner_fn(ops, self.vars)
+
+    def __repr__(self) -> str:
+        return f"SchedulerNode({self.name}, {self.kind}, sizes={self.sizes}, rsizes={self.rsizes})"
+
+
+def node_for_buffer(buf: ComputedBuffer, order: int) -> SchedulerNode:
+    body = buf.body
+    is_red = isinstance(body, ReductionBody)
+    sizes = tuple(body.size)
+    rsizes = tuple(body.rsize) if is_red else ()
+    node = SchedulerNode(buf.name, order, "reduction" if is_red else "pointwise", buffer=buf,
+                         sizes=sizes, rsizes=rsizes, origins=buf.origins, outputs=(buf.name,))
+    ranges = tuple(zip(node.vars, sizes)) + tuple(zip(node.rvars, rsizes))
+    info = analyze(lambda ops: node.run_body(ops))
+    node.reads = tuple(dict.fromkeys(MemoryDep(n, sympy.expand(i), ranges) for n, i in info.loads))
+    node.read_names = frozenset(n for n, _ in info.loads)
+    wranges = tuple(zip(node.vars, sizes))
+    node.write = MemoryDep(buf.name, sympy.expand(buf.layout.index(node.vars)), wranges)
+    return node
+
+
+def node_for_extern(kernel: ExternKernel, order: int) -> SchedulerNode:
+    outs: list[str] = []
+
+    def collect(o: Any) -> None:
+        if isinstance(o, (list, tuple)):
+            for x in o:
+                collect(x)
+        elif hasattr(o, "layout"):
+            outs.append(o.name)
+
+    collect(kernel.outputs)
+    return SchedulerNode(kernel.name, order, "extern", extern=kernel, origins=kernel.origins,
+                         outputs=tuple(outs), read_names=frozenset(kernel.reads))
+
+
+def itemsize(dtype: torch.dtype) -> int:
+    return torch.empty((), dtype=dtype).element_size()
