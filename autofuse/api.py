@@ -37,7 +37,7 @@ class Recorder:
 def explain(model: Callable[..., Any], example_inputs: Sequence[Any], *, options: CompileOptions | None = None,
             **kw: Any) -> "Report":
     """Compile model for example_inputs and report its kernels (running it once, without gradients)."""
-    from .explain import Report
+    from .report import Report
     recorder = Recorder()
     opts = _options(options, kw).with_(recorder=recorder)
     torch._dynamo.reset()

@@ -1,0 +1,29 @@
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def pytest_addoption(parser):
+    parser.addoption("--device", default="cpu", help="device the compiled kernels run on: cpu (Triton interpreter) or cuda")
+    parser.addoption("--graphs", type=int, default=200, help="random graphs per differential test run")
+
+
+@pytest.fixture
+def device(request):
+    d = request.config.getoption("--device")
+    if d == "cuda":
+        import torch
+        if not torch.cuda.is_available():
+            pytest.skip("no CUDA device")
+    return d
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--device") != "cuda":
+        skip = pytest.mark.skip(reason="needs --device cuda")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip)
