@@ -63,9 +63,10 @@ class CompiledGraph:
             self.programs[key] = prog
         return prog
 
-    def __call__(self, args: list) -> list:
+    def __call__(self, *call_args: Any) -> list:
+        # boxed (one list of inputs, AOTAutograd's convention) or plain positional inputs
+        args = call_args[0] if len(call_args) == 1 and isinstance(call_args[0], list) else list(call_args)
         prog = self.specialize(args)
-        args = list(args)
         return prog(args)
 
 

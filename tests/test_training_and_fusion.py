@@ -1,0 +1,133 @@
+"""Training through the compiler (forward and backward graphs) and kernel counts of fusion."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import autofuse
+from autofuse.api import Recorder
+from tests.helpers import compile_and_compare, kernels_of, rand
+
+
+def _grads_match(fn, inputs, device, rtol=1e-4, atol=1e-5):
+    torch._dynamo.reset()
+    rec = Recorder()
+    compiled = autofuse.compile(fn, strict=True, poison=True, recorder=rec)
+    eager_in = [x.detach().clone().to(device).requires_grad_(x.is_floating_point()) for x in inputs]
+    comp_in = [x.detach().clone().to(device).requires_grad_(x.is_floating_point()) for x in inputs]
+    out_e, out_c = fn(*eager_in), compiled(*comp_in)
+    torch.testing.assert_close(out_c, out_e, rtol=rtol, atol=atol)
+    g = torch.randn_like(out_e)
+    out_e.backward(g)
+    out_c.backward(g)
+    for a, b in zip(comp_in, eager_in):
+        if b.grad is not None:
+            torch.testing.assert_close(a.grad, b.grad, rtol=rtol, atol=atol)
+    labels = [label for label, _, _ in rec.graphs]
+    assert "forward" in labels and "backward" in labels
+    return rec
+
+
+def seed_fn(x, bias, gamma, beta):
+    t = x * 1.1 + bias
+    a = torch.relu(t)
+    s = a * a + a * 0.1
+    m = s.mean(dim=1, keepdim=True)
+    return (s - m) * gamma + beta
+
+
+def test_training_seed_example(device):
+    _grads_match(seed_fn, [rand((33, 47)), rand((47,)), rand((47,)), rand((47,))], device)
+
+
+def test_training_layernorm(device):
+    w, b = rand((45,)), rand((45,))
+    _grads_match(lambda x, w, b: F.layer_norm(x, (45,), w, b), [rand((19, 45)), w, b], device)
+
+
+def test_training_softmax(device):
+    _grads_match(lambda x: torch.softmax(x, -1) * 3.0, [rand((21, 37))], device)
+
+
+def test_training_cross_entropy(device):
+    target = torch.randint(0, 29, (23,))
+    target[3] = -100  # ignored
+
+    def fn(logits, target):
+        return F.cross_entropy(logits, target, ignore_index=-100)
+    _grads_match(fn, [rand((23, 29)), target], device)
+
+
+def test_training_module_parameters(device):
+    torch._dynamo.reset()
+    m = torch.nn.Sequential(torch.nn.LayerNorm(31), torch.nn.GELU(), torch.nn.Linear(31, 13)).to(device)
+    m2 = torch.nn.Sequential(torch.nn.LayerNorm(31), torch.nn.GELU(), torch.nn.Linear(31, 13)).to(device)
+    m2.load_state_dict(m.state_dict())
+    compiled = autofuse.compile(m2, strict=True, poison=True)
+    x = rand((9, 31), device=device)
+    m(x).square().sum().backward()
+    compiled(x).square().sum().backward()
+    for p1, p2 in zip(m.parameters(), m2.parameters()):
+        torch.testing.assert_close(p2.grad, p1.grad, rtol=1e-4, atol=1e-5)
+
+
+# ---- kernel counts ---------------------------------------------------------------------------
+
+def test_seed_example_is_one_kernel():
+    c = compile_and_compare(seed_fn, [rand((64, 48)), rand((48,)), rand((48,)), rand((48,))])
+    ks = kernels_of(c)
+    assert [k.name for k in ks] == ["triton_per_fused_add_mean_mul_relu_sub_0"]
+    assert set(ks[0].reads) == {"arg0", "arg1", "arg2", "arg3"} and len(ks[0].writes) == 1
+
+
+def test_pointwise_chain_is_one_kernel():
+    def fn(x, y):
+        a = torch.sin(x) + y
+        b = torch.exp(a) * 0.5
+        return torch.where(b > 1, b, -a), a.sigmoid()
+    ks = kernels_of(compile_and_compare(fn, [rand((17, 23)), rand((23,))]))
+    assert len(ks) == 1 and ks[0].kind == "pointwise"
+
+
+def test_reduction_with_broadcast_epilogue_is_one_kernel():
+    def fn(x):
+        return x - x.amax(-1, keepdim=True) * 0.5
+    ks = kernels_of(compile_and_compare(fn, [rand((29, 41))]))
+    assert len(ks) == 1 and ks[0].kind == "reduction"
+
+
+def test_softmax_is_one_kernel():
+    ks = kernels_of(compile_and_compare(lambda x: torch.softmax(x, -1), [rand((29, 41))]))
+    assert len(ks) == 1
+
+
+def test_mm_in_the_middle_splits_kernels():
+    def fn(x, w, b):
+        h = torch.relu(x * 2 + 1)
+        y = h @ w
+        return torch.tanh(y + b)
+    ks = kernels_of(compile_and_compare(fn, [rand((13, 21)), rand((21, 11)), rand((11,))], rtol=1e-4, atol=1e-4))
+    kinds = [k.kind for k in ks]
+    assert kinds == ["pointwise", "fallback", "pointwise"], kinds
+    assert "mm" in ks[1].aten_ops
+
+
+def test_intermediate_used_only_inside_kernel_is_not_stored():
+    def fn(x):
+        s = torch.exp(x) + 1
+        return s / s.sum(-1, keepdim=True)
+    ks = kernels_of(compile_and_compare(fn, [rand((8, 40))]))
+    assert len(ks) == 1 and len(ks[0].writes) == 1
+
+
+def test_large_rows_use_looped_reduction():
+    from autofuse import CompileOptions, Heuristics
+    from autofuse.capture.trace import compile_traced
+    heur = Heuristics(interpreter_block_elems=256)
+    # rows of 5000 elements exceed the interpreter's persistent limit (4096): a looped kernel
+    fn = lambda x: x - torch.logsumexp(x, -1, keepdim=True)  # noqa: E731
+    x = rand((3, 5000))
+    c = compile_traced(fn, [x], CompileOptions(strict=True, poison=True, heuristics=heur))
+    out = c(x)[0]
+    torch.testing.assert_close(out, fn(x), rtol=1e-4, atol=1e-4)
+    names = [k.name for k in kernels_of(c)]
+    assert any(n.startswith("triton_red_") for n in names), names
