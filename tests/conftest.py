@@ -11,6 +11,11 @@ def pytest_addoption(parser):
     parser.addoption("--graphs", type=int, default=200, help="random graphs per differential test run")
 
 
+def pytest_configure(config):
+    from tests import helpers
+    helpers.DEFAULT_DEVICE = config.getoption("--device")
+
+
 @pytest.fixture
 def device(request):
     d = request.config.getoption("--device")

@@ -8,6 +8,8 @@ import torch
 from autofuse import CompileOptions
 from autofuse.capture.trace import compile_traced
 
+DEFAULT_DEVICE = "cpu"  # set from pytest's --device option (conftest.py)
+
 TOLERANCES = {
     torch.float32: (1e-4, 1e-5),
     torch.float64: (1e-7, 1e-7),
@@ -16,17 +18,18 @@ TOLERANCES = {
 }
 
 
-def rand(shape: Sequence[int], dtype: torch.dtype = torch.float32, device: str = "cpu", *,
+def rand(shape: Sequence[int], dtype: torch.dtype = torch.float32, device: str | None = None, *,
          noncontig: bool = False, low: float = -3.0, high: float = 3.0, gen: torch.Generator | None = None) -> torch.Tensor:
     """Random values (never zeros only); noncontig gives a transposed/strided view of the same shape."""
     shape = tuple(shape)
+    device = device or DEFAULT_DEVICE
     if noncontig and len(shape) >= 2:
         base_shape = shape[:-2] + (shape[-1], shape[-2])
         return rand(base_shape, dtype, device, low=low, high=high, gen=gen).transpose(-1, -2)
     if noncontig and len(shape) == 1:
         return rand((shape[0] * 2,), dtype, device, low=low, high=high, gen=gen)[::2]
     if dtype == torch.bool:
-        return torch.rand(shape, generator=gen) > 0.5
+        return (torch.rand(shape, generator=gen) > 0.5).to(device)
     if not dtype.is_floating_point:
         return torch.randint(int(low) - 3, int(high) + 4, shape, generator=gen).to(dtype).to(device)
     return (torch.rand(shape, generator=gen, dtype=torch.float32) * (high - low) + low).to(dtype).to(device)

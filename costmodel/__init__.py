@@ -1,0 +1,1 @@
+"""Cost model: kernel features, training and prediction (see the cost-model issue)."""

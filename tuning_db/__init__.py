@@ -1,0 +1,1 @@
+"""Tuning database: graphs, plans, kernel measurements, cost models (see the tuning-DB issue)."""
