@@ -68,9 +68,13 @@ class GraphLowering:
         return f"{prefix}{next(self._ids)}"
 
     def realize(self, value: TensorValue, like: torch.Tensor | None = None) -> Buffer | ReinterpretView:
-        """Put a lazy value in memory (eager's strides when `like` is given and dense)."""
+        """Put a lazy value in memory (eager's strides when known and dense). Every FX node bound
+        to the same lazy value reads the buffer from then on instead of recomputing it."""
         if not isinstance(value, Pointwise):
             return value
+        holders = [n for n, v in self.env.items() if v is value]
+        if like is None and holders and isinstance(self.fake_env.get(holders[0]), torch.Tensor):
+            like = self.fake_env[holders[0]]
         size = tuple(value.size)
         if like is not None and tuple(like.shape) == size and is_dense(size, like.stride()):
             layout = Layout(value.device, value.dtype, size, tuple(int(s) for s in like.stride()))
@@ -78,6 +82,8 @@ class GraphLowering:
             layout = Layout.contiguous(value.device, value.dtype, size)
         buf = ComputedBuffer(self.new_name(), layout, PointwiseBody(size, value.inner_fn), value.origins)
         self.buffers.append(buf)
+        for n in holders:
+            self.env[n] = buf
         return buf
 
     def add_computed(self, buf: ComputedBuffer) -> ComputedBuffer:
