@@ -7,13 +7,17 @@ from typing import Any, Sequence
 import torch
 import torch.fx
 
+from .codegen.config import LaunchConfig
 from .codegen.triton_kernel import KernelSource, KernelWriter, kernel_name
 from .ir.values import Buffer, ComputedBuffer, ExternBuffer, ReinterpretView, is_tensor_value
 from .lower import GraphLowering
 from .options import CompileOptions
 from .runtime.loader import load_kernel, warn_interpreter_once
 from .runtime.program import Alloc, ExternCall, Free, KernelLaunch, Program, StridedArg
+from .plan.apply import apply_plan, graph_key, plan_from_groups
+from .plan.plan import FusionPlan
 from .schedule.fusion import FusionGroup, FusionLog, fuse_nodes, singleton, topological_groups
+from .strategies import tvm
 from .schedule.nodes import itemsize
 from .schedule.scheduler import SchedulerGraph
 
@@ -42,29 +46,50 @@ class CompiledArtifacts:
     kernels: list[KernelInfo]
     fusion_log: FusionLog
     groups: list[FusionGroup] = field(default_factory=list)
+    plan: FusionPlan | None = None
 
 
-def schedule(lowering: GraphLowering, options: CompileOptions) -> tuple[SchedulerGraph, list[FusionGroup], FusionLog]:
+def schedule(gm: torch.fx.GraphModule, args: Sequence[Any], options: CompileOptions):
+    """Lower and group: (lowering, graph, [(group, config)], log, realize decisions, strategy name)."""
+    key = graph_key(gm, args)
+    heur = options.heuristics
+    log = FusionLog()
+    if options.plan is not None:
+        plan: FusionPlan = options.plan
+        lowering = GraphLowering(gm, args, heur, plan.realize_decisions()).run()
+        graph = SchedulerGraph(lowering.buffers, lowering.outputs)
+        return lowering, graph, apply_plan(plan, key, graph), log, plan.realize_decisions(), plan.strategy
+    decisions: dict[str, bool] = {}
+    group_of: dict[str, int] = {}
+    if options.strategy == "tvm":
+        decisions, group_of = tvm.realize_decisions(gm)
+    lowering = GraphLowering(gm, args, heur, decisions).run()
     graph = SchedulerGraph(lowering.buffers, lowering.outputs)
     groups = [singleton(n) for n in graph.nodes]
-    log = FusionLog()
     if options.strategy == "inductor":
-        groups = fuse_nodes(groups, graph, options.heuristics, log)
-    return graph, topological_groups(groups, graph), log
+        groups = fuse_nodes(groups, graph, heur, log)
+    elif options.strategy == "tvm":
+        groups = tvm.partition(graph, lowering.buffer_fx, group_of, log)
+    plan = plan_from_groups(key, topological_groups(groups, graph), [None] * len(groups), options.strategy, decisions)
+    return lowering, graph, apply_plan(plan, key, graph), log, decisions, options.strategy
 
 
 def compile_graph(gm: torch.fx.GraphModule, args: Sequence[Any], options: CompileOptions) -> CompiledArtifacts:
-    lowering = GraphLowering(gm, args, options.heuristics).run()
-    graph, groups, log = schedule(lowering, options)
-    return ProgramBuilder(lowering, graph, groups, options).build(log)
+    lowering, graph, placed, log, decisions, strategy = schedule(gm, args, options)
+    builder = ProgramBuilder(lowering, graph, [g for g, _ in placed], options, [c for _, c in placed])
+    artifacts = builder.build(log)
+    artifacts.plan = plan_from_groups(graph_key(gm, args), builder.groups, builder.used_configs, strategy, decisions)
+    return artifacts
 
 
 class ProgramBuilder:
     """Turns ordered groups into steps: allocations, launches, fallbacks, frees."""
 
     def __init__(self, lowering: GraphLowering, graph: SchedulerGraph, groups: list[FusionGroup],
-                 options: CompileOptions) -> None:
+                 options: CompileOptions, configs: Sequence[LaunchConfig | None] | None = None) -> None:
         self.lowering, self.graph, self.groups, self.options = lowering, graph, groups, options
+        self.configs = list(configs) if configs is not None else [None] * len(groups)
+        self.used_configs: list[LaunchConfig | None] = []
         self.slots: dict[str, int] = {}
         self.layouts: dict[str, Any] = {}
         for inp in lowering.inputs:
@@ -95,6 +120,7 @@ class ProgramBuilder:
         step_of_group: list[int] = []
         for gi, g in enumerate(self.groups):
             if g.is_extern:
+                self.used_configs.append(None)
                 steps.append(self._extern_step(g.nodes[0]))
                 kernels.append(KernelInfo(g.nodes[0].extern.name, "fallback", tuple(sorted(g.nodes[0].origins)),
                                           (g.nodes[0].name,), reads=tuple(sorted(g.nodes[0].read_names)),
@@ -104,7 +130,7 @@ class ProgramBuilder:
                 stored = {w for w in written if w in outputs_needed or (readers.get(w, set()) - {gi})}
                 for w in sorted(stored, key=lambda w: self.graph.by_name[w].order):
                     steps.append(Alloc(self.slot(w), self.layouts[w], poison=self.options.poison))
-                launch, info = self._kernel_step(g, stored, len(kernels))
+                launch, info = self._kernel_step(g, stored, len(kernels), self.configs[gi])
                 steps.append(launch)
                 kernels.append(info)
             step_of_group.append(len(steps) - 1)
@@ -141,13 +167,16 @@ class ProgramBuilder:
 
         return ExternCall(k.name, k.op, args, kwargs, slots_of(k.outputs), layouts)
 
-    def _kernel_step(self, g: FusionGroup, stored: set[str], index: int) -> tuple[KernelLaunch, KernelInfo]:
+    def _kernel_step(self, g: FusionGroup, stored: set[str], index: int,
+                     config: LaunchConfig | None) -> tuple[KernelLaunch, KernelInfo]:
         device = g.device
         interpret = device.type != "cuda"
         if interpret:
             warn_interpreter_once()
         kind = "reduction" if g.is_reduction else "pointwise"
-        config = self.options.heuristics.launch_config(kind, g.numel, g.rnumel, interpret)
+        if config is None:
+            config = self.options.heuristics.launch_config(kind, g.numel, g.rnumel, interpret)
+        self.used_configs.append(config)
         origins: set[str] = set()
         for n in g.nodes:
             origins |= n.origins

@@ -113,6 +113,7 @@ class ComputedBuffer(Buffer):
 
     body: Union[PointwiseBody, ReductionBody] = None  # type: ignore[assignment]
     origins: frozenset[str] = frozenset()
+    node_id: str = ""  # stable id: the FX node it was lowered from, and its index among that node's buffers
 
     @property
     def is_reduction(self) -> bool:
@@ -138,6 +139,7 @@ class ExternKernel:
     reads: list[str] = field(default_factory=list)
     origins: frozenset[str] = frozenset()
     is_mutating: bool = False
+    node_id: str = ""
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import operator
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 import torch.fx
@@ -49,8 +49,12 @@ def is_dense(size: Sequence[int], stride: Sequence[int]) -> bool:
 class GraphLowering:
     """Lowers one FX graph for one input signature; `buffers` lists realized nodes in order."""
 
-    def __init__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], heuristics: "object") -> None:
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], heuristics: "object",
+                 realize_decisions: Mapping[str, bool] | None = None) -> None:
         self.gm = gm
+        # FX node name -> realize (True) or recompute (False) a multi-use value; overrides heuristics
+        self.realize_decisions = dict(realize_decisions or {})
+        self.buffer_fx: dict[str, str] = {}  # buffer name -> FX node whose value it holds
         self.example_inputs = list(example_inputs)
         self.heuristics = heuristics
         self.buffers: list[ComputedBuffer | ExternKernel] = []
@@ -82,6 +86,8 @@ class GraphLowering:
             layout = Layout.contiguous(value.device, value.dtype, size)
         buf = ComputedBuffer(self.new_name(), layout, PointwiseBody(size, value.inner_fn), value.origins)
         self.buffers.append(buf)
+        if holders:
+            self.buffer_fx[buf.name] = holders[0].name
         for n in holders:
             self.env[n] = buf
         return buf
@@ -139,13 +145,23 @@ class GraphLowering:
                     self.fake_env[node] = real
                 placeholder_idx += 1
             elif node.op == "call_function":
+                before = len(self.buffers)
                 self._lower_call(node)
+                self._name_new_buffers(before, node.name)
             elif node.op == "get_attr":
                 raise LoweringError(f"get_attr {node.target} in a functional graph is not supported")
             elif node.op == "output":
+                before = len(self.buffers)
                 self._lower_output(node)
+                self._name_new_buffers(before, "output")
         self.node = None
         return self
+
+    def _name_new_buffers(self, start: int, base: str) -> None:
+        """Stable ids: FX node names are structural (op name + occurrence), as is lowering order."""
+        for k, b in enumerate(self.buffers[start:]):
+            b.node_id = base if k == 0 else f"{base}.{k}"
+            self.buffer_fx.setdefault(b.name, base)
 
     def _lower_call(self, node: torch.fx.Node) -> None:
         args = torch.fx.node.map_arg(node.args, lambda n: self.env[n])
@@ -181,6 +197,9 @@ class GraphLowering:
     def _maybe_realize(self, node: torch.fx.Node, value: Pointwise, fake_out: Any) -> TensorValue:
         info = analyze(value.inner_fn, make_vars("i", len(value.size)))
         num_uses = sum(_count_uses(u, node) for u in node.users)
+        if node.name in self.realize_decisions:
+            decided = self.realize_decisions[node.name]
+            return self.realize(value, fake_out if isinstance(fake_out, torch.Tensor) else None) if decided else value
         if self.heuristics.should_realize(num_uses, len(set(info.read_names)), info.op_count):
             return self.realize(value, fake_out if isinstance(fake_out, torch.Tensor) else None)
         return value

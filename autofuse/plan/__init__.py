@@ -1,0 +1,1 @@
+"""Fusion plans as values: FusionPlan, applying a plan with legality checks."""

@@ -1,0 +1,94 @@
+"""FusionPlan: a frozen, serializable value that fully determines the compiled program of a graph.
+
+A plan names scheduler nodes by stable ids (the FX node a buffer was lowered from, plus its index
+among that node's buffers), says which multi-use intermediates are realized or recomputed (by FX
+node name), partitions the nodes into kernels, and gives each kernel its launch config. Applying
+a plan re-checks legality (see apply.py); an illegal or stale plan is rejected with its reason.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..codegen.config import LaunchConfig
+
+SCHEMA_VERSION = 1
+
+
+class PlanError(ValueError):
+    """A plan that cannot be applied to this graph: illegal, stale or malformed. Says why."""
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    nodes: tuple[str, ...]
+    config: LaunchConfig | None = None  # None: the heuristics choose
+
+    def to_json(self) -> dict[str, Any]:
+        return {"nodes": list(self.nodes), "config": self.config.to_json() if self.config else None}
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> "KernelPlan":
+        cfg = d.get("config")
+        try:
+            config = LaunchConfig(**cfg) if cfg else None
+        except TypeError as e:
+            raise PlanError(f"bad launch config {cfg!r}: {e}") from None
+        return KernelPlan(tuple(d["nodes"]), config)
+
+
+@dataclass(frozen=True)
+class FusionPlan:
+    graph_key: str
+    kernels: tuple[KernelPlan, ...]
+    realize: tuple[str, ...] = ()     # FX nodes whose multi-use values are realized
+    recompute: tuple[str, ...] = ()   # FX nodes whose multi-use values are recomputed in each consumer
+    strategy: str = "file"
+    schema_version: int = SCHEMA_VERSION
+    notes: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def realize_decisions(self) -> dict[str, bool]:
+        d = {n: True for n in self.realize}
+        d.update({n: False for n in self.recompute})
+        return d
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema_version": self.schema_version, "graph_key": self.graph_key, "strategy": self.strategy,
+                "realize": list(self.realize), "recompute": list(self.recompute),
+                "kernels": [k.to_json() for k in self.kernels]}
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), indent=1, sort_keys=True)
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(self.dumps())
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> "FusionPlan":
+        if not isinstance(d, dict):
+            raise PlanError("a plan is a JSON object")
+        version = d.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise PlanError(f"plan schema version {version!r} is not supported (this autofuse reads version {SCHEMA_VERSION})")
+        try:
+            return FusionPlan(graph_key=str(d["graph_key"]), kernels=tuple(KernelPlan.from_json(k) for k in d["kernels"]),
+                              realize=tuple(d.get("realize", ())), recompute=tuple(d.get("recompute", ())),
+                              strategy=str(d.get("strategy", "file")))
+        except KeyError as e:
+            raise PlanError(f"plan is missing the field {e.args[0]!r}") from None
+
+    @staticmethod
+    def loads(text: str) -> "FusionPlan":
+        try:
+            return FusionPlan.from_json(json.loads(text))
+        except json.JSONDecodeError as e:
+            raise PlanError(f"plan is not valid JSON: {e}") from None
+
+    @staticmethod
+    def load(path: str | Path) -> "FusionPlan":
+        p = Path(path)
+        if not p.is_file():
+            raise PlanError(f"{p}: no such plan file")
+        return FusionPlan.loads(p.read_text())

@@ -1,0 +1,1 @@
+"""Fusion strategies that produce plans: none, inductor (schedule/fusion.py), tvm."""
