@@ -14,8 +14,12 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     ex = sub.add_parser("explain", help="compile a model file and show its kernels and fusion decisions")
     ex.add_argument("model", help="model file: class Model + get_inputs() + get_init_inputs(), or model + example_inputs()")
-    ex.add_argument("--strategy", choices=STRATEGIES, default="inductor")
-    ex.add_argument("--format", choices=("text", "json"), default="text")
+    how = ex.add_mutually_exclusive_group()
+    how.add_argument("--strategy", choices=STRATEGIES, default="inductor")
+    how.add_argument("--plan", help="a plan file (JSON) to compile with instead of a strategy")
+    ex.add_argument("--format", choices=("text", "json", "dot"), default="text")
+    ex.add_argument("--render", metavar="FILE", help="also render the graph and its kernels to FILE (.svg or .png; needs Graphviz)")
+    ex.add_argument("--save-plan", metavar="FILE", help="write the plans of the compiled graphs to FILE")
     ex.add_argument("--device", default=None, help="move the model and its inputs to this device (e.g. cuda)")
     return p
 
@@ -34,19 +38,30 @@ def cmd_explain(args: argparse.Namespace) -> int:
     model, inputs = _to_device(loaded, args.device) if args.device else (loaded.model, loaded.example_inputs)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="autofuse: running Triton kernels on the CPU")
-        report = explain(model, inputs, strategy=args.strategy)
-    print(report.to_json() if args.format == "json" else report)
+        report = explain(model, inputs, strategy=args.strategy, plan=args.plan)
+    print({"json": report.to_json, "dot": report.to_dot}.get(args.format, report.__str__)())
+    if args.save_plan:
+        from .plan.plan import save_plans
+        save_plans(report.plans, args.save_plan)
+    if args.render:
+        report.render(args.render)
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     from .capture.model_file import ModelFileError
+    from .plan.plan import PlanError
     args = _parser().parse_args(argv)
     try:
         return {"explain": cmd_explain}[args.command](args)
-    except ModelFileError as e:
+    except (ModelFileError, PlanError) as e:
         print(f"autofuse: {e}", file=sys.stderr)
         return 2
+    except RuntimeError as e:
+        if "Graphviz" in str(e):
+            print(f"autofuse: {e}", file=sys.stderr)
+            return 2
+        raise
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from .options import CompileOptions
 from .runtime.loader import load_kernel, warn_interpreter_once
 from .runtime.program import Alloc, ExternCall, Free, KernelLaunch, Program, StridedArg
 from .plan.apply import apply_plan, graph_key, plan_from_groups
-from .plan.plan import FusionPlan
+from .plan.plan import FusionPlan, PlanError
 from .schedule.fusion import FusionGroup, FusionLog, fuse_nodes, singleton, topological_groups
 from .strategies import tvm
 from .schedule.nodes import itemsize
@@ -47,6 +47,7 @@ class CompiledArtifacts:
     fusion_log: FusionLog
     groups: list[FusionGroup] = field(default_factory=list)
     plan: FusionPlan | None = None
+    graph: SchedulerGraph | None = None
 
 
 def schedule(gm: torch.fx.GraphModule, args: Sequence[Any], options: CompileOptions):
@@ -55,7 +56,10 @@ def schedule(gm: torch.fx.GraphModule, args: Sequence[Any], options: CompileOpti
     heur = options.heuristics
     log = FusionLog()
     if options.plan is not None:
-        plan: FusionPlan = options.plan
+        plan = options.plan.get(key)
+        if plan is None:
+            raise PlanError(f"stale plan: no plan for graph {key} (the plan file has plans for "
+                            f"{', '.join(sorted(options.plan)) or 'no graph'})")
         lowering = GraphLowering(gm, args, heur, plan.realize_decisions()).run()
         graph = SchedulerGraph(lowering.buffers, lowering.outputs)
         return lowering, graph, apply_plan(plan, key, graph), log, plan.realize_decisions(), plan.strategy
@@ -79,6 +83,7 @@ def compile_graph(gm: torch.fx.GraphModule, args: Sequence[Any], options: Compil
     builder = ProgramBuilder(lowering, graph, [g for g, _ in placed], options, [c for _, c in placed])
     artifacts = builder.build(log)
     artifacts.plan = plan_from_groups(graph_key(gm, args), builder.groups, builder.used_configs, strategy, decisions)
+    artifacts.graph = graph
     return artifacts
 
 

@@ -12,7 +12,7 @@ STRATEGIES = ("inductor", "tvm", "none")
 @dataclass(frozen=True)
 class CompileOptions:
     strategy: str = "inductor"
-    plan: Any = None              # a FusionPlan (or a path to one): overrides the strategy
+    plan: Any = None              # a FusionPlan, {graph key: FusionPlan}, or a plan file: overrides the strategy
     heuristics: Heuristics = field(default_factory=Heuristics)
     poison: bool = False          # fill fresh buffers with NaN/garbage: unwritten elements show up in tests
     strict: bool = False          # raise compiler errors instead of running the graph eagerly
@@ -20,9 +20,9 @@ class CompileOptions:
     recorder: Any = field(default=None, compare=False)  # collects compiled programs (explain, tests)
 
     def __post_init__(self) -> None:
-        if self.plan is not None and not hasattr(self.plan, "kernels"):
-            from .plan.plan import FusionPlan
-            object.__setattr__(self, "plan", FusionPlan.load(self.plan))
+        if self.plan is not None:
+            from .plan.plan import load_plans
+            object.__setattr__(self, "plan", load_plans(self.plan))
         if self.strategy not in STRATEGIES:
             raise ValueError(f"unknown strategy {self.strategy!r}; choose one of {', '.join(STRATEGIES)}")
 

@@ -1,11 +1,44 @@
-"""Report: what got compiled — kernels, the ATen ops fused into each, and rejected fusions."""
+"""Report: what got compiled — kernels, the ATen ops fused into each, rejected fusions, bytes moved
+against running every ATen op on its own, the plans, and the graph with its groups as Graphviz dot."""
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import torch
+import torch.fx
+
 from .compiler import KernelInfo
+
+# ops that move no data in eager mode (they return views)
+VIEW_OPS = {"view", "_unsafe_view", "reshape", "permute", "t", "transpose", "expand", "squeeze", "unsqueeze",
+            "slice", "select", "as_strided", "alias", "detach", "unfold", "diagonal", "split", "unbind", "getitem"}
+
+
+def _nbytes(v: Any) -> int:
+    if isinstance(v, torch.Tensor):
+        return v.numel() * v.element_size()
+    if isinstance(v, (list, tuple)):
+        return sum(_nbytes(x) for x in v)
+    return 0
+
+
+def unfused_bytes(gm: torch.fx.GraphModule) -> int:
+    """Bytes moved if every ATen op ran as its own kernel: each distinct input read once, outputs written."""
+    total = 0
+    for n in gm.graph.nodes:
+        if n.op != "call_function":
+            continue
+        name = getattr(getattr(n.target, "overloadpacket", None), "__name__", getattr(n.target, "__name__", ""))
+        if name in VIEW_OPS:
+            continue
+        inputs = {a for a in n.all_input_nodes}
+        total += sum(_nbytes(a.meta.get("val")) for a in inputs) + _nbytes(n.meta.get("val"))
+    return total
 
 
 @dataclass
@@ -14,15 +47,23 @@ class Report:
     kernels: list[KernelInfo]
     graphs: int
     rejected: list[tuple[str, str, str]] = field(default_factory=list)
+    plans: list[Any] = field(default_factory=list)
+    unfused_bytes: int = 0
+    artifacts: list[Any] = field(default_factory=list, repr=False)
 
     @staticmethod
     def from_recorder(recorder: Any, options: Any) -> "Report":
         kernels: list[KernelInfo] = []
         rejected: list[tuple[str, str, str]] = []
-        for _, _, art in recorder.graphs:
+        plans, arts, eager = [], [], 0
+        for _, gm, art in recorder.graphs:
             kernels.extend(art.kernels)
             rejected.extend(art.fusion_log.rejected)
-        return Report(options.strategy, kernels, len(recorder.graphs), rejected)
+            plans.append(art.plan)
+            arts.append(art)
+            eager += unfused_bytes(gm)
+        strategy = "plan" if options.plan is not None else options.strategy
+        return Report(strategy, kernels, len(recorder.graphs), rejected, plans, eager, arts)
 
     @property
     def bytes_moved(self) -> int:
@@ -35,29 +76,69 @@ class Report:
             lines.append(f"    aten ops: {', '.join(k.aten_ops) or '-'}")
             if k.kind != "fallback":
                 lines.append(f"    iteration: numel={k.numel} rnumel={k.rnumel}   config: {k.config}")
-                lines.append(f"    reads {', '.join(k.reads) or '-'} ({k.bytes_read} B); "
-                             f"writes {', '.join(k.writes) or '-'} ({k.bytes_written} B)")
+                lines.append(f"    reads {', '.join(k.reads) or '-'} ({_mib(k.bytes_read)}); "
+                             f"writes {', '.join(k.writes) or '-'} ({_mib(k.bytes_written)})")
             else:
                 lines.append(f"    reads {', '.join(k.reads) or '-'}; writes {', '.join(k.writes) or '-'}")
         if self.rejected:
-            lines.append(f"  rejected fusions ({len(self.rejected)}):")
-            seen = set()
-            for a, b, why in self.rejected:
-                if (a, b, why) in seen:
-                    continue
-                seen.add((a, b, why))
+            lines.append(f"  rejected fusions ({len(set(self.rejected))}):")
+            for a, b, why in dict.fromkeys(self.rejected):
                 lines.append(f"    {a} + {b}: {why}")
-        lines.append(f"  bytes moved: {self.bytes_moved} B")
+        lines.append(f"  bytes moved: {_mib(self.bytes_moved)} (every ATen op as its own kernel: "
+                     f"{_mib(self.unfused_bytes)})")
         return "\n".join(lines)
 
     def to_json(self) -> str:
         return json.dumps({
             "strategy": self.strategy,
             "graphs": self.graphs,
-            "kernels": [{"name": k.name, "kind": k.kind, "aten_ops": list(k.aten_ops), "numel": k.numel,
-                         "rnumel": k.rnumel, "config": k.config.to_json() if k.config else None,
+            "kernels": [{"name": k.name, "kind": k.kind, "aten_ops": list(k.aten_ops), "nodes": list(k.nodes),
+                         "numel": k.numel, "rnumel": k.rnumel, "config": k.config.to_json() if k.config else None,
                          "reads": list(k.reads), "writes": list(k.writes), "bytes_read": k.bytes_read,
                          "bytes_written": k.bytes_written} for k in self.kernels],
-            "rejected": [{"a": a, "b": b, "reason": r} for a, b, r in self.rejected],
+            "rejected": [{"a": a, "b": b, "reason": r} for a, b, r in dict.fromkeys(self.rejected)],
             "bytes_moved": self.bytes_moved,
+            "unfused_bytes": self.unfused_bytes,
+            "plans": [p.to_json() for p in self.plans if p is not None],
         }, indent=2)
+
+    def to_dot(self) -> str:
+        """The scheduler graph of every compiled graph, one cluster per kernel."""
+        out = ["digraph autofuse {", "  rankdir=TB; node [shape=box, fontsize=10];"]
+        for gi, art in enumerate(self.artifacts):
+            graph = art.graph
+            producer = graph.producer if graph is not None else {}
+            for ki, (k, group) in enumerate(zip(art.kernels, art.groups)):
+                out.append(f'  subgraph "cluster_{gi}_{ki}" {{ label="{k.name}"; style=rounded;')
+                for n in group.nodes:
+                    label = f"{n.name}\\n{', '.join(sorted(n.origins))}\\n{n.kind} {list(n.sizes)}"
+                    out.append(f'    "{gi}:{n.name}" [label="{label}"];')
+                out.append("  }")
+            inputs = set()
+            for group in art.groups:
+                for n in group.nodes:
+                    for r in sorted(n.read_names):
+                        src = producer.get(r)
+                        if src is None:
+                            inputs.add(r)
+                            out.append(f'  "{gi}:{r}" -> "{gi}:{n.name}";')
+                        else:
+                            out.append(f'  "{gi}:{src.name}" -> "{gi}:{n.name}" [label="{r}"];')
+            for r in sorted(inputs):
+                out.append(f'  "{gi}:{r}" [shape=ellipse, label="{r}"];')
+        out.append("}")
+        return "\n".join(out)
+
+    def render(self, path: str | Path) -> Path:
+        """Render the dot graph to .svg or .png with Graphviz's `dot`."""
+        path = Path(path)
+        fmt = path.suffix.lstrip(".") or "svg"
+        exe = shutil.which("dot")
+        if exe is None:
+            raise RuntimeError("Graphviz is not installed (no `dot` on PATH); use --format dot to get the source")
+        subprocess.run([exe, f"-T{fmt}", "-o", str(path)], input=self.to_dot(), text=True, check=True)
+        return path
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.2f} MiB" if n >= 2**16 else f"{n} B"

@@ -55,7 +55,8 @@ class CompiledGraph:
                 if self.options.verbose:
                     log.warning("autofuse: compiled %s graph: %d kernels", self.label, len(artifacts.kernels))
             except Exception as e:  # noqa: BLE001 - the safety net is the point
-                if self.options.strict:
+                from ..plan.plan import PlanError
+                if self.options.strict or isinstance(e, PlanError):
                     raise
                 warnings.warn(f"autofuse: could not compile a {self.label} graph ({type(e).__name__}: {e}); "
                               "running it with ATen ops instead")

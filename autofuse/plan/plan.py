@@ -92,3 +92,25 @@ class FusionPlan:
         if not p.is_file():
             raise PlanError(f"{p}: no such plan file")
         return FusionPlan.loads(p.read_text())
+
+
+def load_plans(source: "FusionPlan | dict | str | Path") -> dict[str, FusionPlan]:
+    """Plans by graph key, from a plan, a dict of plans, or a file holding one plan or {"plans": [...]}."""
+    if isinstance(source, FusionPlan):
+        return {source.graph_key: source}
+    if isinstance(source, dict) and all(isinstance(v, FusionPlan) for v in source.values()):
+        return dict(source)
+    p = Path(source)
+    if not p.is_file():
+        raise PlanError(f"{p}: no such plan file")
+    try:
+        data = json.loads(p.read_text())
+    except json.JSONDecodeError as e:
+        raise PlanError(f"{p}: not valid JSON: {e}") from None
+    items = data["plans"] if isinstance(data, dict) and "plans" in data else [data]
+    plans = [FusionPlan.from_json(d) for d in items]
+    return {pl.graph_key: pl for pl in plans}
+
+
+def save_plans(plans: "list[FusionPlan]", path: str | Path) -> None:
+    Path(path).write_text(json.dumps({"plans": [pl.to_json() for pl in plans]}, indent=1, sort_keys=True))

@@ -1,0 +1,100 @@
+"""The candidate space of a graph, as data, for the search.
+
+Note: two levels. Realize-or-recompute choices are made on the ATen graph (multi-use values the
+lowering keeps lazy or realizes); each assignment gives a lowered graph, whose fusion candidates
+are the pairs of nodes sharing a buffer, each with its legality verdict. `plan_from_choices`
+takes any subset of the legal pairs, in order, and merges greedily with a legality re-check
+(a pair that became illegal after earlier merges is skipped), so every choice sequence yields a
+legal plan. Config ranges per kernel kind bound the launch-config search.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import torch
+
+from ..ir.values import ComputedBuffer, Pointwise
+from ..lower import GraphLowering
+from ..schedule.fusion import FusionGroup, can_fuse, candidate_pairs, merge, singleton, topological_groups
+from ..schedule.heuristics import Heuristics
+from ..schedule.scheduler import SchedulerGraph
+from .apply import graph_key, node_id, plan_from_groups
+from .plan import FusionPlan
+
+CONFIG_RANGES: dict[str, dict[str, tuple[int, ...]]] = {
+    "pointwise": {"XBLOCK": (64, 128, 256, 512, 1024, 2048, 4096), "num_warps": (1, 2, 4, 8, 16),
+                  "num_stages": (1, 2)},
+    "persistent": {"XBLOCK": (1, 2, 4, 8, 16, 32, 64), "num_warps": (1, 2, 4, 8, 16, 32), "num_stages": (1, 2)},
+    "looped": {"XBLOCK": (1, 2, 4, 8), "RBLOCK": (256, 512, 1024, 2048, 4096, 8192), "num_warps": (2, 4, 8, 16, 32),
+               "num_stages": (1, 2, 3)},
+}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    a: str
+    b: str
+    legal: bool
+    reason: str = ""
+
+
+@dataclass
+class CandidateSpace:
+    graph_key: str
+    realize_choices: tuple[str, ...]          # FX nodes whose multi-use value may be realized or recomputed
+    decisions: dict[str, bool]                # the assignment this lowering used
+    nodes: tuple[str, ...]
+    candidates: tuple[Candidate, ...]
+    config_ranges: dict[str, dict[str, tuple[int, ...]]] = field(default_factory=lambda: dict(CONFIG_RANGES))
+    graph: Any = field(default=None, repr=False)
+
+    @property
+    def legal(self) -> list[Candidate]:
+        return [c for c in self.candidates if c.legal]
+
+    def plan_from_choices(self, chosen: Sequence[Candidate], strategy: str = "search") -> FusionPlan:
+        graph: SchedulerGraph = self.graph
+        by_id = {node_id(n): n for n in graph.nodes}
+        owner: dict[str, FusionGroup] = {i: singleton(n) for i, n in by_id.items()}
+        for c in chosen:
+            ga, gb = owner[c.a], owner[c.b]
+            if ga is gb or can_fuse(ga, gb, graph) is not None:
+                continue
+            m = merge(ga, gb, graph)
+            for n in m.nodes:
+                owner[node_id(n)] = m
+        groups = list({id(g): g for g in owner.values()}.values())
+        ordered = topological_groups(groups, graph)
+        return plan_from_groups(self.graph_key, ordered, [None] * len(ordered), strategy, self.decisions)
+
+
+def multi_use_values(gm: torch.fx.GraphModule, args: Sequence[Any], heuristics: Heuristics) -> list[str]:
+    """FX nodes whose pointwise value has several uses: the realize-or-recompute choices."""
+    from ..lower.graph import _count_uses
+    low = GraphLowering(gm, args, heuristics, {}).run()
+    out = []
+    for n in gm.graph.nodes:
+        if n.op != "call_function" or sum(_count_uses(u, n) for u in n.users) < 2:
+            continue
+        v = low.env.get(n)
+        if isinstance(v, Pointwise) or (isinstance(v, ComputedBuffer) and not v.is_reduction):
+            out.append(n.name)
+    return out
+
+
+def build_space(gm: torch.fx.GraphModule, args: Sequence[Any], heuristics: Heuristics | None = None,
+                decisions: dict[str, bool] | None = None) -> CandidateSpace:
+    """Deterministic for the same graph: nodes in lowering order, candidates in pair order."""
+    heuristics = heuristics or Heuristics()
+    decisions = dict(decisions or {})
+    low = GraphLowering(gm, args, heuristics, decisions).run()
+    graph = SchedulerGraph(low.buffers, low.outputs)
+    groups = [singleton(n) for n in graph.nodes]
+    cands = []
+    for ga, gb in candidate_pairs(groups, heuristics):
+        why = can_fuse(ga, gb, graph)
+        cands.append(Candidate(node_id(ga.nodes[0]), node_id(gb.nodes[0]), why is None, why or ""))
+    choices = tuple(sorted(set(multi_use_values(gm, args, heuristics))))
+    return CandidateSpace(graph_key(gm, args), choices, decisions, tuple(node_id(n) for n in graph.nodes),
+                          tuple(cands), graph=graph)
