@@ -10,6 +10,10 @@ from .options import CompileOptions
 
 
 def _options(options: CompileOptions | None, kw: dict) -> CompileOptions:
+    """Explicit keyword overrides; asking for a strategy or a plan means: do not take one from the DB."""
+    kw = {k: v for k, v in kw.items() if not (k in ("strategy", "plan", "db") and v is None)}
+    if ("strategy" in kw or "plan" in kw) and "use_db" not in kw:
+        kw["use_db"] = False
     options = options or CompileOptions()
     return options.with_(**kw) if kw else options
 
@@ -17,7 +21,8 @@ def _options(options: CompileOptions | None, kw: dict) -> CompileOptions:
 def compile(model: Callable[..., Any], *, options: CompileOptions | None = None, **kw: Any) -> Callable[..., Any]:
     """Compile an nn.Module or function with autofuse (like torch.compile(model, backend="autofuse")).
 
-    Keyword arguments override fields of CompileOptions (strategy=, poison=, strict=, verbose=).
+    Keyword arguments override fields of CompileOptions (strategy=, plan=, db=, on_miss=, poison=,
+    strict=, verbose=). Graphs are looked up in the tuning DB unless a strategy or plan is given.
     """
     from .capture.backend import make_backend
     opts = _options(options, kw)

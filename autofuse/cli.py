@@ -15,8 +15,10 @@ def _parser() -> argparse.ArgumentParser:
     ex = sub.add_parser("explain", help="compile a model file and show its kernels and fusion decisions")
     ex.add_argument("model", help="model file: class Model + get_inputs() + get_init_inputs(), or model + example_inputs()")
     how = ex.add_mutually_exclusive_group()
-    how.add_argument("--strategy", choices=STRATEGIES, default="inductor")
+    how.add_argument("--strategy", choices=STRATEGIES, default=None,
+                     help="fusion strategy (default: the tuning DB's plan if there is one, else inductor)")
     how.add_argument("--plan", help="a plan file (JSON) to compile with instead of a strategy")
+    ex.add_argument("--db", help="tuning DB path or SQLAlchemy URL (default: $AUTOFUSE_DB, else the user cache)")
     ex.add_argument("--format", choices=("text", "json", "dot"), default="text")
     ex.add_argument("--render", metavar="FILE", help="also render the graph and its kernels to FILE (.svg or .png; needs Graphviz)")
     ex.add_argument("--save-plan", metavar="FILE", help="write the plans of the compiled graphs to FILE")
@@ -38,7 +40,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     model, inputs = _to_device(loaded, args.device) if args.device else (loaded.model, loaded.example_inputs)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="autofuse: running Triton kernels on the CPU")
-        report = explain(model, inputs, strategy=args.strategy, plan=args.plan)
+        report = explain(model, inputs, strategy=args.strategy, plan=args.plan, db=args.db)
     print({"json": report.to_json, "dot": report.to_dot}.get(args.format, report.__str__)())
     if args.save_plan:
         from .plan.plan import save_plans

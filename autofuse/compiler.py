@@ -48,6 +48,7 @@ class CompiledArtifacts:
     groups: list[FusionGroup] = field(default_factory=list)
     plan: FusionPlan | None = None
     graph: SchedulerGraph | None = None
+    source: str = "strategy"  # "strategy", "plan" (given by the caller) or "tuning DB"
 
 
 def schedule(gm: torch.fx.GraphModule, args: Sequence[Any], options: CompileOptions):
@@ -84,6 +85,7 @@ def compile_graph(gm: torch.fx.GraphModule, args: Sequence[Any], options: Compil
     artifacts = builder.build(log)
     artifacts.plan = plan_from_groups(graph_key(gm, args), builder.groups, builder.used_configs, strategy, decisions)
     artifacts.graph = graph
+    artifacts.source = "plan" if options.plan is not None else "strategy"
     return artifacts
 
 

@@ -13,6 +13,9 @@ STRATEGIES = ("inductor", "tvm", "none")
 class CompileOptions:
     strategy: str = "inductor"
     plan: Any = None              # a FusionPlan, {graph key: FusionPlan}, or a plan file: overrides the strategy
+    use_db: bool = True           # look each graph up in the tuning DB and build from its stored plan
+    db: str | None = None         # tuning DB path or SQLAlchemy URL (default: $AUTOFUSE_DB, else the user cache)
+    on_miss: str = "default"      # no stored plan: "default" (the strategy), "error", or "tune"
     heuristics: Heuristics = field(default_factory=Heuristics)
     poison: bool = False          # fill fresh buffers with NaN/garbage: unwritten elements show up in tests
     strict: bool = False          # raise compiler errors instead of running the graph eagerly
@@ -23,6 +26,8 @@ class CompileOptions:
         if self.plan is not None:
             from .plan.plan import load_plans
             object.__setattr__(self, "plan", load_plans(self.plan))
+        if self.on_miss not in ("default", "error", "tune"):
+            raise ValueError(f"on_miss must be 'default', 'error' or 'tune', not {self.on_miss!r}")
         if self.strategy not in STRATEGIES:
             raise ValueError(f"unknown strategy {self.strategy!r}; choose one of {', '.join(STRATEGIES)}")
 

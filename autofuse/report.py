@@ -62,7 +62,12 @@ class Report:
             plans.append(art.plan)
             arts.append(art)
             eager += unfused_bytes(gm)
-        strategy = "plan" if options.plan is not None else options.strategy
+        names = []
+        for art in arts:
+            name = art.plan.strategy if art.plan is not None else options.strategy
+            names.append(f"{name} (from the tuning DB)" if art.source == "tuning DB" else
+                         ("plan" if art.source == "plan" else name))
+        strategy = ", ".join(dict.fromkeys(names)) or options.strategy
         return Report(strategy, kernels, len(recorder.graphs), rejected, plans, eager, arts)
 
     @property

@@ -12,6 +12,9 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    import tempfile
+    # never touch the user's tuning DB from tests
+    os.environ.setdefault("AUTOFUSE_DB", os.path.join(tempfile.mkdtemp(prefix="autofuse-test-db-"), "tuning.db"))
     from tests import helpers
     helpers.DEFAULT_DEVICE = config.getoption("--device")
 

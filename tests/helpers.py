@@ -60,7 +60,7 @@ def assert_close(actual: Any, expected: Any, *, check_stride: bool = True, atol:
 def compile_and_compare(fn: Callable[..., Any], args: Sequence[Any], *, strategy: str = "inductor",
                         check_stride: bool = True, atol: float | None = None, rtol: float | None = None) -> Any:
     """Trace fn to ATen, compile with poisoned buffers (unwritten elements fail), compare with eager."""
-    options = CompileOptions(strategy=strategy, poison=True, strict=True)
+    options = CompileOptions(strategy=strategy, poison=True, strict=True, use_db=False)
     compiled = compile_traced(fn, args, options)
     expected = fn(*args)
     actual = compiled(*args)

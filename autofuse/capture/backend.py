@@ -41,14 +41,14 @@ class CompiledGraph:
         self.options = options
         self.label = label
         self.programs: dict[tuple, Any] = {}
+        self.lookups: list[Any] = []  # one Lookup per specialization that consulted the tuning DB
 
     def specialize(self, args: Sequence[Any]) -> Any:
-        from ..compiler import compile_graph
         key = signature(args)
         prog = self.programs.get(key)
         if prog is None:
             try:
-                artifacts = compile_graph(self.gm, args, self.options)
+                artifacts = self._compile(args)
                 prog = artifacts.program
                 if self.options.recorder is not None:
                     self.options.recorder.record(self.label, self.gm, artifacts)
@@ -63,6 +63,24 @@ class CompiledGraph:
                 prog = _EagerProgram(self.gm)
             self.programs[key] = prog
         return prog
+
+    def _compile(self, args: Sequence[Any]) -> Any:
+        from ..compiler import compile_graph
+        from ..plan.plan import PlanError
+        options = self.options
+        if options.plan is None and options.use_db:
+            from ..runtime.reuse import stored_plan
+            plan, lookup = stored_plan(self.gm, args, options)
+            self.lookups.append(lookup)
+            if plan is not None:
+                try:
+                    artifacts = compile_graph(self.gm, args, options.with_(plan=plan))
+                    artifacts.source = "tuning DB"
+                    return artifacts
+                except PlanError as e:
+                    warnings.warn(f"autofuse: the stored plan for graph {lookup.graph_hash} is not legal here ({e}); "
+                                  "using the default plan")
+        return compile_graph(self.gm, args, options)
 
     def __call__(self, *call_args: Any) -> list:
         # boxed (one list of inputs, AOTAutograd's convention) or plain positional inputs

@@ -24,7 +24,7 @@ def trace_aten(fn: Callable[..., Any], args: Sequence[Any]) -> torch.fx.GraphMod
 def compile_traced(fn: Callable[..., Any], args: Sequence[Any], options: CompileOptions | None = None) -> Callable[..., Any]:
     """Compile fn for args via make_fx; returns a callable taking the same positional tensors."""
     gm = trace_aten(fn, args)
-    compiled = CompiledGraph(gm, options or CompileOptions(strict=True), "traced")
+    compiled = CompiledGraph(gm, options or CompileOptions(strict=True, use_db=False), "traced")
 
     def run(*call_args: Any) -> Any:
         outs = compiled(list(call_args))

@@ -2,7 +2,6 @@
 every config possible — or a PlanError that says which check failed. Plans are never repaired."""
 from __future__ import annotations
 
-import hashlib
 from typing import Any, Sequence
 
 import torch
@@ -15,10 +14,9 @@ from .plan import FusionPlan, KernelPlan, PlanError
 
 
 def graph_key(gm: torch.fx.GraphModule, args: Sequence[Any]) -> str:
-    """Identifies the graph a plan was made for: its ATen code and its input signature."""
-    from ..capture.backend import signature
-    text = gm.code + "\n" + repr(signature(args))
-    return hashlib.sha256(text.encode()).hexdigest()[:20]
+    """Identifies the graph a plan was made for: the structural graph hash (the tuning DB's key)."""
+    from ..capture.graph_hash import graph_hash
+    return graph_hash(gm, args)
 
 
 def node_id(node: Any) -> str:
