@@ -1,0 +1,1 @@
+"""Benchmarks: memory-bound workloads timed against eager and torch.compile on the GPU."""

@@ -1,0 +1,193 @@
+"""Run the benchmark suite in one process on one GPU: eager, torch.compile (default and
+max-autotune-no-cudagraphs), autofuse's inductor plan (and the tuned plan once the search exists).
+
+    python3 -m benchmarks.run [--cases NAME ...] [--out benchmarks/results] [--reps 50]
+
+Writes results.json, results.md and results.png: median time (CUDA events, inputs rotated so the
+L2 cache does not flatter small cases), speedup over Inductor default, and the share of the copy
+bandwidth measured in the same run on each case's minimum bytes (inputs read once, outputs
+written once). Every variant is checked against eager before it is timed.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from .cases import CASES, nbytes
+
+L2_BYTES = 60 * 2**20
+
+
+def copy_bandwidth(device: str, reps: int) -> float:
+    """Bytes per second of a large device-to-device copy (read + write)."""
+    n = 2 * 2**30 // 4
+    src = torch.randn(n, device=device)
+    dst = torch.empty_like(src)
+    t = time_fn(lambda: dst.copy_(src), [()], reps)
+    return 2 * src.numel() * 4 / (t * 1e-3)
+
+
+def time_fn(fn: Callable[..., Any], input_sets: list[tuple], reps: int) -> float:
+    """Median milliseconds of fn over reps, rotating through input sets, after warm-up."""
+    for args in input_sets[:2]:
+        fn(*args)
+    torch.cuda.synchronize()
+    times = []
+    for i in range(reps):
+        args = input_sets[i % len(input_sets)]
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn(*args)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def host_overhead_us(fn: Callable[..., Any], args: tuple, calls: int = 200) -> float:
+    """Wall-clock microseconds per call of back-to-back calls (host overhead once the GPU is idle-bound)."""
+    for _ in range(5):
+        fn(*args)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn(*args)
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / calls * 1e6
+
+
+def close(a: Any, b: Any) -> bool:
+    if isinstance(b, (list, tuple)):
+        return all(close(x, y) for x, y in zip(a, b))
+    if b.dtype in (torch.bfloat16, torch.float16):
+        tol = 3e-2
+    else:
+        tol = 1e-3
+    return bool(torch.allclose(a.float(), b.float(), rtol=tol, atol=tol))
+
+
+def variants(fn: Callable[..., Any]) -> dict[str, Callable[..., Any]]:
+    import autofuse
+    torch._dynamo.reset()
+    return {
+        "eager": fn,
+        "inductor": torch.compile(fn),
+        "inductor_max_autotune": torch.compile(fn, mode="max-autotune-no-cudagraphs"),
+        "autofuse_inductor_plan": autofuse.compile(fn, strategy="inductor"),
+    }
+
+
+def run_case(case, reps: int, bw: float) -> dict[str, Any]:
+    fn, args = case.build("cuda", 1.0)
+    out = fn(*args)
+    min_bytes = nbytes(args) + nbytes(out)
+    sets = max(1, min(8, -(-3 * L2_BYTES // max(min_bytes, 1))))
+    input_sets = [args] + [case.build("cuda", 1.0)[1] for _ in range(sets - 1)] if sets > 1 else [args]
+    row: dict[str, Any] = {"case": case.name, "min_bytes": min_bytes, "input_sets": len(input_sets), "variants": {}}
+    for name, f in variants(fn).items():
+        entry: dict[str, Any] = {}
+        try:
+            ok = close(f(*args), out)
+            entry["correct"] = ok
+            if ok:
+                ms = time_fn(f, input_sets, reps)
+                entry["ms"] = ms
+                entry["bw_share"] = min_bytes / (ms * 1e-3) / bw
+        except Exception as e:  # noqa: BLE001 - a failing variant is reported, the run goes on
+            entry["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+        row["variants"][name] = entry
+        print(f"  {case.name:38s} {name:24s} {entry}", flush=True)
+    ind = row["variants"].get("inductor", {}).get("ms")
+    for entry in row["variants"].values():
+        if ind and entry.get("ms"):
+            entry["speedup_vs_inductor"] = ind / entry["ms"]
+    if case.name.startswith("seed_f32_1024"):
+        row["host_overhead_us"] = {n: host_overhead_us(f, args) for n, f in variants(fn).items()}
+    return row
+
+
+def markdown(results: dict[str, Any]) -> str:
+    names = ["eager", "inductor", "inductor_max_autotune", "autofuse_inductor_plan"]
+    lines = [f"Device: {results['device']}; torch {results['torch']}, triton {results['triton']}; "
+             f"{results['date']}; copy bandwidth {results['copy_bandwidth_TBps']:.2f} TB/s (measured in this run).", "",
+             "| case | MB | " + " | ".join(f"{n} ms (× ind, % bw)" for n in names) + " |",
+             "|---|---|" + "---|" * len(names)]
+    for row in results["cases"]:
+        cells = []
+        for n in names:
+            e = row["variants"].get(n, {})
+            if "ms" in e:
+                cells.append(f"{e['ms']:.3f} ({e.get('speedup_vs_inductor', 0):.2f}×, {100 * e['bw_share']:.0f}%)")
+            else:
+                cells.append("wrong" if e.get("correct") is False else e.get("error", "—")[:40])
+        lines.append(f"| {row['case']} | {row['min_bytes'] / 1e6:.0f} | " + " | ".join(cells) + " |")
+    for row in results["cases"]:
+        if "host_overhead_us" in row:
+            lines.append("")
+            lines.append(f"Host time per call, {row['case']} (µs, back-to-back calls, no CUDA graphs): " +
+                         ", ".join(f"{k} {v:.1f}" for k, v in row["host_overhead_us"].items()))
+    return "\n".join(lines) + "\n"
+
+
+def plot(results: dict[str, Any], path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    names = ["eager", "inductor", "inductor_max_autotune", "autofuse_inductor_plan"]
+    cases = [r["case"] for r in results["cases"]]
+    fig, ax = plt.subplots(figsize=(12, 5))
+    w = 0.8 / len(names)
+    for i, n in enumerate(names):
+        vals = [100 * r["variants"].get(n, {}).get("bw_share", 0) for r in results["cases"]]
+        ax.bar([c + i * w for c in range(len(cases))], vals, w, label=n)
+    ax.set_xticks([c + 0.4 - w / 2 for c in range(len(cases))])
+    ax.set_xticklabels(cases, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("% of measured copy bandwidth")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cases", nargs="*", default=None)
+    p.add_argument("--out", default="benchmarks/results")
+    p.add_argument("--reps", type=int, default=50)
+    args = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("benchmarks need a CUDA GPU", file=sys.stderr)
+        return 2
+    import triton
+    bw = copy_bandwidth("cuda", args.reps)
+    print(f"copy bandwidth {bw / 1e12:.2f} TB/s", flush=True)
+    cases = [c for c in CASES if args.cases is None or c.name in args.cases]
+    results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+               "python": platform.python_version(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+               "command": "python3 -m benchmarks.run " + " ".join(argv or sys.argv[1:]),
+               "copy_bandwidth_TBps": bw / 1e12, "cases": []}
+    for case in cases:
+        results["cases"].append(run_case(case, args.reps, bw))
+        torch.cuda.empty_cache()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=1))
+    (out / "results.md").write_text(markdown(results))
+    try:
+        plot(results, out / "results.png")
+    except Exception as e:  # noqa: BLE001
+        print(f"no plot: {e}", file=sys.stderr)
+    print(markdown(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
