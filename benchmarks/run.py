@@ -174,12 +174,12 @@ def main(argv: list[str] | None = None) -> int:
                "python": platform.python_version(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
                "command": "python3 -m benchmarks.run " + " ".join(argv or sys.argv[1:]),
                "copy_bandwidth_TBps": bw / 1e12, "cases": []}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     for case in cases:
         results["cases"].append(run_case(case, args.reps, bw))
         torch.cuda.empty_cache()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(results, indent=1))
+        (out / "results.json").write_text(json.dumps(results, indent=1))  # partial results survive a timeout
     (out / "results.md").write_text(markdown(results))
     try:
         plot(results, out / "results.png")
