@@ -182,7 +182,7 @@ class ProgramBuilder:
             warn_interpreter_once()
         kind = "reduction" if g.is_reduction else "pointwise"
         if config is None:
-            config = self.options.heuristics.launch_config(kind, g.numel, g.rnumel, interpret)
+            config = self.options.heuristics.launch_config(kind, g.numel, g.rnumel, interpret, _is_outer_reduction(g))
         self.used_configs.append(config)
         origins: set[str] = set()
         for n in g.nodes:
@@ -250,6 +250,17 @@ class ProgramBuilder:
             s = self.slot(o.name)
             return lambda env: env[s]
         return lambda env: o
+
+
+def _is_outer_reduction(g: FusionGroup) -> bool:
+    """Does the group's first reduction read memory with a stride along its innermost r variable?"""
+    for n in g.nodes:
+        if n.kind != "reduction" or not n.rvars:
+            continue
+        inner_r = n.rvars[-1]
+        coeffs = [dep.index.coeff(inner_r) for dep in n.reads if not dep.is_indirect and dep.index.has(inner_r)]
+        return bool(coeffs) and all(c != 1 for c in coeffs)
+    return False
 
 
 def _walk(o: Any, fn) -> None:

@@ -82,13 +82,19 @@ class Heuristics:
         return None
 
     # ---- codegen -------------------------------------------------------------------------
-    def launch_config(self, kind: str, numel: int, rnumel: int, interpret: bool) -> LaunchConfig:
+    def launch_config(self, kind: str, numel: int, rnumel: int, interpret: bool, outer: bool = False) -> LaunchConfig:
+        """`outer`: the reduction walks memory with a stride (e.g. a column sum), so lanes must run
+        along x, where memory is contiguous, and the r loop takes short steps."""
         if kind == "pointwise":
             if interpret:
                 return LaunchConfig(XBLOCK=min(next_pow2(max(numel, 1)), self.interpreter_block_elems))
             xblock = min(1024, next_pow2(max(numel, 1)))
             return LaunchConfig(XBLOCK=xblock, num_warps=4 if xblock <= 512 else 8)
         rblock_full = next_pow2(max(rnumel, 1))
+        if outer and not interpret:
+            xblock = min(128, next_pow2(max(numel, 1)))
+            rblock = min(rblock_full, 32)
+            return LaunchConfig(XBLOCK=xblock, RBLOCK=rblock, num_warps=8, persistent=rblock == rblock_full)
         if interpret:
             persistent = rblock_full <= 4096
             rblock = rblock_full if persistent else 4096
