@@ -23,6 +23,8 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("--render", metavar="FILE", help="also render the graph and its kernels to FILE (.svg or .png; needs Graphviz)")
     ex.add_argument("--save-plan", metavar="FILE", help="write the plans of the compiled graphs to FILE")
     ex.add_argument("--device", default=None, help="move the model and its inputs to this device (e.g. cuda)")
+    from tuning_db.cli import register as register_db
+    register_db(sub)
     return p
 
 
@@ -54,6 +56,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .capture.model_file import ModelFileError
     from .plan.plan import PlanError
     args = _parser().parse_args(argv)
+    if hasattr(args, "func"):  # commands registered by other packages (tuning_db's `db`)
+        return args.func(args)
     try:
         return {"explain": cmd_explain}[args.command](args)
     except (ModelFileError, PlanError) as e:
