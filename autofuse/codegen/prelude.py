@@ -123,22 +123,68 @@ def _rsqrt(x):
 @triton.jit
 def _sqrt(x):
     return libdevice.sqrt(x)
+
+
+@triton.jit
+def _atan(x):
+    return libdevice.atan(x)
+
+
+@triton.jit
+def _asin(x):
+    return libdevice.asin(x)
+
+
+@triton.jit
+def _acos(x):
+    return libdevice.acos(x)
+
+
+@triton.jit
+def _sinh(x):
+    return libdevice.sinh(x)
+
+
+@triton.jit
+def _cosh(x):
+    return libdevice.cosh(x)
+
+
+@triton.jit
+def _erfc(x):
+    return libdevice.erfc(x)
+
+
+@triton.jit
+def _to_bf16(x):
+    return x.to(tl.bfloat16)
 '''
 
+# Under the interpreter every helper must be accurate to a few f32 ulps (the tests compare with
+# eager at rtol 1e-4): no 1 - exp / exp - 1 cancellation, no truncating bf16 conversion.
 INTERPRETER_MATH = '''
 @triton.jit
 def _expm1(x):
-    return tl.where(tl.abs(x) < 1e-5, x + 0.5 * x * x, tl.exp(x) - 1.0)
+    # Kahan: (u - 1) * x / log(u) with u = exp(x) cancels the rounding error of u
+    u = tl.exp(x)
+    um1 = u - 1.0
+    small = tl.where(u == 1.0, x, um1 * (x / tl.log(u)))
+    return tl.where(tl.abs(x) < 0.5, small, um1)
 
 
 @triton.jit
 def _log1p(x):
-    return tl.where(tl.abs(x) < 1e-4, x - 0.5 * x * x, tl.log(1.0 + x))
+    # Kahan: log(u) * x / (u - 1) with u = 1 + x
+    u = 1.0 + x
+    small = tl.where(u == 1.0, x, tl.log(u) * (x / (u - 1.0)))
+    return tl.where(tl.abs(x) < 0.5, small, tl.log(u))
 
 
 @triton.jit
 def _tanh(x):
-    return tl.where(tl.abs(x) < 1e-3, x - x * x * x / 3.0, 1.0 - 2.0 / (tl.exp(2.0 * x) + 1.0))
+    u = _expm1(2.0 * x)
+    big = 1.0 - 2.0 / (tl.exp(2.0 * x) + 1.0)
+    return tl.where(tl.abs(x) < 0.625, u / (u + 2.0), big)
 
 
 @triton.jit
@@ -163,9 +209,11 @@ def _pow(a, b):
 
 @triton.jit
 def _round(x):
-    r = tl.floor(x + 0.5)
+    # half to even; x - floor(x) is exact, unlike floor(x + 0.5)
+    r = tl.floor(x)
+    d = x - r
     odd = tl.floor(r * 0.5) * 2.0 != r
-    return tl.where((r - x == 0.5) & odd, r - 1.0, r)
+    return tl.where((d > 0.5) | ((d == 0.5) & odd), r + 1.0, r)
 
 
 @triton.jit
@@ -176,6 +224,64 @@ def _rsqrt(x):
 @triton.jit
 def _sqrt(x):
     return tl.sqrt_rn(x)
+
+
+@triton.jit
+def _atan(x):
+    # Cephes atanf: reduce |x| to [0, tan(pi/8)], then an odd polynomial
+    ax = tl.abs(x)
+    big = ax > 2.414213562373095
+    mid = ax > 0.4142135623730950
+    t = tl.where(big, -1.0 / ax, tl.where(mid, (ax - 1.0) / (ax + 1.0), ax))
+    base = tl.where(big, 1.5707963267948966, tl.where(mid, 0.7853981633974483, 0.0))
+    z = t * t
+    p = (((8.05374449538e-2 * z - 1.38776856032e-1) * z + 1.99777106478e-1) * z - 3.33329491539e-1) * z * t + t
+    r = base + p
+    return tl.where(x < 0, -r, tl.where(x != x, x, r))
+
+
+@triton.jit
+def _asin(x):
+    return _atan(x / tl.sqrt_rn((1.0 - x) * (1.0 + x)))
+
+
+@triton.jit
+def _acos(x):
+    return 2.0 * _atan(tl.sqrt_rn((1.0 - x) / (1.0 + x)))
+
+
+@triton.jit
+def _sinh(x):
+    u = _expm1(x)
+    small = 0.5 * u * (u + 2.0) / (u + 1.0)
+    return tl.where(tl.abs(x) < 1.0, small, 0.5 * (tl.exp(x) - tl.exp(-x)))
+
+
+@triton.jit
+def _cosh(x):
+    return 0.5 * (tl.exp(x) + tl.exp(-x))
+
+
+@triton.jit
+def _erfc(x):
+    # Numerical Recipes erfcc (fractional error 1.2e-7; in f32 about 1e-5 where exp's argument is
+    # large) — 1 - erf(x) loses all relative precision for x > 2
+    z = tl.abs(x)
+    t = 1.0 / (1.0 + 0.5 * z)
+    poly = -z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (
+        -0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))))
+    r = t * tl.exp(poly)
+    return tl.where(x < 0, 2.0 - r, r)
+
+
+@triton.jit
+def _to_bf16(x):
+    # round to nearest even by hand: the interpreter's own f32 -> bf16 conversion truncates
+    x = x.to(tl.float32)
+    bits = x.to(tl.uint32, bitcast=True)
+    rounded = bits + 0x7FFF + ((bits >> 16) & 1)
+    hi = tl.where(x != x, 0x7FC0, rounded >> 16)
+    return hi.to(tl.uint16).to(tl.bfloat16, bitcast=True)
 '''
 
 

@@ -77,6 +77,8 @@ def _template(name: str, dtype: torch.dtype) -> str:
         "ne": "{0} != {1}", "logical_and": "{0} & {1}", "logical_or": "{0} | {1}",
         "logical_xor": "{0} ^ {1}", "logical_not": "{0} == 0",
         "isnan": "{0} != {0}", "isinf": "tl.abs({0}) == float('inf')", "where": "tl.where({0}, {1}, {2})",
+        "atan": "_atan({0})", "asin": "_asin({0})", "acos": "_acos({0})", "sinh": "_sinh({0})",
+        "cosh": "_cosh({0})", "erfc": "_erfc({0})",
     }.get(name)
     if t is None:
         raise NotImplementedError(f"no Triton template for op {name}")
@@ -94,6 +96,13 @@ def _literal(value: Any, dtype: torch.dtype) -> str:
             return 'float("inf")' if v > 0 else 'float("-inf")'
         return repr(v)
     return str(int(value))
+
+
+def _convert(text: str, dtype: torch.dtype) -> str:
+    """Conversion of a value to dtype; bf16 goes through the prelude's correctly rounding helper."""
+    if dtype == torch.bfloat16:
+        return f"_to_bf16({text})"
+    return f"{text}.to({tl_dtype(dtype)})"
 
 
 class Scope:
@@ -196,13 +205,29 @@ class KernelWriter(OpsHandler):
             names[v] = print_expr(e, {})
         return names
 
-    def index_str(self, index: sympy.Expr) -> str:
+    def index_str(self, index: sympy.Expr, shape_cls: str | None = None) -> str:
         node, pl = self.current
+        cls = shape_cls or pl.cls
         names = self._var_names(node, pl)
+        # variables of size-1 dims print as 0: substitute them so a constant index is seen as one
+        zero = {v: sympy.Integer(0) for v, text in names.items() if text == "0"}
+        index = sympy.sympify(index).xreplace(zero)
         names.update(self.indirect_names)
         if not index.free_symbols:
-            return f"tl.full({self._shape(pl.cls)}, {int(index)}, {'tl.int64' if self.use_int64 else 'tl.int32'})"
+            return f"tl.full({self._shape(cls)}, {int(index)}, {'tl.int64' if self.use_int64 else 'tl.int32'})"
         return print_expr(index, names)
+
+    def pointer_index(self, index: sympy.Expr, shape_cls: str) -> str:
+        """Offsets of a load/store with the full block shape of `shape_cls`: an index that does not
+        vary along x (a size-1 or broadcast dim) or along r would otherwise give a pointer smaller
+        than its mask/value, which tl.load/tl.store do not broadcast."""
+        text = self.index_str(index, shape_cls)
+        if text.startswith("tl.full("):
+            return text
+        need_r = self.reduction_kernel and shape_cls in ("r", "red")
+        if "xindex" in text and ("rindex" in text or not need_r):
+            return text
+        return f"tl.broadcast_to({text}, {self._shape(shape_cls)})"
 
     # ---- OpsHandler --------------------------------------------------------------------------
     def load(self, name: str, index: sympy.Expr) -> TV:
@@ -213,7 +238,7 @@ class KernelWriter(OpsHandler):
         ptr = f"in_ptr{self.inputs.index(name)}"
         dtype = self.dtypes[name]
         node, pl = self.current
-        text = f"tl.load({ptr} + ({self.index_str(index)}), {self._mask(pl.cls)}, other=0)"
+        text = f"tl.load({ptr} + ({self.pointer_index(index, pl.cls)}), {self._mask(pl.cls)}, other=0)"
         if dtype == torch.bool:
             text += ".to(tl.int1)"
         elif dtype in (torch.float16, torch.bfloat16):
@@ -227,14 +252,14 @@ class KernelWriter(OpsHandler):
     def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> TV:
         if not expr.free_symbols:
             return self.constant(int(expr), dtype)
-        return self.cse(f"({self.index_str(expr)}).to({tl_dtype(dtype)})", dtype)
+        return self.cse(_convert(f"({self.index_str(expr)})", dtype), dtype)
 
     def to_dtype(self, value: TV, dtype: torch.dtype) -> TV:
         if value.dtype == dtype:
             return value
         if dtype == torch.bool:
             return self.cse(f"({value} != 0)", dtype)
-        return self.cse(f"{value}.to({tl_dtype(dtype)})", dtype)
+        return self.cse(_convert(value.name, dtype), dtype)
 
     def masked(self, mask: TV, body: Callable[[], TV], other: Any) -> TV:
         self.mask_stack.append(mask.name)
@@ -282,10 +307,12 @@ class KernelWriter(OpsHandler):
         ptr = f"out_ptr{len(self.outputs) - 1}"
         saved = self.current
         self.current = (node, pl)
-        idx = self.index_str(node.write.index)
+        # a reduction's value is [XBLOCK, 1]: its store has the shape of an x-loop node's
+        shape_cls = "x" if pl.cls == "red" else pl.cls
+        idx = self.pointer_index(node.write.index, shape_cls)
         self.current = saved
         dt = node.buffer.dtype
-        v = value.name if value.dtype == dt else f"{value}.to({tl_dtype(dt)})"
+        v = value.name if value.dtype == dt else _convert(value.name, dt)
         mask = "xmask" if (not self.reduction_kernel or pl.cls in ("x", "red")) else "xrmask"
         self.emit(f"tl.store(out_ptr_placeholder_{ptr} + ({idx}), {v}, {mask})")
 

@@ -90,18 +90,48 @@ def merged_space(a: FusionGroup, b: FusionGroup) -> tuple[int, int, bool] | str:
     return red.numel, red.rnumel, True
 
 
-def creates_cycle(a: FusionGroup, b: FusionGroup, graph: SchedulerGraph) -> bool:
-    """True if some node outside a ∪ b lies on a path between them."""
+def creates_cycle(a: FusionGroup, b: FusionGroup, graph: SchedulerGraph,
+                  owner: dict[str, FusionGroup] | None = None) -> bool:
+    """True if some node outside a ∪ b lies on a path between them — or, given `owner` (node name ->
+    its current group), some other *group*: a group holding both a node that reads from a and a node
+    that b reads from is a path a -> group -> b even when no single node is."""
     inside = a.names | b.names
+    if owner is None:
+        for first, second in ((a, b), (b, a)):
+            for name in second.ancestors - inside:
+                node = graph.by_name.get(name)
+                if node is not None and node.ancestors & first.names:
+                    return True
+        return False
+
+    def deps(g: FusionGroup) -> list[FusionGroup]:
+        out = {}
+        for n in g.nodes:
+            for r in n.read_names:
+                p = graph.producer.get(r)
+                og = owner.get(p.name) if p is not None else None
+                if og is not None and og is not g:
+                    out[id(og)] = og
+        return list(out.values())
+
     for first, second in ((a, b), (b, a)):
-        for name in second.ancestors - inside:
-            node = graph.by_name.get(name)
-            if node is not None and node.ancestors & first.names:
-                return True
+        stack = [g for g in deps(second) if g is not first]
+        seen: set[int] = set()
+        while stack:
+            g = stack.pop()
+            if id(g) in seen:
+                continue
+            seen.add(id(g))
+            for d in deps(g):
+                if d is first:
+                    return True
+                if d is not second:
+                    stack.append(d)
     return False
 
 
-def can_fuse(a: FusionGroup, b: FusionGroup, graph: SchedulerGraph, check_cycle: bool = True) -> str | None:
+def can_fuse(a: FusionGroup, b: FusionGroup, graph: SchedulerGraph, check_cycle: bool = True,
+             owner: dict[str, FusionGroup] | None = None) -> str | None:
     """Legality only: None if a and b may become one kernel, else the reason they may not."""
     if a is b:
         return "same group"
@@ -130,7 +160,7 @@ def can_fuse(a: FusionGroup, b: FusionGroup, graph: SchedulerGraph, check_cycle:
                 why = same_point(p, pp, c, cp, dep)
                 if why is not None:
                     return why
-    if check_cycle and creates_cycle(a, b, graph):
+    if check_cycle and creates_cycle(a, b, graph, owner):
         return "fusion would create a cycle through an intermediate node"
     return None
 
@@ -210,7 +240,7 @@ def fuse_once(groups: list[FusionGroup], graph: SchedulerGraph, heur: Heuristics
         a, b = owner[g1.nodes[0].name], owner[g2.nodes[0].name]
         if a is b:
             continue
-        why = can_fuse(a, b, graph, check_cycle=True)
+        why = can_fuse(a, b, graph, check_cycle=True, owner=owner)
         if why is None:
             why = heur.can_fuse_profitably(a, b, shared_bytes(a, b))
         if why is not None:

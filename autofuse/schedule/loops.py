@@ -106,11 +106,12 @@ def same_point(producer: SchedulerNode, pp: Placement, consumer: SchedulerNode, 
     c_all_vars_x = (consumer.vars[: cp.split])
     c_all_vars_r = consumer.vars[cp.split:] if cp.cls == "r" else (consumer.rvars if cp.cls == "red" else [])
     # drop size-1 dims: their variables are always 0
-    zero = {v: 0 for v, s in zip(p_vars, p_sizes) if s == 1}
-    zero.update({v: 0 for v, s in zip(c_all_vars_x, c_sizes_x) if s == 1})
-    zero.update({v: 0 for v, s in zip(c_all_vars_r, c_sizes_r) if s == 1})
-    w = producer.write.index.xreplace(zero)
-    r = read.index.xreplace(zero)
+    # (sympy zeros: xreplace of a bare symbol returns the replacement itself)
+    zero = {v: sympy.Integer(0) for v, s in zip(p_vars, p_sizes) if s == 1}
+    zero.update({v: sympy.Integer(0) for v, s in zip(c_all_vars_x, c_sizes_x) if s == 1})
+    zero.update({v: sympy.Integer(0) for v, s in zip(c_all_vars_r, c_sizes_r) if s == 1})
+    w = sympy.sympify(producer.write.index).xreplace(zero)
+    r = sympy.sympify(read.index).xreplace(zero)
     pxv = [v for v, s in zip(p_vars[: pp.split], p_sizes[: pp.split]) if s != 1]
     pxs = [s for s in p_sizes[: pp.split] if s != 1]
     cxv = [v for v, s in zip(c_all_vars_x, c_sizes_x) if s != 1]
