@@ -16,7 +16,7 @@ from .decompositions import decomposition_table
 
 
 def trace_aten(fn: Callable[..., Any], args: Sequence[Any]) -> torch.fx.GraphModule:
-    functional = torch.func.functionalize(fn, remove="mutations_and_views")
+    functional = torch.func.functionalize(fn, remove="mutations")
     with torch.no_grad():
         return make_fx(functional, decomposition_table=decomposition_table())(*args)
 
