@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 import sympy
 import torch
 
-from ..ir.index import row_major_vars
+from ..ir.index import fold_divmod, row_major_vars
 from ..ir.ops import MATH_OPS, OpsHandler
 from ..schedule.loops import Placement
 from ..schedule.nodes import SchedulerNode
@@ -190,8 +190,8 @@ class KernelWriter(OpsHandler):
             return " & ".join([base] + self.mask_stack)
         return base
 
-    def _var_names(self, node: SchedulerNode, pl: Placement) -> dict[sympy.Symbol, str]:
-        names: dict[sympy.Symbol, str] = {}
+    def _var_exprs(self, node: SchedulerNode, pl: Placement) -> dict[sympy.Symbol, sympy.Expr]:
+        """Each node variable as an expression of the kernel's xindex / rindex (row-major)."""
         xsym = sympy.Symbol("xindex", integer=True, nonnegative=True)
         rsym = sympy.Symbol("rindex", integer=True, nonnegative=True)
         xs = row_major_vars(xsym, pl.x_sizes(node))
@@ -201,21 +201,16 @@ class KernelWriter(OpsHandler):
             rs, rvars = row_major_vars(rsym, pl.r_sizes(node)), node.vars[pl.split:]
         else:
             rs, rvars = [], []
-        for v, e in list(zip(node.vars[: pl.split], xs)) + list(zip(rvars, rs)):
-            names[v] = print_expr(e, {})
-        return names
+        return dict(list(zip(node.vars[: pl.split], xs)) + list(zip(rvars, rs)))
 
     def index_str(self, index: sympy.Expr, shape_cls: str | None = None) -> str:
         node, pl = self.current
         cls = shape_cls or pl.cls
-        names = self._var_names(node, pl)
-        # variables of size-1 dims print as 0: substitute them so a constant index is seen as one
-        zero = {v: sympy.Integer(0) for v, text in names.items() if text == "0"}
-        index = sympy.sympify(index).xreplace(zero)
-        names.update(self.indirect_names)
+        # in kernel terms; a contiguous multi-dim index folds back to the flat xindex / rindex
+        index = fold_divmod(sympy.expand(sympy.sympify(index).xreplace(self._var_exprs(node, pl))))
         if not index.free_symbols:
             return f"tl.full({self._shape(cls)}, {int(index)}, {'tl.int64' if self.use_int64 else 'tl.int32'})"
-        return print_expr(index, names)
+        return print_expr(index, self.indirect_names)
 
     def pointer_index(self, index: sympy.Expr, shape_cls: str) -> str:
         """Offsets of a load/store with the full block shape of `shape_cls`: an index that does not

@@ -29,6 +29,8 @@ class FloorDiv(sympy.Function):
             return sympy.Integer(int(base) // int(divisor))
         if divisor.is_Integer:
             d = int(divisor)
+            if isinstance(base, FloorDiv) and base.args[1].is_Integer:
+                return FloorDiv(base.args[0], int(base.args[1]) * d)  # (x // a) // b == x // (a*b)
             pulled, rest = _split_divisible(base, d)
             if pulled != 0:
                 return pulled + FloorDiv(rest, divisor)
@@ -119,6 +121,41 @@ def simplify_index(expr: Expr, ranges: Mapping[sympy.Symbol, int]) -> Expr:
         return e
 
     return sympy.expand(visit(expr))
+
+
+def _split_floordiv(e: Expr) -> tuple[Expr, int]:
+    """(Y, d) with e == Y // d (d = 1 when e is not a division)."""
+    if isinstance(e, FloorDiv) and e.args[1].is_Integer:
+        return e.args[0], int(e.args[1])
+    return e, 1
+
+
+def fold_divmod(expr: Expr) -> Expr:
+    """Undo a row-major split: m*((Y // d) % a) + m*a*(Y // (d*a)) == m*(Y // d), repeatedly, so a
+    contiguous multi-dimensional index prints as the flat index it is."""
+    changed = True
+    while changed:
+        changed = False
+        terms = list(sympy.Add.make_args(expr))
+        for i, t_mod in enumerate(terms):
+            m, mod = t_mod.as_coeff_Mul()
+            if not isinstance(mod, ModIndex) or not mod.args[1].is_Integer:
+                continue
+            a = int(mod.args[1])
+            y, d = _split_floordiv(mod.args[0])
+            for j, t_div in enumerate(terms):
+                k, div = t_div.as_coeff_Mul()
+                if j == i or not isinstance(div, FloorDiv):
+                    continue
+                y2, d2 = _split_floordiv(div)
+                if y2 == y and d2 == d * a and k == m * a:
+                    rest = [t for n, t in enumerate(terms) if n not in (i, j)]
+                    expr = sympy.Add(*rest, m * (FloorDiv(y, d) if d != 1 else y))
+                    changed = True
+                    break
+            if changed:
+                break
+    return expr
 
 
 def row_major_vars(flat: Expr, sizes: Sequence[int]) -> list[Expr]:
