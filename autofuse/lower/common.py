@@ -44,8 +44,26 @@ def broadcast_loader(value: Any, out_size: Sequence[int], dtype: torch.dtype) ->
 
         return load
     if isinstance(value, (bool, int, float)):
-        return lambda ops, idx: ops.constant(value, dtype)
+        v = scalar_value(value, dtype)
+        return lambda ops, idx: ops.constant(v, dtype)
     raise Unsupported(f"operand of type {type(value).__name__}")
+
+
+def scalar_value(value: bool | int | float, dtype: torch.dtype) -> bool | int | float:
+    """A Python scalar as the value it has once cast to `dtype`, like eager's cast of a wrapped number:
+    integers wrap around (-1 is 255 as uint8), bool is truthiness, floats stay Python floats."""
+    if dtype == torch.bool:
+        return bool(value)
+    if not dtype.is_floating_point:
+        return int(torch.tensor(value).to(dtype).item())
+    return value
+
+
+def round_scalar(value: bool | int | float, dtype: torch.dtype) -> bool | int | float:
+    """A Python scalar rounded to a half-precision dtype (the value eager compares with)."""
+    if dtype in LOW_PRECISION and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(torch.tensor(value, dtype=dtype).item())
+    return value
 
 
 def make_pointwise(g: Any, inputs: Sequence[Any], fn: Callable[..., Any], compute_dtype: torch.dtype,

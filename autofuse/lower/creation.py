@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from ..ir.values import Pointwise
-from .common import upcast
+from .common import scalar_value, upcast
 from .registry import Unsupported, register
 
 aten = torch.ops.aten
@@ -17,7 +17,8 @@ def _const(g, value):
     if isinstance(value, complex):
         raise Unsupported("complex")
     size = tuple(int(s) for s in out.shape)
-    return Pointwise(out.device, out.dtype, size, lambda ops, idx: ops.constant(value, cd))
+    v = scalar_value(value, out.dtype)  # full((3,), -1, dtype=uint8) is 255, full(..., 2.7, dtype=int32) is 2
+    return Pointwise(out.device, out.dtype, size, lambda ops, idx: ops.constant(v, cd))
 
 
 @register(aten.full)

@@ -120,29 +120,33 @@ def _cat(g, tensors, dim=0):
         pieces.append((off, t.size[d], t.loader(), t.dtype))
         off += t.size[d]
     pieces = [p for p in pieces if p[1] > 0]
+    total = off
     out_dtype = g.out.dtype
     cd = upcast(out_dtype)
 
     def fn(ops, idx):
+        # piece k covers [start, start + length) along d; later pieces are applied first so that each
+        # index ends up with the one piece whose range holds it; loads are masked to that range
+        if not pieces:
+            return ops.constant(0, cd)
+        i = ops.index_expr(idx[d], torch.int64)
         result = None
-        for k, (start, length, ld, dt) in enumerate(reversed(pieces)):
+        for start, length, ld, dt in reversed(pieces):
             sub = list(idx)
             sub[d] = idx[d] - start
 
             def body(ld=ld, sub=sub, dt=dt):
                 return _cast(ops, ld(ops, sub), dt, out_dtype)
-            if result is None:
-                result = body() if len(pieces) == 1 else ops.masked(
-                    ops.ge(ops.index_expr(idx[d], torch.int64), ops.constant(start, torch.int64)), body, 0)
-                continue
-            cond = ops.ge(ops.index_expr(idx[d], torch.int64), ops.constant(start, torch.int64))
-            if start == 0:
-                result = ops.where(cond, ops.masked(ops.lt(ops.index_expr(idx[d], torch.int64),
-                                                           ops.constant(length, torch.int64)), body, 0), result)
-            else:
-                result = ops.where(cond, ops.masked(cond, body, 0), result)
-        if result is None:
-            return ops.constant(0, cd)
+            conds = []
+            if start > 0:
+                conds.append(ops.ge(i, ops.constant(start, torch.int64)))
+            if start + length < total:
+                conds.append(ops.lt(i, ops.constant(start + length, torch.int64)))
+            if not conds:
+                return body()
+            mask = conds[0] if len(conds) == 1 else ops.logical_and(conds[0], conds[1])
+            value = ops.masked(mask, body, 0)
+            result = value if result is None else ops.where(mask, value, result)
         return result
     return _out(g, fn, *tensors)
 

@@ -6,7 +6,8 @@ from typing import Any
 
 import torch
 
-from .common import LOW_PRECISION, make_pointwise, promoted_dtype, returns_bool, upcast
+from ..ir.values import Pointwise
+from .common import LOW_PRECISION, make_pointwise, promoted_dtype, returns_bool, round_scalar, upcast
 from .registry import Unsupported, register
 
 aten = torch.ops.aten
@@ -17,11 +18,20 @@ def _compute(g: Any) -> torch.dtype:
     return upcast(g.out.dtype)
 
 
+# rounding functions are the identity on integers (eager returns a copy); the Triton ops take floats only
+INTEGER_IDENTITY = ("floor", "ceil", "trunc", "round")
+# + and * of bools are logical or / and in eager (True + True is True)
+BOOL_OPS = {"add": "logical_or", "mul": "logical_and"}
+
+
 def _unary(opname: str):
     def lower(g, x, *rest, **kw):
         if rest or kw:
             raise Unsupported(f"extra arguments to {opname}")
-        return make_pointwise(g, [x], lambda ops, a: getattr(ops, opname)(a), _compute(g))
+        cd = _compute(g)
+        if opname in INTEGER_IDENTITY and not cd.is_floating_point:
+            return make_pointwise(g, [x], lambda ops, a: a, cd)
+        return make_pointwise(g, [x], lambda ops, a: getattr(ops, opname)(a), cd)
     return lower
 
 
@@ -29,7 +39,12 @@ def _binary(opname: str):
     def lower(g, a, b, **kw):
         if kw:
             raise Unsupported(f"extra arguments to {opname}")
-        return make_pointwise(g, [a, b], lambda ops, x, y: getattr(ops, opname)(x, y), _compute(g))
+        cd = _compute(g)
+        name = BOOL_OPS.get(opname, opname) if cd == torch.bool else opname
+        fn = (lambda ops, x, y: getattr(ops, name)(x, y))
+        if cd == torch.bool and name != opname:
+            fn = returns_bool(fn)
+        return make_pointwise(g, [a, b], fn, cd)
     return lower
 
 
@@ -48,7 +63,7 @@ BINARY = {
     aten.mul: "mul", aten.maximum: "maximum", aten.minimum: "minimum", aten.fmod: "fmod",
     aten.remainder: "remainder", aten.bitwise_and: "bitwise_and", aten.bitwise_or: "bitwise_or",
     aten.bitwise_xor: "bitwise_xor", aten.bitwise_left_shift: "lshift", aten.bitwise_right_shift: "rshift",
-    aten.floor_divide: "floordiv",
+    aten.__lshift__: "lshift", aten.__rshift__: "rshift", aten.floor_divide: "floordiv",
 }
 for _op, _name in BINARY.items():
     register(_op)(_binary(_name))
@@ -58,6 +73,11 @@ for _op, _name in BINARY.items():
 def _add_sub(g, a, b, alpha=1):
     name = "add" if g.node.target.overloadpacket is aten.add else "sub"
     cd = _compute(g)
+    if cd == torch.bool:  # bool + bool is logical or (eager rejects bool subtraction)
+        if name != "add":
+            raise Unsupported("bool subtraction")
+        return make_pointwise(g, [a, b, alpha], returns_bool(
+            lambda ops, x, y, al: ops.logical_or(x, ops.logical_and(y, al))), cd)
     if alpha == 1:
         return make_pointwise(g, [a, b], lambda ops, x, y: getattr(ops, name)(x, y), cd)
     return make_pointwise(g, [a, b, alpha], lambda ops, x, y, al: getattr(ops, name)(x, ops.mul(y, al)), cd)
@@ -74,8 +94,15 @@ def _div(g, a, b, rounding_mode=None):
     if rounding_mode is None:
         return make_pointwise(g, [a, b], lambda ops, x, y: ops.truediv(x, y), cd)
     if cd.is_floating_point:
-        post = "floor" if rounding_mode == "floor" else "trunc"
-        return make_pointwise(g, [a, b], lambda ops, x, y: getattr(ops, post)(ops.truediv(x, y)), cd)
+        if rounding_mode == "floor":
+            return make_pointwise(g, [a, b], lambda ops, x, y: ops.floor(ops.truediv(x, y)), cd)
+        out = g.out.dtype
+        if out in LOW_PRECISION and not isinstance(b, (int, float)):
+            # eager truncates the quotient of two half tensors after rounding it to the half dtype
+            # (trunc(Half(a / b))); a Python-scalar divisor takes its f32 path: trunc(float(a) / b)
+            return make_pointwise(g, [a, b], lambda ops, x, y: ops.trunc(
+                ops.to_dtype(ops.to_dtype(ops.truediv(x, y), out), cd)), cd)
+        return make_pointwise(g, [a, b], lambda ops, x, y: ops.trunc(ops.truediv(x, y)), cd)
     name = "floordiv" if rounding_mode == "floor" else "truncdiv"
     return make_pointwise(g, [a, b], lambda ops, x, y: getattr(ops, name)(x, y), cd)
 
@@ -93,8 +120,24 @@ def _pow(g, a, b):
         if b == -1 and cd.is_floating_point:
             return make_pointwise(g, [a], lambda ops, x: ops.reciprocal(x), cd)
     if not cd.is_floating_point:
-        raise Unsupported("integer pow")
+        if isinstance(b, int) and not isinstance(b, bool) and b >= 0 and not isinstance(a, (int, float)):
+            return make_pointwise(g, [a], lambda ops, x: _int_pow(ops, x, b, cd), cd)
+        raise Unsupported("integer pow with a tensor or negative exponent")
     return make_pointwise(g, [a, b], lambda ops, x, y: ops.pow(x, y), cd)
+
+
+def _int_pow(ops, x, e: int, dtype: torch.dtype):
+    """x ** e for a constant e >= 0 by repeated squaring (wraps like eager's integer pow)."""
+    if e == 0:
+        return ops.constant(1, dtype)
+    result, base = None, x
+    while e:
+        if e & 1:
+            result = base if result is None else ops.mul(result, base)
+        e >>= 1
+        if e:
+            base = ops.mul(base, base)
+    return result
 
 
 @register(aten.sign, aten.sgn)
@@ -111,8 +154,11 @@ def _round(g, x, decimals=0):
         return make_pointwise(g, [x], lambda ops, a: a, cd)
     if decimals == 0:
         return make_pointwise(g, [x], lambda ops, a: ops.round(a), cd)
-    scale = 10.0 ** decimals
-    return make_pointwise(g, [x, scale], lambda ops, a, s: ops.truediv(ops.round(ops.mul(a, s)), s), cd)
+    # eager: nearbyint(a * 10^d) / 10^d, and for d < 0 nearbyint(a / 10^-d) * 10^-d (exact powers of ten)
+    scale = 10.0 ** abs(decimals)
+    if decimals > 0:
+        return make_pointwise(g, [x, scale], lambda ops, a, s: ops.truediv(ops.round(ops.mul(a, s)), s), cd)
+    return make_pointwise(g, [x, scale], lambda ops, a, s: ops.mul(ops.round(ops.truediv(a, s)), s), cd)
 
 
 def _compare(opname: str):
@@ -121,8 +167,11 @@ def _compare(opname: str):
         return getattr(ops, opname)(x, y)
 
     def lower(g, a, b):
-        cd = upcast(promoted_dtype(g.fake_arg(0), g.fake_arg(1)))
-        return make_pointwise(g, [a, b], fn, cd)
+        common = promoted_dtype(g.fake_arg(0), g.fake_arg(1))
+        # a Python scalar is compared after its cast to the common dtype: f16 x == 0.1 compares with
+        # f16(0.1), uint8 x < -1 with 255 (the cast of integers happens in broadcast_loader)
+        a, b = round_scalar(a, common), round_scalar(b, common)
+        return make_pointwise(g, [a, b], fn, upcast(common))
     return lower
 
 
@@ -194,10 +243,22 @@ def _convert(g, x):
         raise Unsupported("scalar convert")
     if g.out.device != x.device:
         raise Unsupported("device copy")
-    out = g.out.dtype
+    out, src = g.out.dtype, x.dtype
+    if src in LOW_PRECISION and out != src and isinstance(x, Pointwise):
+        # a lazy half value is computed in f32 without rounding; converting it to another dtype converts
+        # the half value (what eager, and a realized buffer, hold): round it first
+        def fn(ops, a):
+            a = ops.to_dtype(ops.to_dtype(a, src), torch.float32)
+            if out == torch.bool:
+                return ops.ne(a, ops.constant(0, torch.float32))
+            if out in LOW_PRECISION:
+                return ops.to_dtype(ops.to_dtype(a, out), torch.float32)
+            return ops.to_dtype(a, upcast(out))
+        fn.result_dtype = upcast(out)  # type: ignore[attr-defined]
+        return make_pointwise(g, [x], fn, torch.float32)
     if out == torch.bool:
-        return make_pointwise(g, [x], returns_bool(lambda ops, a: ops.ne(a, ops.constant(0, upcast(x.dtype)))), upcast(x.dtype))
-    if out in LOW_PRECISION and x.dtype != out:
+        return make_pointwise(g, [x], returns_bool(lambda ops, a: ops.ne(a, ops.constant(0, upcast(src)))), upcast(src))
+    if out in LOW_PRECISION and src != out:
         # an explicit conversion rounds, even though the value is then computed in f32
         return make_pointwise(g, [x], lambda ops, a: ops.to_dtype(ops.to_dtype(a, out), torch.float32), torch.float32)
     return make_pointwise(g, [x], lambda ops, a: a, upcast(out))
@@ -215,7 +276,7 @@ def _convert_element_type(g, x, dtype):
     return _convert(g, x)
 
 
-@register(aten.clone, aten.alias, aten.detach, aten.lift_fresh_copy, aten.contiguous)
+@register(aten.clone, aten.alias, aten.detach, aten.lift_fresh_copy, aten.contiguous, aten.alias_copy, aten.detach_copy)
 def _identity(g, x, **kw):
     return make_pointwise(g, [x], lambda ops, a: a, upcast(x.dtype))
 

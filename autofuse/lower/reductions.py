@@ -38,6 +38,8 @@ def reduce(g: Any, x: Any, dims: Sequence[int], keepdim: bool, rtype: str, acc_d
     loader = x.loader()
     src = upcast(x.dtype)
     store_dtype = out_dtype or acc_dtype
+    if 0 in rsize:
+        return _empty_reduction(x, out_size, rtype, store_dtype, g)
 
     def inner(ops, idx, ridx):
         full = [None] * len(in_size)
@@ -60,6 +62,20 @@ def reduce(g: Any, x: Any, dims: Sequence[int], keepdim: bool, rtype: str, acc_d
     buf = ComputedBuffer(g.new_name(), layout, ReductionBody(out_size, rsize, rtype, inner, acc_dtype),
                          origins_of(x) | g.current_origins())
     return g.add_computed(buf)
+
+
+def _empty_reduction(x: Any, out_size: Sequence[int], rtype: str, dtype: torch.dtype, g: Any) -> Pointwise:
+    """A reduction over no elements is its identity: sum 0, prod 1, any False, all True, max -inf
+    (logsumexp's inner max; eager rejects amax/argmax of nothing)."""
+    cd = upcast(dtype)
+    if rtype in ("sum", "prod", "any", "all"):
+        value: Any = {"sum": 0, "prod": 1, "any": False, "all": True}[rtype]
+    elif rtype in ("max", "min") and cd.is_floating_point:
+        value = float("-inf") if rtype == "max" else float("inf")
+    else:
+        raise Unsupported(f"{rtype} of no elements")
+    return Pointwise(x.device, dtype, tuple(out_size), lambda ops, idx: ops.constant(value, cd),
+                     origins_of(x) | g.current_origins())
 
 
 def _finish(g: Any, buf: Any, fn: Callable[..., Any] | None = None) -> Pointwise:
@@ -129,10 +145,14 @@ def _argmax(g, x, dim=None, keepdim=False):
         n = 1
         for s in x.size:
             n *= s
+        if n == 0:
+            raise Unsupported("argmax of no elements")
         flat = Pointwise(x.device, x.dtype, (n,), _flat_loader(x), getattr(x, "origins", frozenset()))
-        if keepdim:
-            raise Unsupported("argmax keepdim without dim")
-        return reduce(g, flat, [0], False, rtype, upcast(x.dtype), map_fn=lambda ops, v: v, out_dtype=torch.int64)
+        buf = reduce(g, flat, [0], False, rtype, upcast(x.dtype), map_fn=lambda ops, v: v, out_dtype=torch.int64)
+        if keepdim:  # eager: every dim kept with size 1
+            ld = buf.loader()
+            return Pointwise(x.device, torch.int64, (1,) * len(x.size), lambda ops, idx: ld(ops, []))
+        return buf
     d = norm_dim(dim, len(x.size))
     if x.size and x.size[d] == 0:
         raise Unsupported("empty argmax")
@@ -240,8 +260,6 @@ def _logsumexp(g, x, dims, keepdim=False):
     if not acc.is_floating_point:
         raise Unsupported("integer logsumexp")
     d = _dims(x, dims)
-    if any(x.size[k] == 0 for k in d):
-        raise Unsupported("empty logsumexp")
     m = reduce(g, x, d, True, "max", acc, map_fn=lambda ops, v: ops.to_dtype(v, acc) if upcast(x.dtype) != acc else v)
     xl, ml = x.loader(), m.loader()
     msize = m.size

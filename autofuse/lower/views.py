@@ -1,20 +1,26 @@
 """View lowerings: index rewrites, never copies.
 
 Note: a view of a value in memory whose layout equals eager's becomes a `ReinterpretView` with the
-strides and offset eager computed (FakeTensor) — exact for every view op, as_strided included.
-A view of a lazy value rewrites the index its consumers load with.
+strides and offset eager computed (FakeTensor) — exact for every view op, as_strided included
+(only when the FakeTensor output shares the input's storage: a reshape that copies is a rewrite).
+A view of a lazy value rewrites the index its consumers load with, unless the graph returns the
+view itself with a non-dense eager layout: then the value is realized with eager's layout and viewed.
+`*_copy` variants (functionalization without views) are the view as a lazy value.
 """
 from __future__ import annotations
 
+import operator
 from typing import Any, Sequence
 
 import sympy
 import torch
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from ..ir.index import FloorDiv, ModIndex, contiguous_strides, prod, row_major_vars
-from ..ir.values import Layout, Pointwise, ReinterpretView, strided_of
+from ..ir.values import ComputedBuffer, Layout, Pointwise, PointwiseBody, ReinterpretView, strided_of
 from .common import norm_dim
-from .registry import Unsupported, register
+from .graph import is_dense
+from .registry import LOWERINGS, Unsupported, register
 
 aten = torch.ops.aten
 
@@ -25,11 +31,14 @@ def _same_layout(layout: Layout, fake: torch.Tensor) -> bool:
     return all(sz == 1 or st == fst for sz, st, fst in zip(layout.size, layout.stride, fake.stride()))
 
 
-def _strided_view(g: Any, x: Any) -> ReinterpretView | None:
+def _strided_view(g: Any, x: Any, fout: Any = None) -> ReinterpretView | None:
     base = strided_of(x)
-    fin, fout = g.fake_arg(0), g.out
+    fin = g.fake_arg(0)
+    fout = g.out if fout is None else fout
     if base is None or not isinstance(fout, torch.Tensor) or not _same_layout(base[1], fin):
         return None
+    if StorageWeakRef(fout.untyped_storage()) != StorageWeakRef(fin.untyped_storage()):
+        return None  # not a view of the input (reshape of a non-viewable layout copies)
     buf, layout = base
     offset = layout.offset + int(fout.storage_offset()) - int(fin.storage_offset())
     if offset < 0:
@@ -38,11 +47,44 @@ def _strided_view(g: Any, x: Any) -> ReinterpretView | None:
     return ReinterpretView(buf, new)
 
 
-def _rewrite(g: Any, x: Any, index_fn) -> Pointwise:
+def _rewrite(g: Any, x: Any, index_fn, size: Sequence[int] | None = None) -> Pointwise:
     inner = x.loader()
-    size = tuple(int(s) for s in g.out.shape)
+    size = tuple(int(s) for s in (g.out.shape if size is None else size))
     return Pointwise(x.device, x.dtype, size, lambda ops, idx: inner(ops, index_fn(list(idx))),
                      getattr(x, "origins", frozenset()))
+
+
+def _non_overlapping(size: Sequence[int], stride: Sequence[int]) -> bool:
+    dims = sorted((st, sz) for sz, st in zip(size, stride) if sz != 1)
+    end = 1
+    for st, sz in dims:
+        if st < end:
+            return False
+        end = st * sz
+    return True
+
+
+def _returned_view_of_lazy(g: Any, x: Any, fakes: Sequence[Any]) -> Any:
+    """A view the graph returns (directly or through getitem) whose eager layout is not dense: a lazy
+    value would be realized contiguous, so realize the viewed value with the layout eager gives it
+    (strides of its FakeTensor, holes included when it is itself a view) and return the strided view
+    of that buffer instead, with eager's strides. None when not applicable."""
+    node = g.node
+    if node is None or g.fake_env.get(node) is not g.out or not isinstance(x, Pointwise):
+        return None  # *_copy variants (g.out is then the view's fake) return fresh contiguous tensors
+    users = list(node.users)
+    returned = any(u.op == "output" for u in users) or any(
+        u.target is operator.getitem and any(uu.op == "output" for uu in u.users) for u in users)
+    if not returned or all(is_dense(tuple(f.shape), f.stride()) for f in fakes):
+        return None
+    fin = g.fake_arg(0)
+    size, stride = tuple(int(s) for s in x.size), tuple(int(s) for s in fin.stride())
+    if tuple(fin.shape) != size or not _non_overlapping(size, stride):
+        return None
+    if is_dense(size, stride):
+        return g.realize(x, fin)
+    layout = Layout(x.device, x.dtype, size, stride, 0)
+    return g.add_computed(ComputedBuffer(g.new_name(), layout, PointwiseBody(size, x.inner_fn), x.origins))
 
 
 def view_op(index_fn_builder):
@@ -51,6 +93,11 @@ def view_op(index_fn_builder):
         v = _strided_view(g, x)
         if v is not None:
             return v
+        real = _returned_view_of_lazy(g, x, [g.out])
+        if real is not None:
+            v = _strided_view(g, real)
+            if v is not None:
+                return v
         return _rewrite(g, x, index_fn_builder(g, x, *args, **kwargs))
     return lower
 
@@ -171,7 +218,7 @@ def _as_strided(g, x, size, stride, storage_offset=None):
     return v
 
 
-@register(aten.unfold, aten.diagonal, aten.narrow, aten.split_with_sizes, aten.unbind)
+@register(aten.unfold, aten.diagonal)
 def _strided_only(g, x, *args, **kwargs):
     out = g.out
     if isinstance(out, torch.Tensor):
@@ -183,3 +230,106 @@ def _strided_only(g, x, *args, **kwargs):
             raise Unsupported("view of a non-strided value")
         return v
     raise Unsupported("multi-output view")
+
+
+@register(aten.narrow)
+def _narrow(g, x, dim, start, length):
+    if not isinstance(start, int):
+        raise Unsupported("tensor start")
+    n = len(x.size)
+    d = norm_dim(dim, n)
+    s = start + x.size[d] if start < 0 else start
+
+    def fn(idx):
+        idx = list(idx)
+        idx[d] = s + idx[d]
+        return idx
+    return view_op(lambda *a: fn)(g, x)
+
+
+def _pieces(g: Any, x: Any, d: int, offsets: Sequence[int], select: bool) -> list:
+    """One view per fake output of a multi-output view op: slices along d starting at offsets
+    (or, with select, the single index offsets[k] with dim d dropped)."""
+    outs = []
+    x = _returned_view_of_lazy(g, x, list(g.out)) or x
+    for fake, off in zip(g.out, offsets):
+        v = _strided_view(g, x, fake)
+        if v is None:
+            if select:
+                def fn(idx, off=off):
+                    return list(idx[:d]) + [sympy.Integer(off)] + list(idx[d:])
+            else:
+                def fn(idx, off=off):
+                    idx = list(idx)
+                    idx[d] = idx[d] + off
+                    return idx
+            # lists are not tagged by GraphLowering: name the op in the pieces' origins here
+            v = _rewrite(g, x, fn, fake.shape).with_origins(g.current_origins())
+        outs.append(v)
+    return outs
+
+
+@register(aten.split_with_sizes, aten.split)
+def _split(g, x, split, dim=0):
+    if not isinstance(g.out, (list, tuple)):
+        raise Unsupported("split signature")
+    d = norm_dim(dim, len(x.size))
+    offsets, off = [], 0
+    for fake in g.out:
+        offsets.append(off)
+        off += int(fake.shape[d])
+    return _pieces(g, x, d, offsets, select=False)
+
+
+@register(aten.unbind)
+def _unbind(g, x, dim=0):
+    d = norm_dim(dim, len(x.size))
+    return _pieces(g, x, d, list(range(x.size[d])), select=True)
+
+
+# ---- *_copy variants ---------------------------------------------------------------------------
+# Functionalization with views removed (capture/trace.py) turns views into `*_copy` ops: the same
+# index rewrite, but the result is a new tensor with contiguous strides (eager's *_copy). They are
+# lowered as the view (computed against the view's own FakeTensor) wrapped in a lazy Pointwise, so
+# a consumer reads through the view and a realized copy gets the copy op's layout.
+
+def _as_pointwise(v: Any, origins: frozenset[str]) -> Any:
+    if isinstance(v, (list, tuple)):  # GraphLowering tags single results only
+        return [_as_pointwise(p, origins).with_origins(origins) for p in v]
+    if isinstance(v, Pointwise):
+        return v
+    return Pointwise(v.device, v.dtype, tuple(v.size), v.loader(), frozenset())
+
+
+def _copy_of(view_packet):
+    # view_copy takes any layout (it is reshape + copy): its fake "view" is a reshape, a copy itself when
+    # the input cannot be viewed, which _strided_view then declines (index rewrite instead)
+    fake_packet = aten.reshape if view_packet in (aten.view, aten.reshape) else view_packet
+
+    def lower(g, x, *args, **kwargs):
+        view_lowering = LOWERINGS.lookup(view_packet)
+        if view_lowering is None:
+            raise Unsupported("no view lowering")
+        with g.fake_mode:
+            fake_view = fake_packet(g.fake_arg(0), *args, **kwargs)
+        saved = g.out
+        g.out = fake_view
+        try:
+            v = view_lowering(g, x, *args, **kwargs)
+        finally:
+            g.out = saved
+        return _as_pointwise(v, g.current_origins())
+    return lower
+
+
+COPY_VARIANTS = {
+    "view_copy": aten.view, "_reshape_copy": aten.reshape, "permute_copy": aten.permute,
+    "transpose_copy": aten.transpose, "t_copy": aten.t, "expand_copy": aten.expand, "squeeze_copy": aten.squeeze,
+    "unsqueeze_copy": aten.unsqueeze, "slice_copy": aten.slice, "select_copy": aten.select,
+    "as_strided_copy": aten.as_strided, "narrow_copy": aten.narrow, "diagonal_copy": aten.diagonal,
+    "unfold_copy": aten.unfold, "split_copy": aten.split, "split_with_sizes_copy": aten.split_with_sizes,
+    "unbind_copy": aten.unbind,
+}
+for _name, _packet in COPY_VARIANTS.items():
+    if hasattr(aten, _name):
+        register(getattr(aten, _name))(_copy_of(_packet))
