@@ -19,11 +19,12 @@ VIEW_OPS = {"view", "_unsafe_view", "reshape", "permute", "t", "transpose", "exp
             "slice", "select", "as_strided", "alias", "detach", "unfold", "diagonal", "split", "unbind", "getitem"}
 
 
-def _nbytes(v: Any) -> int:
+def nbytes(v: Any) -> int:
+    """Bytes of a tensor, or of every tensor in a (nested) list or tuple."""
     if isinstance(v, torch.Tensor):
         return v.numel() * v.element_size()
     if isinstance(v, (list, tuple)):
-        return sum(_nbytes(x) for x in v)
+        return sum(nbytes(x) for x in v)
     return 0
 
 
@@ -37,7 +38,7 @@ def unfused_bytes(gm: torch.fx.GraphModule) -> int:
         if name in VIEW_OPS:
             continue
         inputs = {a for a in n.all_input_nodes}
-        total += sum(_nbytes(a.meta.get("val")) for a in inputs) + _nbytes(n.meta.get("val"))
+        total += sum(nbytes(a.meta.get("val")) for a in inputs) + nbytes(n.meta.get("val"))
     return total
 
 

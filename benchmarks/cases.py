@@ -11,6 +11,8 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
+from autofuse.report import nbytes  # noqa: F401 - re-exported for the runner
+
 
 @dataclass(frozen=True)
 class Case:
@@ -114,11 +116,3 @@ CASES = [
     Case("seed_f32_1024x1024", _seed(1024, 1024)),
     Case("seed_f32_16384x4096", _seed(16384, 4096)),
 ]
-
-
-def nbytes(x: Any) -> int:
-    if isinstance(x, torch.Tensor):
-        return x.numel() * x.element_size()
-    if isinstance(x, (list, tuple)):
-        return sum(nbytes(v) for v in x)
-    return 0

@@ -18,6 +18,17 @@ TOLERANCES = {
 }
 
 
+def seed_fn(x: torch.Tensor, bias: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
+    """The seed document's 10-op example (examples/seed_model.py as a function)."""
+    t = x * 1.1 + bias
+    a = torch.relu(t)
+    p = a * a
+    q = a * 0.1
+    s = p + q
+    m = s.mean(dim=1, keepdim=True)
+    return (s - m) * gamma + beta
+
+
 def rand(shape: Sequence[int], dtype: torch.dtype = torch.float32, device: str | None = None, *,
          noncontig: bool = False, low: float = -3.0, high: float = 3.0, gen: torch.Generator | None = None) -> torch.Tensor:
     """Random values (never zeros only); noncontig gives a transposed/strided view of the same shape."""

@@ -10,18 +10,13 @@ import pytest
 import torch
 
 import autofuse
+from tests.helpers import seed_fn
 from autofuse.capture.model_file import ModelFileError, load_model_file
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = ROOT / "examples" / "seed_model.py"
 
 
-def seed_fn(x, bias, gamma, beta):
-    t = x * 1.1 + bias
-    a = torch.relu(t)
-    s = a * a + a * 0.1
-    m = s.mean(dim=1, keepdim=True)
-    return (s - m) * gamma + beta
 
 
 def seed_inputs(n=64, device="cpu"):

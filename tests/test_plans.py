@@ -19,20 +19,12 @@ from autofuse.compiler import compile_graph
 from autofuse.plan.plan import FusionPlan, KernelPlan, PlanError, load_plans
 from autofuse.plan.space import build_space
 from autofuse.strategies.tvm import KIND_NAMES, FuseOps
-from tests.helpers import compile_and_compare, kernels_of, rand
+from tests.helpers import compile_and_compare, kernels_of, rand, seed_fn
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = ROOT / "examples" / "seed_model.py"
 
 
-def seed_fn(x, bias, gamma, beta):
-    t = x * 1.1 + bias
-    a = torch.relu(t)
-    p = a * a
-    q = a * 0.1
-    s = p + q
-    m = s.mean(dim=1, keepdim=True)
-    return (s - m) * gamma + beta
 
 
 def seed_args(n=48):

@@ -5,7 +5,7 @@ import torch.nn.functional as F
 
 import autofuse
 from autofuse.api import Recorder
-from tests.helpers import compile_and_compare, kernels_of, rand
+from tests.helpers import compile_and_compare, kernels_of, rand, seed_fn
 
 
 def _grads_match(fn, inputs, device, rtol=1e-4, atol=1e-5):
@@ -27,12 +27,6 @@ def _grads_match(fn, inputs, device, rtol=1e-4, atol=1e-5):
     return rec
 
 
-def seed_fn(x, bias, gamma, beta):
-    t = x * 1.1 + bias
-    a = torch.relu(t)
-    s = a * a + a * 0.1
-    m = s.mean(dim=1, keepdim=True)
-    return (s - m) * gamma + beta
 
 
 def test_training_seed_example(device):
