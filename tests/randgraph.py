@@ -37,7 +37,7 @@ import torch
 from tests.helpers import TOLERANCES, rand
 
 LOWP = (torch.float16, torch.bfloat16)
-INTS = (torch.int32, torch.int64)
+INTS = (torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8)
 MAX_NUMEL = 2048
 FLOAT_CAP = 1.0e3
 INT_CAP = 1.0e6
@@ -89,6 +89,14 @@ class Val:
         return self.t.dtype == torch.bool
 
 
+def _lo(t: torch.Tensor) -> float:
+    return float(t.min()) if t.numel() else math.inf
+
+
+def _hi(t: torch.Tensor) -> float:
+    return float(t.max()) if t.numel() else -math.inf
+
+
 def _fmt_dims(dims: list[int]) -> str:
     return str(dims[0]) if len(dims) == 1 else "(" + ", ".join(map(str, dims)) + ")"
 
@@ -122,6 +130,8 @@ class Builder:
             hi = max(3, min(40, budget // (3 ** remaining)))
             if r.random() < 0.12:
                 s = r.choice([c for c in (4, 8, 16, 32) if c <= hi] or [4])
+            elif r.random() < 0.06:
+                s = r.choice([1, 2])
             else:
                 s = r.randint(3, hi)
             shape.append(s)
@@ -131,8 +141,9 @@ class Builder:
     def make_inputs(self) -> None:
         r = self.rng
         base = self._base_shape()
-        main = r.choices([torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64],
-                         [62, 12, 10, 8, 8])[0]
+        main = r.choices([torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64, torch.float64,
+                          torch.int16, torch.int8, torch.uint8],
+                         [60, 12, 10, 8, 8, 3, 1, 1, 1])[0]
         n = r.choices([1, 2, 3], [3, 4, 3])[0]
         gen = torch.Generator().manual_seed(self.torch_seed)
         self.ns["gen"] = gen
@@ -141,7 +152,9 @@ class Builder:
         for i in range(n):
             shape = list(base)
             if i > 0 and r.random() < 0.45:   # a broadcasting partner
-                if len(shape) > 1 and r.random() < 0.4:
+                if r.random() < 0.1:
+                    shape = []
+                elif len(shape) > 1 and r.random() < 0.4:
                     shape = shape[r.randint(1, len(shape) - 1):]
                 else:
                     k = r.randrange(len(shape))
@@ -198,9 +211,11 @@ class Builder:
             return None
         if not isinstance(out, torch.Tensor) or out.dtype not in DTYPE_SRC:
             return None
-        if out.numel() == 0 or out.numel() > MAX_NUMEL or out.dim() > 4:
+        if out.numel() > MAX_NUMEL or out.dim() > 4:
             return None
-        if out.is_floating_point():
+        if out.numel() == 0:
+            pass
+        elif out.is_floating_point():
             if not bool(torch.isfinite(out).all()) or float(out.abs().max()) > FLOAT_CAP:
                 return None
         elif out.dtype != torch.bool and float(out.abs().max()) > INT_CAP:
@@ -271,8 +286,8 @@ class Builder:
             return
         t = a.t.float()
         x = a.name
-        mx, mn = float(t.max()), float(t.min())
-        amin = float(t.abs().min())
+        mx, mn = _hi(t), _lo(t)
+        amin = _lo(t.abs())
         opts: list[tuple[str, str]] = [
             (f"torch.tanh({x})", MATH), (f"torch.sigmoid({x})", MATH), (f"torch.sin({x})", MATH),
             (f"torch.cos({x})", MATH), (f"torch.exp(-{x}.abs())", MATH), (f"torch.log({x}.abs() + 1)", MATH),
@@ -373,7 +388,7 @@ class Builder:
             if b.dtype not in LOWP or a.dtype in LOWP:
                 # (eager rounds the inline low-precision y.abs() + 1; with an f32 result that shows)
                 opts += [(f"{x} / ({y}.abs() + 1)", MATH), (f"{x} * torch.sigmoid({y})", MATH)]
-            if float(b.t.float().abs().min()) >= 0.5:
+            if _lo(b.t.float().abs()) >= 0.5:
                 opts.append((f"{x} / {y}", MATH))
         if a.is_int and b.is_int:
             opts += [(f"{x} & {y}", ARITH), (f"{x} | {y}", ARITH), (f"{x} ^ {y}", ARITH),
@@ -475,7 +490,7 @@ class Builder:
                        (f"{x}.max({one}{kd}).values", SELECT, "amax"), (f"{x}.min({one}{kd}).indices", COMPARE, "argmax"),
                        (f"torch.logsumexp({x}, {ds}{kd})", REDUCE, "lse"), (f"{x}.norm(dim={one}{kd})", REDUCE, "norm"),
                        (f"{x}.sum({ds}{kd}, dtype=torch.float32)", REDUCE, "sum")]
-            if math.prod(a.shape[d] for d in dims) <= 6 and float(a.t.abs().max()) <= 2:
+            if math.prod(a.shape[d] for d in dims) <= 6 and _hi(a.t.float().abs()) <= 2:
                 choices.append((f"{x}.prod({one}{kd})", REDUCE, "prod"))
             if full:
                 choices = [(f"{x}.sum()", REDUCE, "sum"), (f"{x}.mean()", REDUCE, "mean"), (f"{x}.amax()", SELECT, "amax"),
@@ -510,7 +525,7 @@ class Builder:
                 opts.append((f"{x} / ({R}.abs() + 1)", MATH))
             if rtype in ("amax",):
                 opts += [(f"torch.exp({x} - {R})", MATH), (f"({x} == {R}).float()", COMPARE)]
-            if rtype in ("sum", "lse", "norm", "mean") and float(red.t.abs().min()) >= 0.5:
+            if rtype in ("sum", "lse", "norm", "mean") and _lo(red.t.float().abs()) >= 0.5:
                 opts.append((f"{x} / {R}", MATH))
             if rtype == "var" and (red.dtype not in LOWP or a.dtype in LOWP):
                 opts.append((f"{x} * torch.rsqrt({R} + 1e-5)", MATH))
@@ -527,7 +542,7 @@ class Builder:
             return
         x = a.name
         d = r.randrange(a.ndim) - (a.ndim if r.random() < 0.5 else 0)
-        style = r.randrange(6)
+        style = r.randrange(15)
         if style == 0:
             self.emit(f"torch.softmax({x}, {d})", [a], REDUCE)
         elif style == 1:
@@ -557,8 +572,55 @@ class Builder:
             if s is None:
                 return
             self.emit(f"{e.name} / {s.name}", [e, s], MATH)
-        else:              # l2 normalize
+        elif style == 5:   # l2 normalize
             self.emit(f"{x} / ({x} * {x}).sum({d}, keepdim=True).sqrt().clamp(min=1e-3)", [a], REDUCE)
+        elif style == 6:   # a loss: log-softmax, a gather through the argmin's indices, a mean
+            if a.ndim == 2 and not a.noisy:
+                self.emit(f"F.cross_entropy({x}, {x}.argmin(-1))", [a], REDUCE)
+        elif style == 7:
+            self.emit(f"F.rms_norm({x}, ({a.shape[-1]},))", [a], REDUCE)
+        elif style == 8:   # both results of one var_mean
+            self.emit(f"(lambda vm: (vm[0] + 1) * vm[1])(torch.var_mean({x}, {d}, keepdim=True))", [a], REDUCE)
+        elif style == 9:   # two chained reductions over different dims, both broadcast back
+            d2 = r.randrange(a.ndim)
+            m = self.emit(f"{x}.mean({d}, keepdim=True)", [a], REDUCE)
+            if m is None:
+                return
+            c = self.emit(f"({x} - {m.name}).abs().amax({d2}, keepdim=True)", [a, m], ARITH)
+            if c is None:
+                return
+            self.emit(f"({x} - {m.name}) / ({c.name} + 1)", [a, m, c], MATH)
+        elif style == 10:  # a reduction of one value broadcast into another value
+            red = self.emit(f"{x}.{r.choice(['sum', 'mean', 'amax'])}({d}, keepdim=True)", [a], REDUCE)
+            if red is None:
+                return
+            b = self.partner(red, lambda v: not v.is_bool and v is not a)
+            if b is not None:
+                self.emit(f"{b.name} * 0.5 - {red.name}", [b, red], ARITH)
+        elif style == 11:
+            b = self.partner(a, lambda v: v.is_float and v.shape == a.shape)
+            if b is not None:
+                self.emit(r.choice([f"torch.lerp({x}, {b.name}, 0.3)", f"F.mse_loss({x}, {b.name})",
+                                    f"torch.clamp({x}, min={b.name})", f"torch.clamp({x}, max={b.name} + 0.5)"]),
+                          [a, b], REDUCE)
+        elif style == 12:  # reduce a permuted view, epilogue through the same view
+            if a.ndim >= 2:
+                perm = list(range(a.ndim))
+                r.shuffle(perm)
+                v = self.emit(f"{x}.permute{tuple(perm)}", [a], SELECT)
+                if v is None:
+                    return
+                k = r.randrange(a.ndim)
+                sm = self.emit(f"{v.name}.sum({k}, keepdim=True)", [v], REDUCE)
+                if sm is not None:
+                    self.emit(f"{v.name} - {sm.name} / {a.shape[perm[k]]}", [v, sm], MATH)
+        else:              # a long inline chain of elementwise math (many ops in one body)
+            expr = x
+            for _ in range(r.randint(4, 9)):
+                expr = r.choice([f"torch.sin({expr})", f"torch.tanh({expr} * 1.5)", f"({expr} * 0.5 + 0.25)",
+                                 f"torch.sigmoid({expr})", f"({expr} - {x} * 0.125)", f"torch.cos({expr})",
+                                 f"torch.where({expr} > 0, {expr}, {expr} * 0.1)"])
+            self.emit(expr, [a], MATH)
 
     def move_view(self) -> None:
         r = self.rng
@@ -618,7 +680,7 @@ class Builder:
             return
         x, nd = a.name, a.ndim
         d = r.randrange(nd)
-        style = r.randrange(8)
+        style = r.randrange(11)
         if style == 0:    # cat with a partner of matching shape outside d
             def fits(v: Val) -> bool:
                 return v.ndim == nd and all(v.shape[k] == a.shape[k] for k in range(nd) if k != d)
@@ -641,6 +703,16 @@ class Builder:
             self.emit(f"torch.cumsum({x}, {d})", [a], REDUCE if a.is_float else SELECT)
         elif style == 6 and nd == 2 and a.is_float and not a.noisy:
             self.emit(f"{x} @ {x}.t()", [a], REDUCE)
+        elif style == 8 and not a.is_bool:    # ATen fallbacks with two outputs
+            k = max(1, min(3, a.shape[d]))
+            self.emit(r.choice([f"torch.sort({x}, {d})[0]", f"torch.topk({x}, {k}, {d}).values",
+                                f"torch.cummax({x}, {d}).values"]), [a], SELECT)
+        elif style == 9 and not a.is_bool and not a.noisy:
+            self.emit(f"torch.sort({x}, {d}, stable=True)[1]", [a], COMPARE)
+        elif style == 10 and a.ndim >= 1:     # an empty slice, and a reduction of it
+            e = self.emit(f"{x}.narrow({d}, 0, 0)", [a], SELECT)
+            if e is not None and not a.is_bool:
+                self.emit(f"{e.name}.sum({d}, keepdim={r.random() < 0.5})", [e], SELECT)
         else:
             self.emit(f"{x}.chunk(2, {d})[{r.randint(0, 1)}]", [a], SELECT)
 
@@ -653,7 +725,7 @@ class Builder:
             (self.move_binary, 20), (self.move_compare_where, 7), (self.move_cast, 5),
             (self.move_reduction, 20), (self.move_composite, 5), (self.move_view, 14), (self.move_misc, 3),
         ]
-        target = r.randint(3, 12)
+        target = r.randint(3, 14)
         tries = 0
         while self.counter < target and tries < 300:
             tries += 1
@@ -670,6 +742,11 @@ class Builder:
             pool = [v for v in (sinks if sinks and r.random() < 0.7 else others) if v not in outs]
             if pool:
                 outs.append(r.choice(pool))
+        if r.random() < 0.05:   # an input, or a view of one, returned as it is
+            a = r.choice(self.inputs)
+            v = self.emit(r.choice([f"{a.name}", f"{a.name}.unsqueeze(0)", f"{a.name}.reshape(-1)"]), [a], SELECT)
+            if v is not None:
+                outs.append(v)
         r.shuffle(outs)
         self.outputs = [v.name for v in outs]
         if r.random() < 0.05:

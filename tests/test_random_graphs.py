@@ -5,13 +5,16 @@ Every seed in range(--graphs) is traced, compiled with poisoned buffers and comp
   * test_random_graph:            Inductor-style fusion (the default strategy);
   * test_random_graph_unfused:    every 4th seed with strategy="none" (one kernel per buffer);
   * test_random_graph_small_blocks: every 3rd seed with launch configs that force many programs
-    per kernel, ragged x/r masks and looped (non-persistent) reductions — code paths the
-    interpreter's default whole-tensor blocks never reach.
+    per kernel, ragged x/r masks and (odd seeds) looped, non-persistent reductions — code paths
+    the interpreter's default whole-tensor blocks never reach;
+  * test_random_graph_reuse:      every 4th seed (from 2) unfused and without poison, so that
+    allocations take over the storage of freed intermediates (poisoning disables that).
 A failure prints the seed and the program's source, which replays the case on its own.
 """
 from __future__ import annotations
 
 import traceback
+from dataclasses import dataclass
 
 import pytest
 
@@ -22,31 +25,41 @@ from tests.helpers import assert_close, compile_and_compare
 from tests.randgraph import make_case
 
 
+SUBSETS = {  # test -> (first seed, step) of the seeds it runs
+    "test_random_graph": (0, 1),
+    "test_random_graph_unfused": (0, 4),
+    "test_random_graph_small_blocks": (1, 3),
+    "test_random_graph_reuse": (2, 4),
+}
+
+
 def pytest_generate_tests(metafunc):
-    if "seed" not in metafunc.fixturenames:
-        return
-    n = metafunc.config.getoption("--graphs")
-    seeds = list(range(n))
-    name = metafunc.function.__name__
-    if name == "test_random_graph_unfused":
-        seeds = seeds[::4]
-    elif name == "test_random_graph_small_blocks":
-        seeds = seeds[1::3]
-    metafunc.parametrize("seed", seeds)
+    if "seed" in metafunc.fixturenames:
+        first, step = SUBSETS[metafunc.function.__name__]
+        metafunc.parametrize("seed", list(range(metafunc.config.getoption("--graphs")))[first::step])
 
 
+@dataclass(frozen=True)
 class SmallBlocks(Heuristics):
-    """Tiny blocks: several programs per kernel, partial blocks, and always-looped reductions."""
+    """Tiny blocks: several programs per kernel and partial blocks; reductions either looped in
+    steps of 8 (`looped`) or persistent with 4 rows per program."""
 
-    def launch_config(self, kind, numel, rnumel, interpret):
+    looped: bool = True
+
+    def launch_config(self, kind, numel, rnumel, interpret, outer=False):
         if kind == "pointwise":
             return LaunchConfig(XBLOCK=16)
-        return LaunchConfig(XBLOCK=2, RBLOCK=8, persistent=False)
+        if self.looped:
+            return LaunchConfig(XBLOCK=2, RBLOCK=8, persistent=False)
+        rblock = 1
+        while rblock < rnumel:
+            rblock *= 2
+        return LaunchConfig(XBLOCK=4, RBLOCK=rblock, persistent=True)
 
 
-def _compile_small_blocks(fn, args):
-    options = CompileOptions(heuristics=SmallBlocks(), poison=True, strict=True)
-    compiled = compile_traced(fn, args, options)
+def _compile_with(fn, args, **options):
+    """compile_and_compare with other compile options (same comparison, same tolerances)."""
+    compiled = compile_traced(fn, args, CompileOptions(strict=True, use_db=False, **options))
     expected = fn(*args)
     actual = compiled(*args)
     if not isinstance(expected, (list, tuple)):
@@ -74,4 +87,10 @@ def test_random_graph_unfused(seed, device):
 
 
 def test_random_graph_small_blocks(seed, device):
-    _check(seed, device, _compile_small_blocks)
+    _check(seed, device, lambda fn, args: _compile_with(
+        fn, args, heuristics=SmallBlocks(looped=seed % 2 == 1), poison=True))
+
+
+def test_random_graph_reuse(seed, device):
+    """Unpoisoned and unfused, so allocations take over freed buffers (poison turns reuse off)."""
+    _check(seed, device, lambda fn, args: _compile_with(fn, args, strategy="none", poison=False))

@@ -218,36 +218,41 @@ def _round(x):
 
 @triton.jit
 def _rsqrt(x):
-    return 1.0 / tl.sqrt_rn(x)
+    return 1.0 / tl.sqrt(x)
 
 
 @triton.jit
 def _sqrt(x):
-    return tl.sqrt_rn(x)
+    # the interpreter's tl.sqrt is numpy's, correctly rounded for every dtype (tl.sqrt_rn is f32-only)
+    return tl.sqrt(x)
 
 
 @triton.jit
 def _atan(x):
-    # Cephes atanf: reduce |x| to [0, tan(pi/8)], then an odd polynomial
+    # Cephes atan (double precision): reduce |x| to [0, 0.66], then a rational approximation
     ax = tl.abs(x)
     big = ax > 2.414213562373095
-    mid = ax > 0.4142135623730950
+    mid = ax > 0.66
     t = tl.where(big, -1.0 / ax, tl.where(mid, (ax - 1.0) / (ax + 1.0), ax))
     base = tl.where(big, 1.5707963267948966, tl.where(mid, 0.7853981633974483, 0.0))
+    extra = tl.where(big, 6.123233995736766e-17, tl.where(mid, 3.061616997868383e-17, 0.0))
     z = t * t
-    p = (((8.05374449538e-2 * z - 1.38776856032e-1) * z + 1.99777106478e-1) * z - 3.33329491539e-1) * z * t + t
-    r = base + p
+    p = (((-8.750608600031904e-1 * z - 1.615753718733365e1) * z - 7.500855792314705e1) * z
+         - 1.228866684490136e2) * z - 6.485021904942025e1
+    q = ((((z + 2.485846490142306e1) * z + 1.650270098316988e2) * z + 4.328810604912903e2) * z
+         + 4.853903996359137e2) * z + 1.945506571482614e2
+    r = base + (t * (z * p / q) + t + extra)
     return tl.where(x < 0, -r, tl.where(x != x, x, r))
 
 
 @triton.jit
 def _asin(x):
-    return _atan(x / tl.sqrt_rn((1.0 - x) * (1.0 + x)))
+    return _atan(x / tl.sqrt((1.0 - x) * (1.0 + x)))
 
 
 @triton.jit
 def _acos(x):
-    return 2.0 * _atan(tl.sqrt_rn((1.0 - x) / (1.0 + x)))
+    return 2.0 * _atan(tl.sqrt((1.0 - x) / (1.0 + x)))
 
 
 @triton.jit

@@ -242,7 +242,9 @@ class KernelWriter(OpsHandler):
         return self.cse(text, cdt)
 
     def constant(self, value: Any, dtype: torch.dtype) -> TV:
-        return self.cse(f"tl.full([1], {_literal(value, dtype)}, {tl_dtype(dtype)})", dtype)
+        # rank of the kernel's blocks: tl.broadcast_to and tl.store do not add leading dims
+        shape = "[1, 1]" if self.reduction_kernel else "[1]"
+        return self.cse(f"tl.full({shape}, {_literal(value, dtype)}, {tl_dtype(dtype)})", dtype)
 
     def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> TV:
         if not expr.free_symbols:

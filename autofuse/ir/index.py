@@ -160,6 +160,8 @@ def fold_divmod(expr: Expr) -> Expr:
 
 def row_major_vars(flat: Expr, sizes: Sequence[int]) -> list[Expr]:
     """Decompose a flat index into per-dimension indices, row-major."""
+    if any(int(s) == 0 for s in sizes):
+        return [sympy.Integer(0)] * len(sizes)  # no element: any index will do (and no division by 0)
     out: list[Expr] = []
     stride = 1
     for s in reversed(sizes):
