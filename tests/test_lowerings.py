@@ -389,9 +389,6 @@ def test_unary_int_and_bool(device, name):
 
 
 SPECIAL_XFAIL = {
-    "sign": "codegen/triton_kernel.py _template('sign') returns NaN for NaN input (tl.where({0} != {0}, {0}, ...)); "
-            "eager torch.sign(nan) is 0",
-    "sgn": "codegen/triton_kernel.py _template('sign') returns NaN for NaN input; eager torch.sgn(nan) is 0",
 }
 
 

@@ -62,7 +62,7 @@ def _template(name: str, dtype: torch.dtype) -> str:
         "truncdiv": "_trunc({0} / {1})" if f else "{0} // {1}",
         "remainder": "_remainder_float({0}, {1})" if f else "_remainder_int({0}, {1})",
         "fmod": "{0} % {1}", "neg": "-{0}", "abs": "tl.abs({0})",
-        "sign": "tl.where({0} != {0}, {0}, ({0} > 0).to({T}) - ({0} < 0).to({T}))" if f else "({0} > 0).to({T}) - ({0} < 0).to({T})",
+        "sign": "({0} > 0).to({T}) - ({0} < 0).to({T})",  # sign(nan) is 0, as in eager
         "reciprocal": "1.0 / {0}", "sqrt": "_sqrt({0})", "rsqrt": "_rsqrt({0})", "exp": "tl.exp({0})",
         "exp2": "tl.exp2({0})", "expm1": "_expm1({0})", "log": "tl.log({0})", "log2": "tl.log2({0})",
         "log1p": "_log1p({0})", "sin": "tl.sin({0})", "cos": "tl.cos({0})", "tan": "_tan({0})",
