@@ -132,6 +132,8 @@ class Builder:
                 s = r.choice([c for c in (4, 8, 16, 32) if c <= hi] or [4])
             elif r.random() < 0.06:
                 s = r.choice([1, 2])
+            elif k > 0 and r.random() < 0.25 and shape[0] <= hi:
+                s = shape[0]          # square-ish: transposed reads broadcast
             else:
                 s = r.randint(3, hi)
             shape.append(s)
@@ -513,6 +515,11 @@ class Builder:
             if pos != list(range(len(pos))) or r.random() < 0.5:   # not only leading dims: unsqueeze back
                 for d in pos:
                     R = f"{R}.unsqueeze({d})"
+        if r.random() < 0.2 and a.ndim >= 2:
+            # read the reduced value along another dim than the one it was reduced from (a square
+            # shape makes that broadcast: the kernel must not take it for the same element)
+            i, j = r.sample(range(a.ndim), 2)
+            R = f"{R}.transpose({i}, {j})"
         x = a.name
         if a.is_bool:
             return

@@ -112,7 +112,7 @@ def test_explain_unfused_strategy_moves_more_bytes():
 
 
 def _cli(*args, cwd=ROOT):
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     return subprocess.run([sys.executable, "-m", "autofuse", *args], capture_output=True, text=True, cwd=cwd,
                           env=env, timeout=300)
 

@@ -38,7 +38,7 @@ def test_stable_under_renaming_and_retracing():
 def test_stable_across_processes():
     code = ("import torch; from tests.test_graph_hash import h, f; "
             "print(h(f, torch.randn(6, 5), torch.randn(5)))")
-    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONHASHSEED="123")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), PYTHONHASHSEED="123")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == h(f, X, B)

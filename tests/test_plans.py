@@ -95,7 +95,7 @@ def test_plan_replays_in_another_process(tmp_path):
     plan_file = tmp_path / "plan.json"
     from autofuse.plan.plan import save_plans
     save_plans(report.plans, plan_file)
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     out = subprocess.run([sys.executable, "-m", "autofuse", "explain", str(SEED), "--plan", str(plan_file),
                           "--format", "json"], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr

@@ -441,6 +441,8 @@ class KernelWriter(OpsHandler):
                 acc = f"acc_{node.name}"
                 rtype = node.buffer.body.reduction_type
                 dt = node.buffer.body.src_dtype if rtype not in ("any", "all") else torch.int8
+                if dt == torch.bool:
+                    dt = torch.int8  # bools reduce as int8 (see _reduction_input): a loop-carried type must not change
                 self.emit(f"{acc} = tl.full([XBLOCK, RBLOCK], {self._default(rtype, dt)}, {tl_dtype(dt)})")
                 idx = None
                 if rtype in ("argmax", "argmin"):
