@@ -61,6 +61,7 @@ class Val:
     exact: bool              # a kernel computes it bit-for-bit like eager
     noisy: bool              # low-precision rounding differences vs a kernel
     is_input: bool = False
+    nonfinite: bool = False  # may hold NaN / inf (only in programs drawn with NaN/inf inputs)
     uses: int = 0
     order: int = 0
 
@@ -118,6 +119,7 @@ class Builder:
         self.counter = 0
         self.outputs: list[str] = []
         self.torch_seed = seed * 1000 + attempt
+        self.nonfinite_ok = rng.random() < 0.1   # a program over NaN / inf inputs
 
     # ---- inputs -----------------------------------------------------------------------------
     def _base_shape(self) -> tuple[int, ...]:
@@ -192,14 +194,24 @@ class Builder:
             self.input_src.append(f"{name} = {src}")
             t = eval(src, self.ns)
             self.ns[name] = t
-            v = Val(name, t, exact=True, noisy=False, is_input=True, order=len(self.vals))
+            nonfinite = False
+            if self.nonfinite_ok and dtype.is_floating_point and ".expand" not in src and r.random() < 0.7:
+                # about 10% NaN and 5% +-inf, written in place so the input keeps its layout
+                for value, lo in (('float("nan")', 2.4), (r.choice(['float("inf")', 'float("-inf")']), 2.7)):
+                    fill = f"{name}.masked_fill_(rand({tuple(shape)}, torch.float32, DEVICE, gen=gen) > {lo}, {value})"
+                    self.input_src.append(fill)
+                    eval(fill, self.ns)
+                nonfinite = True
+            v = Val(name, t, exact=True, noisy=False, is_input=True, order=len(self.vals), nonfinite=nonfinite)
             self.vals.append(v)
             self.inputs.append(v)
 
     # ---- statements ---------------------------------------------------------------------------
-    def emit(self, expr: str, operands: list[Val], kind: str) -> Val | None:
-        """Run `vN = expr` eagerly; keep it if it is a tame tensor, with its flags."""
-        noisy_in = any(o.noisy for o in operands)
+    def emit(self, expr: str, operands: list[Val], kind: str, inline: tuple[Val, ...] = ()) -> Val | None:
+        """Run `vN = expr` eagerly; keep it if it is a tame tensor, with its flags. `inline`: operands
+        that go through math inside expr (e.g. y in `x / (y.abs() + 1)`): in f16/bf16 eager rounds
+        that intermediate, a kernel does not, so it counts as noisy."""
+        noisy_in = any(o.noisy or o.dtype in LOWP for o in inline) or any(o.noisy for o in operands)
         exact_in = all(o.exact for o in operands)
         if kind == COMPARE and noisy_in:
             return None
@@ -215,10 +227,16 @@ class Builder:
             return None
         if out.numel() > MAX_NUMEL or out.dim() > 4:
             return None
+        nonfinite = any(o.nonfinite for o in operands)
+        if nonfinite and kind == DISCONT and out.dtype in INTS and any(o.is_float for o in operands):
+            return None   # float -> int of NaN / inf is undefined
         if out.numel() == 0:
             pass
         elif out.is_floating_point():
-            if not bool(torch.isfinite(out).all()) or float(out.abs().max()) > FLOAT_CAP:
+            finite = torch.isfinite(out)
+            if not self.nonfinite_ok and not bool(finite.all()):
+                return None
+            if _hi(out[finite].abs()) > FLOAT_CAP:
                 return None
         elif out.dtype != torch.bool and float(out.abs().max()) > INT_CAP:
             return None
@@ -248,7 +266,7 @@ class Builder:
         self.ns[name] = out
         for o in operands:
             o.uses += 1
-        v = Val(name, out, exact, noisy, order=len(self.vals))
+        v = Val(name, out, exact, noisy, order=len(self.vals), nonfinite=nonfinite)
         self.vals.append(v)
         self.lines.append((name, expr, mode))
         return v
@@ -387,16 +405,14 @@ class Builder:
                 (f"torch.sub({x}, {y}, alpha=2)", ARITH)]
         if a.is_float or b.is_float:
             opts.append((f"torch.addcmul({x}, {x}, {y}, value=0.5)", ARITH))
-            if b.dtype not in LOWP or a.dtype in LOWP:
-                # (eager rounds the inline low-precision y.abs() + 1; with an f32 result that shows)
-                opts += [(f"{x} / ({y}.abs() + 1)", MATH), (f"{x} * torch.sigmoid({y})", MATH)]
+            opts += [(f"{x} / ({y}.abs() + 1)", MATH, (b,)), (f"{x} * torch.sigmoid({y})", MATH, (b,))]
             if _lo(b.t.float().abs()) >= 0.5:
                 opts.append((f"{x} / {y}", MATH))
         if a.is_int and b.is_int:
             opts += [(f"{x} & {y}", ARITH), (f"{x} | {y}", ARITH), (f"{x} ^ {y}", ARITH),
                      (f"torch.remainder({x}, {y}.abs() + 1)", DISCONT), (f"{x} // ({y}.abs() + 1)", DISCONT)]
-        expr, kind = r.choice(opts)
-        self.emit(expr, [a, b], kind)
+        expr, kind, *inline = r.choice(opts)
+        self.emit(expr, [a, b], kind, *inline)
 
     def move_compare_where(self) -> None:
         r = self.rng
@@ -528,16 +544,15 @@ class Builder:
         else:
             opts = [(f"{x} - {R}", ARITH), (f"({x} - {R}) * 0.5", ARITH),
                     (f"{x} * {R}", ARITH), (f"torch.where({x} > {R}, {x}, -{x})", COMPARE)]
-            if red.dtype not in LOWP or a.dtype in LOWP:   # no inline low-precision math into an f32 result
-                opts.append((f"{x} / ({R}.abs() + 1)", MATH))
+            opts.append((f"{x} / ({R}.abs() + 1)", MATH, (red,)))
             if rtype in ("amax",):
                 opts += [(f"torch.exp({x} - {R})", MATH), (f"({x} == {R}).float()", COMPARE)]
             if rtype in ("sum", "lse", "norm", "mean") and _lo(red.t.float().abs()) >= 0.5:
                 opts.append((f"{x} / {R}", MATH))
-            if rtype == "var" and (red.dtype not in LOWP or a.dtype in LOWP):
-                opts.append((f"{x} * torch.rsqrt({R} + 1e-5)", MATH))
-        expr, kind = r.choice(opts)
-        e = self.emit(expr, [a, red], kind)
+            if rtype == "var":
+                opts.append((f"{x} * torch.rsqrt({R} + 1e-5)", MATH, (red,)))
+        expr, kind, *inline = r.choice(opts)
+        e = self.emit(expr, [a, red], kind, *inline)
         if e is not None and r.random() < 0.3:   # and the epilogue feeds a second reduction
             self.emit(f"{e.name}.sum({_fmt_dims(dims)}, keepdim={keepdim})", [e],
                       REDUCE if e.is_float else SELECT)
@@ -609,7 +624,7 @@ class Builder:
             if b is not None:
                 self.emit(r.choice([f"torch.lerp({x}, {b.name}, 0.3)", f"F.mse_loss({x}, {b.name})",
                                     f"torch.clamp({x}, min={b.name})", f"torch.clamp({x}, max={b.name} + 0.5)"]),
-                          [a, b], REDUCE)
+                          [a, b], REDUCE, (b,))
         elif style == 12:  # reduce a permuted view, epilogue through the same view
             if a.ndim >= 2:
                 perm = list(range(a.ndim))
