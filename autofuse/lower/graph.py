@@ -184,8 +184,11 @@ class GraphLowering:
                 result = lowering(self, *args, **kwargs)
             except Unsupported:
                 result = None
+        self.out = None  # a body that reads g.out after its node was lowered fails loudly, not wrongly
         if result is None:
+            self.out = fake_out
             result = self.fallback(node.target, args, kwargs, fake_out)
+            self.out = None
         elif isinstance(result, Pointwise):
             result = result.with_origins(self.current_origins())
             result = self._maybe_realize(node, result, fake_out)

@@ -153,12 +153,13 @@ def _cat(g, tensors, dim=0):
 
 @register(aten.constant_pad_nd)
 def _pad(g, x, pad, value=0):
+    out_dtype = g.out.dtype  # bound now: bodies run after lowering moves on
     nd = len(x.size)
     before = [0] * nd
     for k in range(len(pad) // 2):
         before[nd - 1 - k] = pad[2 * k]
     xl = x.loader()
-    cd = upcast(g.out.dtype)
+    cd = upcast(out_dtype)
     in_size = list(x.size)
 
     def fn(ops, idx):
@@ -177,13 +178,14 @@ def _pad(g, x, pad, value=0):
                 c = ops.lt(iv, ops.constant(in_size[k], torch.int64))
                 cond = c if cond is None else ops.logical_and(cond, c)
         if cond is None:
-            return _cast(ops, xl(ops, sub), x.dtype, g.out.dtype)
-        return ops.masked(cond, lambda: _cast(ops, xl(ops, sub), x.dtype, g.out.dtype), value)
+            return _cast(ops, xl(ops, sub), x.dtype, out_dtype)
+        return ops.masked(cond, lambda: _cast(ops, xl(ops, sub), x.dtype, out_dtype), value)
     return _out(g, fn, x)
 
 
 @register(aten.slice_scatter)
 def _slice_scatter(g, x, src, dim=0, start=None, end=None, step=1):
+    out_dtype = g.out.dtype  # bound now: bodies run after lowering moves on
     nd = len(x.size)
     d = norm_dim(dim, nd)
     n = x.size[d]
@@ -191,7 +193,7 @@ def _slice_scatter(g, x, src, dim=0, start=None, end=None, step=1):
     e = n if end is None else (end + n if end < 0 else end)
     s, e = max(0, min(n, s)), max(0, min(n, e))
     xl, sl = x.loader(), src.loader()
-    cd = upcast(g.out.dtype)
+    cd = upcast(out_dtype)
 
     def fn(ops, idx):
         i = ops.index_expr(idx[d], torch.int64)
@@ -207,13 +209,14 @@ def _slice_scatter(g, x, src, dim=0, start=None, end=None, step=1):
         else:
             from ..ir.index import FloorDiv
             sub[d] = FloorDiv(idx[d] + (step * n - s), step) - n
-        inside = ops.masked(cond, lambda: _cast(ops, sl(ops, sub), src.dtype, g.out.dtype), 0)
-        return ops.where(cond, inside, _cast(ops, xl(ops, idx), x.dtype, g.out.dtype))
+        inside = ops.masked(cond, lambda: _cast(ops, sl(ops, sub), src.dtype, out_dtype), 0)
+        return ops.where(cond, inside, _cast(ops, xl(ops, idx), x.dtype, out_dtype))
     return _out(g, fn, x, src)
 
 
 @register(aten.select_scatter)
 def _select_scatter(g, x, src, dim, index):
+    out_dtype = g.out.dtype  # bound now: bodies run after lowering moves on
     nd = len(x.size)
     d = norm_dim(dim, nd)
     i0 = index + x.size[d] if index < 0 else index
@@ -222,6 +225,6 @@ def _select_scatter(g, x, src, dim, index):
     def fn(ops, idx):
         cond = ops.eq(ops.index_expr(idx[d], torch.int64), ops.constant(i0, torch.int64))
         sub = list(idx[:d]) + list(idx[d + 1:])
-        return ops.where(cond, _cast(ops, sl(ops, sub), src.dtype, g.out.dtype),
-                         _cast(ops, xl(ops, idx), x.dtype, g.out.dtype))
+        return ops.where(cond, _cast(ops, sl(ops, sub), src.dtype, out_dtype),
+                         _cast(ops, xl(ops, idx), x.dtype, out_dtype))
     return _out(g, fn, x, src)

@@ -289,5 +289,6 @@ def _logsumexp(g, x, dims, keepdim=False):
                 midx[k] = idx[pos]
         return ops.add(ops.log(sl(ops, idx)), safe_m(ops, midx))
 
+    out_cd = upcast(g.out.dtype)  # bound now: the body runs after lowering has moved on
     return Pointwise(x.device, g.out.dtype, tuple(g.out.shape),
-                     lambda ops, idx: final(ops, idx) if acc == upcast(g.out.dtype) else ops.to_dtype(final(ops, idx), upcast(g.out.dtype)))
+                     lambda ops, idx: final(ops, idx) if acc == out_cd else ops.to_dtype(final(ops, idx), out_cd))
