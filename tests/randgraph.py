@@ -115,7 +115,8 @@ class Builder:
         self.vals: list[Val] = []
         self.inputs: list[Val] = []
         self.input_src: list[str] = []
-        self.lines: list[tuple[str, str, str | None]] = []  # (name, expr, perturbation mode)
+        # (name, expr, perturbation mode of the result, operands to perturb before evaluating)
+        self.lines: list[tuple[str, str, str | None, tuple[str, ...]]] = []
         self.counter = 0
         self.outputs: list[str] = []
         self.torch_seed = seed * 1000 + attempt
@@ -268,7 +269,9 @@ class Builder:
             o.uses += 1
         v = Val(name, out, exact, noisy, order=len(self.vals), nonfinite=nonfinite)
         self.vals.append(v)
-        self.lines.append((name, expr, mode))
+        # a reduction's own rounding (order, internal mean/var) also shows as a perturbed input
+        pin = tuple(o.name for o in operands if o.dtype in (torch.float32, torch.float64)) if kind == REDUCE else ()
+        self.lines.append((name, expr, mode, pin))
         return v
 
     # ---- picking operands ------------------------------------------------------------------------
@@ -677,7 +680,7 @@ class Builder:
                 opts += [f"{x}[{idx}]", f"{x}.narrow({k}, {lo}, {hi - lo})"]
                 if lo > 0:
                     opts.append(f"{x}[{', '.join([':'] * k + [f'-{lo}:'])}]")
-            if nd >= 2:
+            if nd >= 2 and s > 0:
                 sel = ", ".join([":"] * k + [str(r.randrange(s) - (s if r.random() < 0.3 else 0))])
                 opts.append(f"{x}[{sel}]")
             ones = [k for k in range(nd) if sh[k] == 1]
@@ -776,7 +779,7 @@ class Builder:
 
     def function_source(self) -> str:
         params = ", ".join(v.name for v in self.inputs)
-        body = [f"    {name} = {expr}" for name, expr, _ in self.lines]
+        body = [f"    {name} = {expr}" for name, expr, _, _ in self.lines]
         ret = ", ".join(self.outputs)
         if len(self.outputs) > 1 or self.rng.random() < 0.3:
             ret += "," if len(self.outputs) == 1 else ""
@@ -805,8 +808,11 @@ class Builder:
                 ns[v.name] = self.ns[v.name]
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                for name, expr, mode in self.lines:
-                    ns[name] = _perturb(eval(expr, ns), mode, g)
+                for name, expr, mode, pin in self.lines:
+                    local = dict(ns)
+                    for o in pin:
+                        local[o] = _perturb(ns[o], "f32", g)
+                    ns[name] = _perturb(eval(expr, local), mode, g)
             for o, c in zip(self.outputs, clean):
                 p = ns[o]
                 if p.shape != c.shape or p.dtype != c.dtype:
