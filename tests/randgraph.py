@@ -325,12 +325,14 @@ class Builder:
             (f"torch.floor({x})", DISCONT), (f"torch.ceil({x} * 2.0)", DISCONT), (f"torch.round({x})", DISCONT),
             (f"torch.trunc({x})", DISCONT), (f"torch.frac({x})", DISCONT),
             (f"torch.remainder({x}, 1.5)", DISCONT_MATH), (f"torch.fmod({x}, 1.25)", DISCONT),
-            (f"torch.round({x}, decimals=1)", DISCONT_MATH), (f"torch.atan({x})", MATH),
+            (f"torch.atan({x})", MATH),
             (f"torch.asin(torch.tanh({x}))", MATH), (f"torch.acos(torch.tanh({x}) * 0.9)", MATH),
             (f"torch.erfc({x})", MATH), (f"torch.tan(torch.tanh({x}))", MATH),
         ]
         if mx <= 6.0 and mn >= -6.0:
             opts += [(f"torch.sinh({x})", MATH), (f"torch.cosh({x})", MATH)]
+        if a.dtype not in LOWP:   # eager CUDA scales f16/bf16 by 10 in half precision (CPU in f32)
+            opts.append((f"torch.round({x}, decimals=1)", DISCONT_MATH))
         if mx <= 5.0:
             opts.append((f"torch.exp({x})", MATH))
         if mn >= 0.25:
@@ -509,8 +511,10 @@ class Builder:
                        (f"{x}.std({one}{kd})", REDUCE, "var"),
                        (f"{x}.argmax({one}{kd})", COMPARE, "argmax"), (f"{x}.argmin({one}{kd})", COMPARE, "argmax"),
                        (f"{x}.max({one}{kd}).values", SELECT, "amax"), (f"{x}.min({one}{kd}).indices", COMPARE, "argmax"),
-                       (f"torch.logsumexp({x}, {ds}{kd})", REDUCE, "lse"), (f"{x}.norm(dim={one}{kd})", REDUCE, "norm"),
+                       (f"torch.logsumexp({x}, {ds}{kd})", REDUCE, "lse"),
                        (f"{x}.sum({ds}{kd}, dtype=torch.float32)", REDUCE, "sum")]
+            if a.shape[one] != 1:   # torch 2.11's linalg_vector_norm decomposition keeps a size-1 dim
+                choices.append((f"{x}.norm(dim={one}{kd})", REDUCE, "norm"))
             if math.prod(a.shape[d] for d in dims) <= 6 and _hi(a.t.float().abs()) <= 2:
                 choices.append((f"{x}.prod({one}{kd})", REDUCE, "prod"))
             if full:
