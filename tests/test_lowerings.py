@@ -1308,10 +1308,12 @@ def test_copy_view_ops(device, source):
     x = make((7, 13), F32, device, noncontig=source == "transposed_input")
     fn = (lambda t: COPY_VIEWS(t.exp())) if source == "computed" else COPY_VIEWS
     try:
-        fn(x)
-    except (RuntimeError, ValueError) as e:  # older torch (2.11) refuses view_copy of a non-viewable input
-        pytest.skip(f"eager ATen refuses this in torch {torch.__version__}: {str(e)[:80]}")
-    check_direct(fn, x, ops=["view_copy", "permute_copy", "select_copy", "split_copy", "unbind_copy"])
+        check_direct(fn, x, ops=["view_copy", "permute_copy", "select_copy", "split_copy", "unbind_copy"])
+    except ValueError as e:
+        if "Cannot view a tensor" not in str(e) or torch.__version__ >= "2.13":
+            raise
+        # torch 2.11's make_fx refuses view_copy of a non-viewable input (2.13 copies)
+        pytest.skip(f"torch {torch.__version__} cannot trace this: {str(e)[:80]}")
 
 
 def test_narrow_lowering(device):
