@@ -106,9 +106,7 @@ def test_plan_replays_in_another_process(tmp_path):
 
 def test_plan_through_compile_api():
     args = seed_args(40)
-    _, art = _compile(seed_fn, args, strategy="tvm")
     torch._dynamo.reset()
-    # Dynamo's capture differs from make_fx's (names), so the plan comes from a Dynamo explain
     report = autofuse.explain(seed_fn, args, strategy="tvm")
     torch._dynamo.reset()
     f = autofuse.compile(seed_fn, plan=report.plans[0], strict=True, poison=True)
