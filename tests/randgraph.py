@@ -326,7 +326,7 @@ class Builder:
             (f"torch.trunc({x})", DISCONT), (f"torch.frac({x})", DISCONT),
             (f"torch.remainder({x}, 1.5)", DISCONT_MATH), (f"torch.fmod({x}, 1.25)", DISCONT),
             (f"torch.atan({x})", MATH),
-            (f"torch.asin(torch.tanh({x}))", MATH), (f"torch.acos(torch.tanh({x}) * 0.9)", MATH),
+            (f"torch.asin(torch.tanh({x}) * 0.9)", MATH), (f"torch.acos(torch.tanh({x}) * 0.9)", MATH),
             (f"torch.erfc({x})", MATH), (f"torch.tan(torch.tanh({x}))", MATH),
         ]
         if mx <= 6.0 and mn >= -6.0:
@@ -644,12 +644,18 @@ class Builder:
                 if sm is not None:
                     self.emit(f"{v.name} - {sm.name} / {a.shape[perm[k]]}", [v, sm], MATH)
         else:              # a long inline chain of elementwise math (many ops in one body)
-            expr = x
+            expr, cur = x, a
             for _ in range(r.randint(4, 9)):
-                expr = r.choice([f"torch.sin({expr})", f"torch.tanh({expr} * 1.5)", f"({expr} * 0.5 + 0.25)",
-                                 f"torch.sigmoid({expr})", f"({expr} - {x} * 0.125)", f"torch.cos({expr})",
-                                 f"torch.where({expr} > 0, {expr}, {expr} * 0.1)"])
-            self.emit(expr, [a], MATH)
+                e = cur.name if cur.dtype in LOWP else expr   # (f16/bf16: one statement per step, each
+                expr = r.choice([f"torch.sin({e})", f"torch.tanh({e} * 1.5)", f"({e} * 0.5 + 0.25)",   # rounded)
+                                 f"torch.sigmoid({e})", f"({e} - {x} * 0.125)", f"torch.cos({e})",
+                                 f"torch.where({e} > 0, {e}, {e} * 0.1)"])
+                if cur.dtype in LOWP:
+                    cur = self.emit(expr, [cur, a], MATH)
+                    if cur is None:
+                        return
+            if a.dtype not in LOWP:
+                self.emit(expr, [a], MATH)
 
     def move_view(self) -> None:
         r = self.rng
