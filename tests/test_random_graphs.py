@@ -94,3 +94,19 @@ def test_random_graph_small_blocks(seed, device):
 def test_random_graph_reuse(seed, device):
     """Unpoisoned and unfused, so allocations take over freed buffers (poison turns reuse off)."""
     _check(seed, device, lambda fn, args: _compile_with(fn, args, strategy="none", poison=False))
+
+
+def test_reuse_skips_storage_aliased_by_fallback(device):
+    """Regression (random graph 598, reuse subset): rms_norm's decomposition leaves an in-place
+    `add_` on the mean of squares in the graph; that ATen fallback returns its input, so the mean's
+    storage lives on as the fallback's output and must not be handed to a later allocation."""
+    import torch
+    import torch.nn.functional as F
+
+    def f(x):
+        a = F.rms_norm(x, (9,))
+        m = x.mean(0, keepdim=True)
+        return a + m
+
+    x = torch.randn(9, generator=torch.Generator().manual_seed(0)).to(device)
+    _compile_with(f, [x], strategy="none", poison=False)

@@ -23,15 +23,26 @@ class Alloc:
 
     def run(self, env: list) -> None:
         lay = self.layout
+        base = None
         if self.reuse is not None:
             base = env[self.reuse]
             env[self.reuse] = None
+            if base is not None and _storage_in_use(base, env):
+                # an ATen fallback returned this buffer itself or a view of it (an in-place op such
+                # as a decomposition's add_, a view op): a live slot still reads that memory
+                base = None
+        if base is not None:
             t = base.as_strided(lay.size, lay.stride, 0)
         else:
             t = torch.empty_strided(lay.size, lay.stride, dtype=lay.dtype, device=lay.device)
         if self.poison:
             _poison(t)
         env[self.slot] = t
+
+
+def _storage_in_use(t: torch.Tensor, env: list) -> bool:
+    ptr = t.untyped_storage().data_ptr()
+    return any(isinstance(e, torch.Tensor) and e.untyped_storage().data_ptr() == ptr for e in env)
 
 
 def _poison(t: torch.Tensor) -> None:
