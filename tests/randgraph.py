@@ -865,8 +865,7 @@ def make_case(seed: int, device: str = "cpu", max_drafts: int = 25) -> tuple[Cal
             break
     assert b is not None
     fn_src = b.function_source()
-    src = b.source(fn_src)
+    src = b.source(fn_src).replace('DEVICE = "cpu"', f"DEVICE = {device!r}")  # drawn on the CPU, run on device
     ns: dict[str, Any] = {}
-    exec(compile(src.replace("\ncompile_and_compare(program, args)\n", "\n").replace(
-        'DEVICE = "cpu"', f"DEVICE = {device!r}"), f"<randgraph seed {seed}>", "exec"), ns)
+    exec(compile(src.replace("\ncompile_and_compare(program, args)\n", "\n"), f"<randgraph seed {seed}>", "exec"), ns)
     return ns["program"], ns["args"], src
