@@ -1,0 +1,132 @@
+"""Predictors of kernel time: the interface the tuner ranks candidates with.
+
+A predictor maps kernel feature records (the `features` dicts the tuner stores with each
+measurement; no stats) to predicted microseconds. `ByteCountPredictor` needs nothing trained (the
+roofline of a memory-bound kernel); `LearnedPredictor` wraps a trained `CostModel`; `load_predictor`
+picks the best available for a device without touching the DB until the first prediction.
+
+Note: lookup order in `load_predictor` — the newest cost model stored in the DB for the device, else
+the pretrained model shipped in `costmodel/pretrained/<device-slug>.pkl`, else byte counts. A model
+that fails to load (corrupt blob, incompatible scikit-learn) is skipped with a warning, never raised.
+"""
+from __future__ import annotations
+
+import re
+import threading
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, Sequence, runtime_checkable
+
+if TYPE_CHECKING:
+    from .model import CostModel
+
+DEFAULT_COPY_BW = 4.27e12    # bytes/s (read + write), device-to-device copy measured on the H200
+DEFAULT_LAUNCH_US = 3.0      # per-kernel launch overhead
+PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"
+
+
+@runtime_checkable
+class Predictor(Protocol):
+    """Predicted time in microseconds of each kernel record, in order."""
+
+    def predict_us(self, records: Sequence[dict]) -> list[float]: ...
+
+
+def _record_bw(record: dict) -> float | None:
+    dev = record.get("device") or {}
+    bw = dev.get("copy_bw") if isinstance(dev, dict) else None
+    return float(bw) if isinstance(bw, (int, float)) and bw > 0 else None
+
+
+@dataclass(frozen=True)
+class ByteCountPredictor:
+    """Unique bytes moved over copy bandwidth plus a fixed launch overhead.
+
+    Config-independent by design: candidates that move the same bytes tie, and the caller's
+    order (or measurement) decides among them. `copy_bw` None means the record's measured
+    device bandwidth, else the H200's.
+    """
+
+    copy_bw: float | None = None
+    launch_overhead_us: float = DEFAULT_LAUNCH_US
+
+    def predict_us(self, records: Sequence[dict]) -> list[float]:
+        out = []
+        for r in records:
+            bw = self.copy_bw or _record_bw(r) or DEFAULT_COPY_BW
+            nbytes = float(r.get("bytes_read") or 0) + float(r.get("bytes_written") or 0)
+            out.append(nbytes / bw * 1e6 + self.launch_overhead_us)
+        return out
+
+
+@dataclass(frozen=True)
+class LearnedPredictor:
+    """A trained cost model as a Predictor."""
+
+    model: "CostModel"
+
+    def predict_us(self, records: Sequence[dict]) -> list[float]:
+        return [float(t) for t in self.model.predict_us(list(records))]
+
+
+def device_slug(device: str) -> str:
+    """'NVIDIA H200' -> 'nvidia-h200': the file name of a device's pretrained model."""
+    return re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-") or "unknown"
+
+
+def pretrained_path(device: str) -> Path:
+    return PRETRAINED_DIR / f"{device_slug(device)}.pkl"
+
+
+def _load_blob(blob: bytes, where: str) -> "CostModel | None":
+    from .model import CostModel
+    try:
+        return CostModel.from_bytes(blob)
+    except Exception as e:  # noqa: BLE001 - any unpickling problem means "no usable model"
+        warnings.warn(f"autofuse: ignoring the cost model in {where}: {type(e).__name__}: {e}", stacklevel=3)
+        return None
+
+
+def resolve_predictor(db: Any, device: str) -> Predictor:
+    """The best predictor available now for `device` (see the module note for the order)."""
+    if db is not None:
+        try:
+            row = db.latest_cost_model(device)
+        except Exception as e:  # noqa: BLE001 - a DB problem must not stop the tuner
+            warnings.warn(f"autofuse: cannot read cost models from the tuning DB: {e}", stacklevel=2)
+            row = None
+        if row is not None:
+            model = _load_blob(row["blob"], f"the tuning DB (version {row.get('version')})")
+            if model is not None:
+                return LearnedPredictor(model)
+    path = pretrained_path(device)
+    if path.is_file():
+        model = _load_blob(path.read_bytes(), str(path))
+        if model is not None:
+            return LearnedPredictor(model)
+    return ByteCountPredictor()
+
+
+@dataclass
+class LazyPredictor:
+    """Resolves `resolve_predictor(db, device)` on first use (unpickling a model costs time)."""
+
+    db: Any
+    device: str
+    _resolved: Predictor | None = field(default=None, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def resolve(self) -> Predictor:
+        with self._lock:
+            if self._resolved is None:
+                self._resolved = resolve_predictor(self.db, self.device)
+            return self._resolved
+
+    def predict_us(self, records: Sequence[dict]) -> list[float]:
+        return self.resolve().predict_us(records)
+
+
+def load_predictor(db: Any, device: str) -> Predictor:
+    """A predictor for `device` backed by `db` (a TuningDB, or None), loaded lazily."""
+    return LazyPredictor(db, device)
