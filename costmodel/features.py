@@ -1,0 +1,165 @@
+"""Kernel features: one fixed-order vector of floats per kernel feature record (the tuner's contract).
+
+Four sources: the record's sizes, bytes and launch config; the op mix of the kernel body
+(`source_ops`); the sm_90 compile (`compiled`: registers, spills, shared memory, hence occupancy and
+waves); the device traits. Anything unknown is NaN — a kernel that does not compile, a record
+without a source, a device without a measured bandwidth — and the model tolerates NaN.
+
+Note: the grid is ceil(numel / XBLOCK) * split; a looped reduction runs ceil(rnumel / split /
+RBLOCK) iterations; "waves" are grid / (SMs x resident blocks per SM) — with the compiled
+occupancy, and with the thread limit alone (`waves_nominal`, known without compiling).
+"""
+from __future__ import annotations
+
+import math
+import os
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from .compiled import CompiledStats, compiled_stats
+from .occupancy import blocks_per_sm, nominal_blocks_per_sm
+from .source_ops import COUNT_NAMES, count_ops
+
+FEATURE_SCHEMA = 1
+DEFAULT_SM_COUNT = 132
+DEFAULT_COPY_BW = 4.27e12
+OP_WEIGHTS = {"arith": 1.0, "compare": 1.0, "select": 1.0, "cast": 1.0, "division": 4.0, "transcendental": 8.0}
+COMPILED_NAMES = ("registers", "spill_store_bytes", "spill_load_bytes", "stack_bytes", "shared_bytes",
+                  "blocks_per_sm", "occupancy", "waves_per_sm")
+
+FEATURE_NAMES: tuple[str, ...] = (
+    "is_reduction", "persistent", "looped",
+    "numel", "rnumel", "log_numel", "log_rnumel", "log_elements",
+    "bytes_read", "bytes_written", "log_bytes_read", "log_bytes_written", "log_bytes", "bytes_per_element",
+    "ideal_us", "log_ideal_us",
+    *COUNT_NAMES, "log_op_elements", "op_intensity",
+    "ptr_args", "ptr16_args", "ptr64_args", "int64_sizes",
+    "XBLOCK", "RBLOCK", "num_warps", "num_stages", "split", "log_XBLOCK", "log_RBLOCK",
+    "block_elems", "elems_per_thread", "grid", "log_grid", "r_iters", "x_util", "r_util", "waves_nominal",
+    *COMPILED_NAMES,
+    "sm_count", "copy_bw",
+)
+
+
+def _log2(x: float) -> float:
+    return math.log2(x) if x > 0 else (0.0 if x == 0 else float("nan"))
+
+
+def _num(v: object, default: float = float("nan")) -> float:
+    return float(v) if isinstance(v, (int, float)) else default
+
+
+def _signature_traits(sig: dict | None) -> dict[str, float]:
+    if not sig:
+        return {"ptr_args": float("nan"), "ptr16_args": float("nan"), "ptr64_args": float("nan"),
+                "int64_sizes": float("nan")}
+    ptrs = [t for t in sig.values() if isinstance(t, str) and t.startswith("*")]
+    return {"ptr_args": float(len(ptrs)),
+            "ptr16_args": float(sum(t[1:] in ("fp16", "bf16", "i16", "u16") for t in ptrs)),
+            "ptr64_args": float(sum(t[1:] in ("fp64", "i64", "u64") for t in ptrs)),
+            "int64_sizes": float(any(t == "i64" for t in sig.values() if isinstance(t, str)))}
+
+
+def _config_features(rec: dict, sm_count: float) -> dict[str, float]:
+    cfg = rec.get("config") or {}
+    reduction = rec.get("kind") == "reduction"
+    numel, rnumel = max(_num(rec.get("numel"), 1.0), 1.0), max(_num(rec.get("rnumel"), 1.0), 1.0)
+    xb = max(_num(cfg.get("XBLOCK"), 1.0), 1.0)
+    rb = max(_num(cfg.get("RBLOCK"), 1.0), 1.0) if reduction else 1.0
+    warps = max(_num(cfg.get("num_warps"), 4.0), 1.0)
+    split = max(_num(cfg.get("split"), 1.0), 1.0)
+    persistent = bool(cfg.get("persistent", True)) or not reduction
+    grid = math.ceil(numel / xb) * split
+    r_iters = 1.0 if persistent else float(math.ceil(rnumel / split / rb))
+    r_span = rb * (1.0 if persistent else r_iters)
+    return {
+        "is_reduction": float(reduction), "persistent": float(persistent), "looped": float(not persistent),
+        "XBLOCK": xb, "RBLOCK": rb, "num_warps": warps, "num_stages": _num(cfg.get("num_stages"), 1.0),
+        "split": split, "log_XBLOCK": _log2(xb), "log_RBLOCK": _log2(rb),
+        "block_elems": xb * rb, "elems_per_thread": xb * rb / (32.0 * warps), "grid": float(grid),
+        "log_grid": _log2(grid), "r_iters": r_iters,
+        "x_util": numel / (math.ceil(numel / xb) * xb),
+        "r_util": (rnumel / split) / r_span if reduction else 1.0,
+        "waves_nominal": grid / (sm_count * nominal_blocks_per_sm(int(warps))),
+    }
+
+
+def _op_features(rec: dict, elements: float, nbytes: float) -> dict[str, float]:
+    try:
+        counts = count_ops(rec["source"], rec.get("kernel_fn") or "KERNEL").as_dict()
+    except (KeyError, TypeError, ValueError):
+        return {k: float("nan") for k in (*COUNT_NAMES, "log_op_elements", "op_intensity")}
+    out = {k: float(v) for k, v in counts.items()}
+    weighted = sum(w * counts[k] for k, w in OP_WEIGHTS.items())
+    out["log_op_elements"] = _log2(1.0 + weighted * elements)
+    out["op_intensity"] = weighted * elements / max(nbytes, 1.0)
+    return out
+
+
+def _compiled_features(stats: CompiledStats | None, warps: float, grid: float, sm_count: float) -> dict[str, float]:
+    if stats is None:
+        return {k: float("nan") for k in COMPILED_NAMES}
+    blocks = blocks_per_sm(int(warps), stats.registers, stats.shared_bytes)
+    return {"registers": stats.registers, "spill_store_bytes": stats.spill_store_bytes,
+            "spill_load_bytes": stats.spill_load_bytes, "stack_bytes": stats.stack_bytes,
+            "shared_bytes": stats.shared_bytes, "blocks_per_sm": blocks, "occupancy": blocks * warps / 64.0,
+            "waves_per_sm": grid / (sm_count * blocks) if blocks and blocks > 0 else float("nan")}
+
+
+def kernel_features(features_record: dict, compile: bool = True, cache: Path | None = None) -> dict[str, float]:
+    """The named features (FEATURE_NAMES) of one kernel feature record; never raises on bad content.
+
+    `compile=False` skips the sm_90 compile (its features are NaN): fast, for tests and for
+    models trained without them.
+    """
+    rec = features_record
+    dev = rec.get("device") if isinstance(rec.get("device"), dict) else {}
+    sm_count = _num(dev.get("sm_count"), DEFAULT_SM_COUNT)
+    copy_bw = _num(dev.get("copy_bw"))
+    numel, rnumel = max(_num(rec.get("numel"), 1.0), 1.0), max(_num(rec.get("rnumel"), 1.0), 1.0)
+    br, bw = _num(rec.get("bytes_read"), 0.0), _num(rec.get("bytes_written"), 0.0)
+    nbytes = br + bw
+    ideal = nbytes / (copy_bw if copy_bw > 0 else DEFAULT_COPY_BW) * 1e6
+    f: dict[str, float] = {
+        "numel": numel, "rnumel": rnumel, "log_numel": _log2(numel), "log_rnumel": _log2(rnumel),
+        "log_elements": _log2(numel * rnumel), "bytes_read": br, "bytes_written": bw,
+        "log_bytes_read": _log2(br), "log_bytes_written": _log2(bw), "log_bytes": _log2(nbytes),
+        "bytes_per_element": nbytes / (numel * rnumel), "ideal_us": ideal, "log_ideal_us": _log2(ideal),
+        "sm_count": sm_count, "copy_bw": copy_bw,
+    }
+    f.update(_config_features(rec, sm_count))
+    f.update(_op_features(rec, numel * rnumel, nbytes))
+    f.update(_signature_traits(rec.get("signature")))
+    stats = compiled_stats(rec, cache) if compile and rec.get("source") else None
+    f.update(_compiled_features(stats, f["num_warps"], f["grid"], sm_count))
+    return {k: f[k] for k in FEATURE_NAMES}
+
+
+def _compile_one(args: tuple[dict, Path | None]) -> None:
+    compiled_stats(args[0], args[1])
+
+
+def precompile(records: Sequence[dict], workers: int | None = None, cache: Path | None = None) -> None:
+    """Fill the compile cache for many records in parallel processes (the first pass over a DB)."""
+    workers = workers if workers is not None else max(1, (os.cpu_count() or 1) - 1)
+    todo = [(r, cache) for r in records if r.get("source")]
+    if workers <= 1 or len(todo) < 2:
+        for t in todo:
+            _compile_one(t)
+        return
+    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+        list(pool.map(_compile_one, todo, chunksize=4))
+
+
+def feature_matrix(records: Sequence[dict], compile: bool = True, workers: int = 1,
+                   cache: Path | None = None) -> np.ndarray:
+    """[len(records), len(FEATURE_NAMES)] float64 features (workers > 1 compiles in parallel first)."""
+    if compile and workers > 1:
+        precompile(records, workers, cache)
+    rows = [kernel_features(r, compile, cache) for r in records]
+    return np.array([[row[k] for k in FEATURE_NAMES] for row in rows], dtype=np.float64).reshape(
+        len(rows), len(FEATURE_NAMES))
