@@ -1,9 +1,9 @@
 """autofuse: a performance-model-guided autotuning compiler for PyTorch (Triton kernels)."""
-from .api import compile, explain
+from .api import compile, explain, tune
 from .options import CompileOptions
 from .schedule.heuristics import Heuristics
 
-__all__ = ["compile", "explain", "CompileOptions", "Heuristics"]
+__all__ = ["compile", "explain", "tune", "CompileOptions", "Heuristics"]
 __version__ = "0.1.0"
 
 

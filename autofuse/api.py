@@ -51,3 +51,14 @@ def explain(model: Callable[..., Any], example_inputs: Sequence[Any], *, options
         fn(*example_inputs)
     torch._dynamo.reset()
     return Report.from_recorder(recorder, opts)
+
+
+def tune(model: Callable[..., Any], example_inputs: Sequence[Any], **kw: Any) -> Any:
+    """Search and store plans for every graph of model(*example_inputs) (see `autofuse.search.tune`).
+
+    Keywords: trials=, time_budget= (seconds), db=, seed=, resume=, settings= (TuneSettings),
+    benchmarker= (injected timer; default CUDA events on the GPU, predictions on the CPU).
+    Returns a TuneResult; `.report()` is the closing table.
+    """
+    from .search.tune import tune as _tune
+    return _tune(model, example_inputs, **kw)

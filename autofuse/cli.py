@@ -23,8 +23,25 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("--render", metavar="FILE", help="also render the graph and its kernels to FILE (.svg or .png; needs Graphviz)")
     ex.add_argument("--save-plan", metavar="FILE", help="write the plans of the compiled graphs to FILE")
     ex.add_argument("--device", default=None, help="move the model and its inputs to this device (e.g. cuda)")
+    tu = sub.add_parser("tune", help="search fusion plans and launch configs for a model file; store the winners")
+    tu.add_argument("model", help="model file: class Model + get_inputs() + get_init_inputs(), or model + example_inputs()")
+    tu.add_argument("--trials", type=int, default=40, help="trials per graph (default 40)")
+    tu.add_argument("--time-budget", type=float, default=None, metavar="SECONDS", help="stop searching after this long (whole model)")
+    tu.add_argument("--db", help="tuning DB path or SQLAlchemy URL (default: $AUTOFUSE_DB, else the user cache)")
+    tu.add_argument("--seed", type=int, default=0)
+    tu.add_argument("--resume", action="store_true", help="continue the graphs' studies (also: join other workers on them)")
+    tu.add_argument("--top-k", type=int, default=6, help="configs measured per kernel besides the default (default 6)")
+    tu.add_argument("--explore", type=float, default=0.25, help="share of top-k picked at random instead of by the cost model")
+    tu.add_argument("--device", default=None, help="device for the model and inputs (default: cuda when available, else cpu)")
+    tu.add_argument("--no-progress", action="store_true", help="no progress bar")
+    tu.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     from tuning_db.cli import register as register_db
     register_db(sub)
+    try:
+        from costmodel.cli import register as register_costmodel
+        register_costmodel(sub)
+    except ImportError:  # the cost model package is optional while it is being built
+        pass
     return p
 
 
@@ -52,6 +69,32 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tune(args: argparse.Namespace) -> int:
+    import dataclasses
+    import json
+
+    import torch
+
+    from .capture.model_file import load_model_file
+    from .search.graph_tuner import TuneSettings
+    from .search.kernels import TunerSettings
+    from .search.tune import tune
+    loaded = load_model_file(args.model)
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    model, inputs = _to_device(loaded, device)
+    settings = TuneSettings(trials=args.trials, time_budget=args.time_budget, db=args.db, seed=args.seed,
+                            resume=args.resume, progress=not args.no_progress,
+                            kernel=TunerSettings(top_k=args.top_k, explore=args.explore, seed=args.seed))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="autofuse: running Triton kernels on the CPU")
+        result = tune(model, inputs, settings=settings)
+    print(result.report())
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result.to_json(), f, indent=1, default=str)
+    return 130 if result.interrupted else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from .capture.model_file import ModelFileError
     from .plan.plan import PlanError
@@ -59,7 +102,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if hasattr(args, "func"):  # commands registered by other packages (tuning_db's `db`)
         return args.func(args)
     try:
-        return {"explain": cmd_explain}[args.command](args)
+        return {"explain": cmd_explain, "tune": cmd_tune}[args.command](args)
+    except KeyboardInterrupt:
+        print("autofuse: interrupted", file=sys.stderr)
+        return 130
     except (ModelFileError, PlanError) as e:
         print(f"autofuse: {e}", file=sys.stderr)
         return 2

@@ -21,6 +21,7 @@ class CompileOptions:
     strict: bool = False          # raise compiler errors instead of running the graph eagerly
     verbose: bool = False
     recorder: Any = field(default=None, compare=False)  # collects compiled programs (explain, tests)
+    tuner: Any = field(default=None, compare=False)     # (gm, args, label) -> FusionPlan | None: a search picks each graph's plan
 
     def __post_init__(self) -> None:
         if self.plan is not None:

@@ -43,7 +43,7 @@ def stored_version(conn: sa.Connection, name: str, *, exclusive: bool) -> int | 
     """
     tables = set(sa.inspect(conn).get_table_names())
     if schema.META_TABLE not in tables:
-        foreign = tables if exclusive else tables & set(schema.DATA_TABLES)
+        foreign = (tables - schema.OPTUNA_TABLES) if exclusive else tables & set(schema.DATA_TABLES)
         if foreign:
             shown = ", ".join(sorted(foreign)[:4]) + (", …" if len(foreign) > 4 else "")
             raise DBError(f"{name} is not an autofuse tuning database (it has tables {shown})")

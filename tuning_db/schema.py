@@ -107,3 +107,10 @@ cost_models = sa.Table(
 )
 
 DATA_TABLES = ("graphs", "plans", "kernel_measurements", "cost_models")
+
+# Optuna's RDB storage keeps the search's studies in the same database (tuning DB and studies share
+# one file or server); its tables are not foreign.
+OPTUNA_TABLES = frozenset({
+    "studies", "study_directions", "study_user_attributes", "study_system_attributes", "trials",
+    "trial_user_attributes", "trial_system_attributes", "trial_params", "trial_values",
+    "trial_intermediate_values", "trial_heartbeats", "version_info", "alembic_version"})

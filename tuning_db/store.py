@@ -73,6 +73,12 @@ class TuningDB:
         """The database URL, password masked (for messages and logs)."""
         return self._target.url.render_as_string(hide_password=True)
 
+    @property
+    def storage_url(self) -> str:
+        """The full database URL (password included) for another client of the same DB: Optuna's
+        RDB storage keeps the search's studies next to the plans."""
+        return self._target.url.render_as_string(hide_password=False)
+
     def close(self) -> None:
         self._engine.dispose()
 

@@ -68,10 +68,15 @@ class CompiledGraph:
         from ..compiler import compile_graph
         from ..plan.plan import PlanError
         options = self.options
+        if options.tuner is not None:
+            plan = options.tuner(self.gm, args, self.label)
+            return compile_graph(self.gm, args, options.with_(tuner=None, **({"plan": plan} if plan else {})))
         if options.plan is None and options.use_db:
             from ..runtime.reuse import stored_plan
             plan, lookup = stored_plan(self.gm, args, options)
             self.lookups.append(lookup)
+            if plan is None and options.on_miss == "tune" and not lookup.detail.startswith("tuning DB not usable"):
+                plan = _tune_on_miss(self.gm, args, self.label, options)
             if plan is not None:
                 try:
                     artifacts = compile_graph(self.gm, args, options.with_(plan=plan))
@@ -87,6 +92,16 @@ class CompiledGraph:
         args = call_args[0] if len(call_args) == 1 and isinstance(call_args[0], list) else list(call_args)
         prog = self.specialize(args)
         return prog(args)
+
+
+def _tune_on_miss(gm: torch.fx.GraphModule, args: Sequence[Any], label: str, options: CompileOptions) -> Any:
+    """on_miss="tune": search this graph now (default settings), store and use the winner."""
+    from ..runtime.reuse import open_db
+    from ..search.graph_tuner import GraphTuner, TuneSettings
+    settings = TuneSettings(db=options.db, heuristics=options.heuristics, progress=options.verbose,
+                            compare_torch_compile=False)
+    result = GraphTuner(open_db(options.db), settings).run(gm, args, label)
+    return result.plan
 
 
 class _EagerProgram:

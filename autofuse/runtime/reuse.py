@@ -1,5 +1,6 @@
 """Runtime reuse of tuned plans: look a captured graph up in the tuning DB, build from the stored
-plan without measuring anything; on a miss, the default strategy, an error, or (later) a tune.
+plan without measuring anything; on a miss, the default strategy, an error, or (the backend's
+job) a tune of that graph.
 
 Note: a DB that cannot be opened, or a stored plan that no longer passes legality, never breaks a
 compile: one warning names the problem and the default plan is used (it is always safe).
@@ -62,8 +63,6 @@ def stored_plan(gm: torch.fx.GraphModule, args: Sequence[Any], options: CompileO
         _say(options, f"autofuse: plan cache miss for graph {key} on {dev}: {reason}")
         if options.on_miss == "error":
             raise PlanError(f"no stored plan for graph {key} on {dev}: {reason}")
-        if options.on_miss == "tune":
-            raise PlanError("on_miss='tune' needs the search (`autofuse tune`), which this version does not have")
         return None, lookup
     try:
         plan = FusionPlan.loads(rec.plan_json)

@@ -1,0 +1,126 @@
+"""A candidate grouping's estimated time: build it, run it once, tune each kernel's config in place.
+
+Note: the estimate is the sum of the kernels' best times plus the ATen fallbacks' times — the
+structure that makes the search cheap: a kernel already tuned (in this tune, or measured in the
+tuning DB) costs nothing the next time a plan contains it. End-to-end timing is for the finalists.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Sequence
+
+import torch
+
+from ..compiler import ProgramBuilder, schedule
+from ..options import CompileOptions
+from ..plan.apply import plan_from_groups
+from ..plan.plan import FusionPlan, KernelPlan
+from ..runtime.program import ExternCall, KernelLaunch
+from .kernels import KernelChoice, KernelTuner, group_key, kernel_record
+
+
+@dataclass(frozen=True)
+class PlanEval:
+    plan: FusionPlan               # the grouping with each kernel's best config
+    est_us: float                  # sum of kernel and fallback times (inf if a kernel has no working config)
+    kernels: tuple[KernelChoice, ...]
+    extern_us: float = 0.0
+    error: str | None = None
+
+    @property
+    def num_kernels(self) -> int:
+        return len(self.plan.kernels)
+
+
+def without_configs(plan: FusionPlan) -> FusionPlan:
+    return replace(plan, kernels=tuple(KernelPlan(k.nodes, None) for k in plan.kernels))
+
+
+def grouping_key(plan: FusionPlan) -> tuple:
+    return (tuple(sorted(tuple(sorted(k.nodes)) for k in plan.kernels)), plan.realize, plan.recompute)
+
+
+class PlanEvaluator:
+    """Estimates plans of one graph; caches by grouping."""
+
+    def __init__(self, gm: torch.fx.GraphModule, args: Sequence[Any], tuner: KernelTuner,
+                 options: CompileOptions | None = None) -> None:
+        self.gm, self.args, self.tuner = gm, list(args), tuner
+        self.options = (options or CompileOptions()).with_(use_db=False, strict=True, poison=False, recorder=None)
+        self.cache: dict[tuple, PlanEval] = {}
+        self.extern_times: dict[str, float] = {}
+
+    def evaluate(self, plan: FusionPlan) -> PlanEval:
+        key = grouping_key(plan)
+        if key not in self.cache:
+            try:
+                self.cache[key] = self._evaluate(without_configs(plan))
+            except KeyboardInterrupt:
+                raise
+            except Exception as e:  # noqa: BLE001 - a plan that cannot be built scores infinity
+                self.cache[key] = PlanEval(plan, math.inf, (), 0.0, f"{type(e).__name__}: {e}")
+        return self.cache[key]
+
+    def _evaluate(self, plan: FusionPlan) -> PlanEval:
+        opts = self.options.with_(plan=plan)
+        lowering, graph, placed, log, decisions, strategy = schedule(self.gm, self.args, opts)
+        builder = ProgramBuilder(lowering, graph, [g for g, _ in placed], opts, [c for _, c in placed])
+        arts = builder.build(log)
+        prog = arts.program
+        env: list = [None] * prog.num_slots
+        for slot, a in zip(prog.input_slots, self.args):
+            if slot is not None:
+                env[slot] = a
+        launch_groups = [gi for gi, g in enumerate(builder.groups) if not g.is_extern]
+        infos = [k for k in arts.kernels if k.kind != "fallback"]
+        configs: dict[int, Any] = {}
+        choices: list[KernelChoice] = []
+        extern_us = 0.0
+        k = 0
+        for step in prog.steps:
+            if isinstance(step, KernelLaunch):
+                gi = launch_groups[k]
+                choice = self.tuner.tune(builder, gi, step, infos[k], env)
+                configs[gi] = choice.config
+                choices.append(choice)
+                k += 1
+            elif isinstance(step, ExternCall):
+                extern_us += self._time_extern(step, env)
+            else:
+                step.run(env)
+        final = plan_from_groups(plan.graph_key, builder.groups, [configs.get(i) for i in range(len(builder.groups))],
+                                 "search", decisions)
+        est = sum(c.median_us for c in choices) + extern_us
+        return PlanEval(final, est, tuple(choices), extern_us)
+
+    def records(self, plan: FusionPlan) -> list[dict[str, Any]]:
+        """Kernel records of the plan exactly as given (its configs kept): what a fake or predicting
+        benchmarker needs to time the whole plan."""
+        opts = self.options.with_(plan=plan)
+        lowering, graph, placed, log, _, _ = schedule(self.gm, self.args, opts)
+        builder = ProgramBuilder(lowering, graph, [g for g, _ in placed], opts, [c for _, c in placed])
+        arts = builder.build(log)
+        prog = arts.program
+        env: list = [None] * prog.num_slots
+        for slot, a in zip(prog.input_slots, self.args):
+            if slot is not None:
+                env[slot] = a
+        infos = iter([k for k in arts.kernels if k.kind != "fallback"])
+        out = []
+        for step in prog.steps:
+            if isinstance(step, KernelLaunch):
+                rec = kernel_record(next(infos), step, env, self.tuner.graph, "", self.tuner.traits)
+                rec["group"] = group_key(rec)
+                out.append(rec)
+            step.run(env)
+        return out
+
+    def _time_extern(self, step: ExternCall, env: list) -> float:
+        """Run the fallback (its outputs are needed) and time it once per op and signature."""
+        step.run(env)
+        key = f"{step.name}:{step.out_layouts!r}"
+        if key not in self.extern_times:
+            t = self.tuner.bench.time(lambda: step.run(env), {"kind": "extern", "op": step.name})
+            self.extern_times[key] = t.median_us
+        return self.extern_times[key]

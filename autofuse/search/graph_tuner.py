@@ -1,0 +1,249 @@
+"""Tuning one captured graph: baselines, the study, finalists, the stored plan.
+
+Note: the order of work is what keeps a tune safe to interrupt. Every kernel measurement is
+written to the tuning DB as it is made; a Ctrl-C during the search ends the search only, and the
+finalists (best trials so far plus the default plan) are still verified and the winner stored.
+Without a GPU nothing is measured: kernels run in Triton's interpreter for correctness, the
+predictor ranks, and the plan is stored as "predicted" for this device key only.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import torch
+
+from ..capture.graph_hash import Versions, device_key, graph_hash
+from ..compiler import compile_graph
+from ..measure.timing import Benchmarker, CudaEventBenchmarker, PredictingBenchmarker
+from ..options import CompileOptions
+from ..plan.plan import FusionPlan
+from ..schedule.heuristics import Heuristics
+from .evaluate import PlanEvaluator
+from .finalists import Finalist, pick, time_rounds, verify
+from .kernels import KernelTuner, TunerSettings, device_traits
+from .progress import Progress
+from .study import SpaceCache, enqueue_baselines, open_study, study_name
+
+BASELINES = ("inductor", "tvm", "none")
+
+
+@dataclass(frozen=True)
+class TuneSettings:
+    trials: int = 40                    # trials per graph (with resume: in total, counting earlier ones)
+    time_budget: float | None = None    # seconds for the whole tune (split over the graphs)
+    db: str | None = None               # tuning DB path or URL (default: $AUTOFUSE_DB, else the user cache)
+    seed: int = 0
+    resume: bool = False
+    finalists: int = 3                  # best distinct trials verified and timed end to end
+    rounds: int = 3                     # interleaved end-to-end timing rounds
+    kernel: TunerSettings = TunerSettings()
+    heuristics: Heuristics = Heuristics()
+    progress: bool = True
+    compare_torch_compile: bool = True  # time eager and torch.compile for the closing table (GPU only)
+
+
+@dataclass
+class Row:
+    """One line of a closing table."""
+
+    variant: str
+    us: float | None
+    kernels: int | None = None
+    measured: bool = True
+    note: str = ""
+
+
+@dataclass
+class GraphResult:
+    label: str
+    graph_hash: str
+    device: str
+    plan: FusionPlan
+    source: str                         # "tuned" | "predicted"
+    why: str
+    rows: list[Row]
+    min_bytes: int
+    trials: int
+    new_measurements: int
+    failures: list[tuple[str, str]] = field(default_factory=list)
+    interrupted: bool = False
+    stored_id: int | None = None
+
+
+def default_benchmarker(args: Sequence[Any], predictor: Any) -> Benchmarker:
+    on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
+    return CudaEventBenchmarker() if on_gpu else PredictingBenchmarker(predictor)
+
+
+def load_predictor(db: Any, device: str) -> Any:
+    from costmodel.predict import load_predictor as load
+    return load(db, device)
+
+
+def nbytes(values: Any) -> int:
+    if isinstance(values, torch.Tensor):
+        return values.numel() * values.element_size()
+    if isinstance(values, (list, tuple)):
+        return sum(nbytes(v) for v in values)
+    return 0
+
+
+class GraphTuner:
+    """Searches one graph's plans; shares the DB, benchmarker and predictor across graphs."""
+
+    def __init__(self, db: Any, settings: TuneSettings, benchmarker: Benchmarker | None = None,
+                 copy_bw: float | None = None) -> None:
+        self.db, self.settings, self.benchmarker, self.copy_bw = db, settings, benchmarker, copy_bw
+
+    def run(self, gm: torch.fx.GraphModule, args: Sequence[Any], label: str, deadline: float | None = None) -> GraphResult:
+        s = self.settings
+        args = list(args)
+        key, dev, versions = graph_hash(gm, args), device_key(args), Versions.current()
+        self.db.put_graph(key, _describe(label, args))
+        expected = _as_list(gm(*args))
+        predictor = load_predictor(self.db, dev)
+        bench = self.benchmarker or default_benchmarker(args, predictor)
+        interpret = not any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
+        device = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device("cpu"))
+        failures: list[tuple[str, str]] = []
+        tuner = KernelTuner(bench, predictor, self.db, dev, device_traits(device, self.copy_bw), key, s.kernel,
+                            interpret, on_measure=lambda rec, t, err: err and failures.append((_kname(rec), err)))
+        options = CompileOptions(heuristics=s.heuristics, use_db=False, strict=True)
+        evaluator = PlanEvaluator(gm, args, tuner, options)
+
+        baselines: dict[str, Finalist] = {}
+        for name in BASELINES:
+            arts = compile_graph(gm, args, options.with_(strategy=name))
+            baselines[name] = Finalist(name, arts.plan)
+        spaces = SpaceCache(gm, args, s.heuristics)
+        study = open_study(self.db.storage_url, study_name(key, dev), s.seed, s.resume)
+        enqueue_baselines(study, spaces, {n: f.plan for n, f in baselines.items()})
+
+        done_before = sum(1 for t in study.get_trials(deepcopy=False) if t.state.name == "COMPLETE") if s.resume else 0
+        remaining = max(0, s.trials - done_before)
+        progress = Progress(f"{label} graph {key[:12]}", s.trials, deadline, enabled=s.progress)
+        state = {"done": done_before, "best": None, "default": None}
+
+        def objective(trial: Any) -> float:
+            base = trial.user_attrs.get("baseline")
+            plan = spaces.suggest(trial)
+            if base in baselines:
+                plan = baselines[base].plan
+            ev = evaluator.evaluate(plan)
+            trial.set_user_attr("plan", json.dumps(ev.plan.to_json(), sort_keys=True))
+            trial.set_user_attr("kernels", ev.num_kernels)
+            if ev.error:
+                trial.set_user_attr("error", ev.error[:500])
+                failures.append((f"trial {trial.number}", ev.error))
+            state["done"] += 1
+            if math.isfinite(ev.est_us) and (state["best"] is None or ev.est_us < state["best"]):
+                state["best"] = ev.est_us
+            if base == "inductor":
+                state["default"] = ev.est_us
+            progress.update(state["done"], state["best"], state["default"])
+            if deadline is not None and time.monotonic() > deadline:
+                trial.study.stop()
+            return ev.est_us if math.isfinite(ev.est_us) else 1e30
+
+        interrupted = False
+        try:
+            if remaining:
+                timeout = None if deadline is None else max(1.0, deadline - time.monotonic())
+                study.optimize(objective, n_trials=remaining, timeout=timeout, gc_after_trial=False)
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            progress.close()
+
+        finalists = self._finalists(study, evaluator, baselines)
+        incumbent = Finalist("default (inductor)", baselines["inductor"].plan)
+        for f in [incumbent, *finalists]:
+            verify(f, gm, args, expected, options)
+            if f.error is None:
+                f.kernel_records = evaluator.records(f.plan)
+            if f.error and f is not incumbent:
+                failures.append((f.name, f"rejected: {f.error}"))
+        time_rounds([incumbent, *finalists], args, bench, s.rounds)
+        winner, why = pick(incumbent, finalists)
+        source = "tuned" if bench.measures else "predicted"
+        rows = self._rows(gm, args, bench, incumbent, finalists, winner, evaluator, options, expected)
+        stored = None
+        if winner.error is None and winner.rounds_us:
+            from tuning_db import PlanRecord
+            baseline_times = {r.variant: r.us for r in rows if r.us is not None and math.isfinite(r.us)}
+            stored = self.db.put_plan(PlanRecord(
+                graph_hash=key, device=dev, torch_version=versions.torch, triton_version=versions.triton,
+                plan_schema=versions.plan_schema, plan_json=winner.plan.dumps(), time_us=winner.median_us,
+                baselines=baseline_times, source=source))
+        return GraphResult(label, key, dev, winner.plan, source, why, rows, nbytes(args) + nbytes(expected),
+                           state["done"], tuner.new_measurements, failures, interrupted, stored)
+
+    def _finalists(self, study: Any, evaluator: PlanEvaluator, baselines: dict[str, Finalist]) -> list[Finalist]:
+        """The best distinct completed trials (from every worker of the study), with their kernel records."""
+        seen: set[str] = set()
+        out: list[Finalist] = []
+        trials = [t for t in study.get_trials(deepcopy=False)
+                  if t.state.name == "COMPLETE" and t.value is not None and t.value < 1e30 and "plan" in t.user_attrs]
+        for t in sorted(trials, key=lambda t: (t.value, t.number)):
+            plan = FusionPlan.from_json(json.loads(t.user_attrs["plan"]))
+            ident = json.dumps(plan.to_json(), sort_keys=True)
+            if ident in seen:
+                continue
+            seen.add(ident)
+            ev = evaluator.evaluate(plan)  # cached when this process ran it; re-tunes kernels from DB otherwise
+            base = t.user_attrs.get("baseline")
+            name = f"tuned ({base} grouping)" if base else f"tuned (trial {t.number})"
+            out.append(Finalist(name, ev.plan if ev.error is None else plan, ev.est_us))
+            if len(out) >= self.settings.finalists:
+                break
+        return out
+
+    def _rows(self, gm: torch.fx.GraphModule, args: list, bench: Benchmarker, incumbent: Finalist,
+              finalists: list[Finalist], winner: Finalist, evaluator: PlanEvaluator, options: CompileOptions,
+              expected: list[Any]) -> list[Row]:
+        rows: list[Row] = []
+        if bench.measures and self.settings.compare_torch_compile:
+            rows.append(_time_callable("eager", lambda: gm(*args), bench))
+            try:
+                torch._dynamo.reset()
+                compiled = torch.compile(gm)
+                compiled(*args)
+                rows.append(_time_callable("torch.compile", lambda: compiled(*args), bench))
+            except Exception as e:  # noqa: BLE001 - a baseline that fails is reported, not fatal
+                rows.append(Row("torch.compile", None, note=f"failed: {type(e).__name__}"))
+        rows.append(Row("autofuse inductor", incumbent.median_us if incumbent.rounds_us else None,
+                        incumbent.num_kernels, incumbent.measured, incumbent.error or ""))
+        tvm = Finalist("tvm", compile_graph(gm, args, options.with_(strategy="tvm")).plan)
+        verify(tvm, gm, args, expected, options)
+        if tvm.error is None:
+            tvm.kernel_records = evaluator.records(tvm.plan)
+        time_rounds([tvm], args, bench, 1)
+        rows.append(Row("autofuse tvm", tvm.median_us if tvm.rounds_us else None, tvm.num_kernels, tvm.measured,
+                        tvm.error or ""))
+        rows.append(Row("autofuse tuned", winner.median_us if winner.rounds_us else None, winner.num_kernels,
+                        winner.measured, winner.name))
+        return rows
+
+
+def _time_callable(name: str, fn: Any, bench: Benchmarker) -> Row:
+    fn()
+    t = bench.time(fn, {"kind": "plan", "kernels": [], "variant": name})
+    return Row(name, t.median_us, None, t.measured)
+
+
+def _as_list(out: Any) -> list[Any]:
+    return list(out) if isinstance(out, (list, tuple)) else [out]
+
+
+def _kname(rec: dict[str, Any]) -> str:
+    return f"kernel {'+'.join(rec.get('nodes', []))[:60]} {rec.get('config')}"
+
+
+def _describe(label: str, args: Sequence[Any]) -> str:
+    shapes = ", ".join(f"{str(a.dtype).replace('torch.', '')}{list(a.shape)}" for a in args if isinstance(a, torch.Tensor))
+    return f"{label}({shapes})"[:500]

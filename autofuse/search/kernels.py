@@ -1,0 +1,264 @@
+"""One kernel's launch config, tuned once: candidates ranked by the predictor, the top-k measured.
+
+Note: kernels run one after another, so a plan's time is close to the sum of its kernels' times,
+and a kernel (the same fused nodes generating the same code) has one best config whatever plan
+contains it. A kernel is identified by its `group` key (default-config source, sizes, dtypes);
+each (source, config) variant by its `kernel_key`, under which its measurement is stored once per
+device. Variants are built from the running program (same buffers) and timed in place; each is
+checked against the default config's outputs first — a variant that fails to compile, runs out
+of resources, runs too long or computes wrong values scores infinity, with the reason kept.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import random
+import time
+from dataclasses import dataclass, fields
+from typing import Any, Callable
+
+import torch
+
+from ..codegen.config import LaunchConfig
+from ..measure.timing import Benchmarker, Timing
+from ..measure.verify import compare
+from ..plan.apply import check_config
+from ..plan.space import CONFIG_RANGES
+from ..schedule.heuristics import next_pow2
+
+RECORD_SCHEMA = 1
+_TRITON_DTYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64",
+                  torch.int64: "i64", torch.int32: "i32", torch.int16: "i16", torch.int8: "i8",
+                  torch.uint8: "u8", torch.bool: "i1"}
+
+
+@dataclass(frozen=True)
+class KernelChoice:
+    """The outcome of tuning one kernel: its best config and time (inf when nothing ran)."""
+
+    group: str
+    config: LaunchConfig
+    median_us: float
+    spread_us: float
+    record: dict[str, Any]
+    tried: int
+    measured: int
+    failures: tuple[tuple[str, str], ...] = ()  # (config, reason)
+
+
+@dataclass(frozen=True)
+class TunerSettings:
+    top_k: int = 6                 # configs measured per kernel, besides the default
+    explore: float = 0.25          # share of top_k drawn at random from the rest of the candidates
+    max_candidates: int = 48       # configs considered (nearest the default first) before ranking
+    kernel_timeout_s: float = 2.0  # a first run longer than this scores infinity
+    seed: int = 0
+
+
+def device_traits(device: torch.device, copy_bw: float | None) -> dict[str, Any]:
+    if device.type == "cuda":
+        p = torch.cuda.get_device_properties(device)
+        return {"name": p.name, "sm_count": p.multi_processor_count, "cc": [p.major, p.minor], "copy_bw": copy_bw}
+    return {"name": "cpu", "sm_count": None, "cc": None, "copy_bw": None}
+
+
+def _sha(*parts: Any) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(json.dumps(p, sort_keys=True, default=str).encode())
+        h.update(b"\0")
+    return h.hexdigest()[:32]
+
+
+def arg_types(launch: Any, env: list) -> list[str]:
+    """Triton types of the launch's non-constexpr arguments, in order (pointers, then sizes)."""
+    types = ["*" + _TRITON_DTYPES.get(t.dtype, str(t.dtype)) if isinstance(t, torch.Tensor) else "i64"
+             for t in (env[s] for s in launch.arg_slots)]
+    types.append("i32" if launch.numel <= 2**31 - 1 else "i64")
+    if launch.is_reduction:
+        types.append("i32" if launch.rnumel <= 2**31 - 1 else "i64")
+    return types
+
+
+def _param_names(source: str, fn_name: str) -> list[str]:
+    head = source.split(f"def {fn_name}(", 1)[1].split(")", 1)[0]
+    return [p.split(":")[0].strip() for p in head.split(",") if "constexpr" not in p]
+
+
+def kernel_record(info: Any, launch: Any, env: list, graph: str, group: str, device: dict[str, Any]) -> dict[str, Any]:
+    """The kernel's description: what a measurement is stored with and what the cost model reads."""
+    src = info.source.replace(info.name, "KERNEL")
+    sig = dict(zip(_param_names(src, "KERNEL"), arg_types(launch, env)))
+    cfg = info.config.to_json()
+    return {"schema": RECORD_SCHEMA, "graph": graph, "group": group, "kind": info.kind, "numel": info.numel,
+            "rnumel": info.rnumel, "config": cfg, "bytes_read": info.bytes_read, "bytes_written": info.bytes_written,
+            "signature": sig, "kernel_fn": "KERNEL", "source": src, "nodes": list(info.nodes), "device": device}
+
+
+def kernel_key(record: dict[str, Any]) -> str:
+    return _sha(record["source"], record["config"], record["numel"], record["rnumel"], record["signature"])
+
+
+def group_key(default_record: dict[str, Any]) -> str:
+    """Config-independent identity of a kernel: its default-config code, sizes and dtypes."""
+    return _sha(default_record["source"], default_record["numel"], default_record["rnumel"], default_record["signature"])
+
+
+def candidate_configs(group: Any, default: LaunchConfig, interpret: bool,
+                      ranges: dict[str, dict[str, tuple[int, ...]]] = CONFIG_RANGES, limit: int = 48) -> list[LaunchConfig]:
+    """Legal configs for the group, nearest the default first (the default itself first)."""
+    kinds = ["pointwise"] if not group.is_reduction else ["persistent", "looped"]
+    known = {f.name for f in fields(LaunchConfig)}
+    out: dict[LaunchConfig, None] = {default: None}
+    xmax = next_pow2(max(group.numel, 1))
+    rfull = next_pow2(max(group.rnumel, 1))
+    for kind in kinds:
+        r = {k: v for k, v in ranges.get(kind, {}).items() if k in known}
+        keys = list(r)
+        for combo in itertools.product(*(r[k] for k in keys)):
+            kw = dict(zip(keys, combo))
+            if group.is_reduction:
+                kw["persistent"] = kind == "persistent"
+                if kind == "persistent":
+                    kw["RBLOCK"] = rfull
+                elif kw.get("RBLOCK", 1) >= rfull:
+                    continue
+            cfg = LaunchConfig(**kw)
+            if cfg.XBLOCK > xmax or check_config(cfg, group) is not None:
+                continue
+            elems = cfg.XBLOCK * (cfg.RBLOCK if group.is_reduction else 1)
+            if elems < cfg.num_warps * 32 // 4 or elems > cfg.num_warps * 32 * 128:
+                continue  # threads idle, or too many elements per thread to stay in registers
+            out[cfg] = None
+    cands = list(out)
+    return [default] + sorted(cands[1:], key=lambda c: _distance(c, default))[: max(0, limit - 1)]
+
+
+def _distance(a: LaunchConfig, b: LaunchConfig) -> tuple:
+    da, db = a.to_json(), b.to_json()
+    d = 0.0
+    for k, v in da.items():
+        w = db.get(k)
+        if isinstance(v, bool) or not isinstance(v, int):
+            d += 0 if v == w else 4
+        else:
+            d += abs(math.log2(max(v, 1)) - math.log2(max(w or 1, 1)))
+    return (d, json.dumps(da, sort_keys=True))
+
+
+class KernelTuner:
+    """Tunes each kernel's config once per tune; measurements come from and go to the tuning DB."""
+
+    def __init__(self, benchmarker: Benchmarker, predictor: Any, db: Any, device: str, traits: dict[str, Any],
+                 graph: str, settings: TunerSettings = TunerSettings(), interpret: bool = False,
+                 on_measure: Callable[[dict[str, Any], Timing | None, str | None], None] | None = None) -> None:
+        self.bench, self.predictor, self.db, self.device = benchmarker, predictor, db, device
+        self.traits, self.graph, self.settings, self.interpret = traits, graph, settings, interpret
+        self.choices: dict[str, KernelChoice] = {}
+        self.on_measure = on_measure
+        self.rng = random.Random(settings.seed)
+        self.new_measurements = 0
+
+    def tune(self, builder: Any, gi: int, launch: Any, info: Any, env: list) -> KernelChoice:
+        """Best config of group gi's kernel; leaves env as the default config's launch left it."""
+        default_rec = kernel_record(info, launch, env, self.graph, "", self.traits)
+        gkey = group_key(default_rec)
+        if gkey in self.choices:
+            launch.run(env)
+            return self.choices[gkey]
+        default_rec["group"] = gkey
+        group = builder.groups[gi]
+        configs = candidate_configs(group, info.config, self.interpret, limit=self.settings.max_candidates)
+        variants: dict[LaunchConfig, tuple[Any, Any, dict[str, Any]] | str] = {}
+        for cfg in configs:
+            try:
+                lv, iv = (launch, info) if cfg == info.config else builder.variant(gi, cfg)
+                rec = kernel_record(iv, lv, env, self.graph, gkey, self.traits)
+                variants[cfg] = (lv, iv, rec)
+            except Exception as e:  # noqa: BLE001 - a config the codegen cannot build scores infinity
+                variants[cfg] = f"codegen failed: {type(e).__name__}: {e}"
+        chosen = self._select([c for c in configs if not isinstance(variants[c], str)], info.config, variants)
+        outs = [builder.slot(w) for w in info.writes]
+        launch.run(env)
+        ref = [env[s].clone() for s in outs]
+        results: dict[LaunchConfig, tuple[float, float, str | None, dict[str, Any]]] = {}
+        failures: list[tuple[str, str]] = []
+        measured = 0
+        for cfg in chosen:
+            lv, iv, rec = variants[cfg]
+            us, spread, err, new = self._measure(lv, rec, env, outs, ref)
+            measured += new
+            results[cfg] = (us, spread, err, rec)
+            if err:
+                failures.append((str(cfg), err))
+        for cfg, v in variants.items():
+            if isinstance(v, str):
+                failures.append((str(cfg), v))
+        launch.run(env)  # leave the default's outputs for the kernels that follow
+        best = min(results, key=lambda c: (results[c][0], c != info.config))
+        us, spread, _, rec = results[best]
+        choice = KernelChoice(gkey, best, us, spread, rec, len(chosen), measured, tuple(failures))
+        self.choices[gkey] = choice
+        return choice
+
+    def _select(self, ok: list[LaunchConfig], default: LaunchConfig, variants: dict) -> list[LaunchConfig]:
+        """The default, the top-k by predicted time (nearest-default breaks ties), some explored."""
+        rest = [c for c in ok if c != default]
+        if not rest:
+            return [default]
+        preds = self._predict([variants[c][2] for c in rest])
+        ranked = [c for _, _, c in sorted(((p, i, c) for i, (p, c) in enumerate(zip(preds, rest))), key=lambda t: t[:2])]
+        k = self.settings.top_k if self.bench.measures else 1
+        n_explore = int(round(k * self.settings.explore)) if self.bench.measures else 0
+        top = ranked[: max(0, k - n_explore)]
+        pool = ranked[len(top):]
+        explore = self.rng.sample(pool, min(n_explore, len(pool)))
+        return [default] + top + explore
+
+    def _predict(self, records: list[dict[str, Any]]) -> list[float]:
+        try:
+            return [float(p) for p in self.predictor.predict_us(records)]
+        except Exception:  # noqa: BLE001 - ranking is advice: without it, nearest the default first
+            return [0.0] * len(records)
+
+    def _measure(self, launch: Any, rec: dict[str, Any], env: list, outs: list[int],
+                 ref: list[torch.Tensor]) -> tuple[float, float, str | None, int]:
+        """(median µs, spread µs, error, 1 if newly measured) of one variant."""
+        key = kernel_key(rec)
+        if self.bench.measures and self.db is not None:
+            got = self.db.get_measurement(key, self.device)
+            if got is not None:
+                st = got["stats"]
+                med = st.get("median_us")
+                return (math.inf if med is None else float(med), float(st.get("p90_us", 0) or 0) - float(st.get("p10_us", 0) or 0),
+                        st.get("error"), 0)
+        err: str | None = None
+        timing: Timing | None = None
+        try:
+            t0 = time.perf_counter()
+            launch.run(env)
+            if env[outs[0]].is_cuda if outs else False:
+                torch.cuda.synchronize()
+            took = time.perf_counter() - t0
+            err = compare([env[s] for s in outs], ref, "kernel output")
+            if err is None and took > self.settings.kernel_timeout_s and not self.interpret:
+                err = f"timed out: one run took {took:.1f} s"
+            if err is None:
+                timing = self.bench.time(lambda: launch.run(env), rec)
+        except KeyboardInterrupt:
+            raise
+        except Exception as e:  # noqa: BLE001 - compile errors, out of resources: the tune goes on
+            msg = str(e).strip().splitlines()
+            err = f"{type(e).__name__}: {msg[0][:300] if msg else ''}"
+        if self.on_measure is not None:
+            self.on_measure(rec, timing, err)
+        if self.bench.measures and self.db is not None:
+            stats = dict(timing.to_json()) if timing else {"median_us": None, "reps": 0, "measured": False}
+            stats["error"] = err
+            self.db.put_measurement(key, self.device, rec, stats)
+            self.new_measurements += 1
+        if timing is None:
+            return math.inf, 0.0, err, 1
+        return timing.median_us, timing.spread_us, None, 1

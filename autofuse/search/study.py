@@ -1,0 +1,85 @@
+"""The Optuna side: a plan as trial parameters, the study in the tuning DB's storage.
+
+Note: the space is define-by-run and conditional: first one `realize:<fx node>` boolean per
+multi-use value, which fixes the lowering; then one `fuse:<a>+<b>` boolean per fusion candidate
+legal in *that* lowering (so the candidates a trial sees depend on its realize choices). Chosen
+pairs are merged greedily with a legality re-check (CandidateSpace.plan_from_choices), so every
+trial is a legal plan. Default strategies' plans enter as enqueued trials carrying their exact
+plan (user attribute "baseline") and parameters that describe them, so the sampler learns from them.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Any, Sequence
+
+import torch
+
+from ..plan.plan import FusionPlan
+from ..plan.space import CandidateSpace, build_space, multi_use_values
+from ..schedule.heuristics import Heuristics
+
+
+class SpaceCache:
+    """Candidate spaces of one graph, one per realize assignment."""
+
+    def __init__(self, gm: torch.fx.GraphModule, args: Sequence[Any], heuristics: Heuristics) -> None:
+        self.gm, self.args, self.heuristics = gm, args, heuristics
+        self.choices: tuple[str, ...] = tuple(sorted(set(multi_use_values(gm, args, heuristics))))
+        self._spaces: dict[tuple, CandidateSpace] = {}
+
+    def space(self, decisions: dict[str, bool]) -> CandidateSpace:
+        key = tuple(sorted(decisions.items()))
+        if key not in self._spaces:
+            self._spaces[key] = build_space(self.gm, self.args, self.heuristics, decisions)
+        return self._spaces[key]
+
+    def decisions_of(self, plan: FusionPlan) -> dict[str, bool]:
+        """Which multi-use values the plan's lowering realized (a realized value owns a buffer node)."""
+        ids = {n for k in plan.kernels for n in k.nodes}
+        roots = {i.split(".")[0] for i in ids}
+        return {n: n in roots for n in self.choices}
+
+    def params_of(self, plan: FusionPlan) -> dict[str, Any]:
+        decisions = self.decisions_of(plan)
+        params: dict[str, Any] = {f"realize:{n}": v for n, v in decisions.items()}
+        kernel_of = {n: i for i, k in enumerate(plan.kernels) for n in k.nodes}
+        for c in self.space(decisions).legal:
+            params[f"fuse:{c.a}+{c.b}"] = kernel_of.get(c.a, -1) == kernel_of.get(c.b, -2)
+        return params
+
+    def suggest(self, trial: Any) -> FusionPlan:
+        decisions = {n: trial.suggest_categorical(f"realize:{n}", [True, False]) for n in self.choices}
+        space = self.space(decisions)
+        chosen = [c for c in space.legal if trial.suggest_categorical(f"fuse:{c.a}+{c.b}", [True, False])]
+        return space.plan_from_choices(chosen)
+
+
+def study_name(graph_hash: str, device: str) -> str:
+    return f"autofuse:{graph_hash}:{device}"
+
+
+def open_study(storage_url: str, name: str, seed: int, resume: bool) -> Any:
+    """Create (or with resume, continue) the graph's study; without resume an old study is replaced."""
+    import optuna
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    kwargs = {"engine_kwargs": {"connect_args": {"timeout": 60}}} if storage_url.startswith("sqlite") else {}
+    storage = optuna.storages.RDBStorage(storage_url, **kwargs)
+    if not resume:
+        try:
+            optuna.delete_study(study_name=name, storage=storage)
+        except KeyError:
+            pass
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=6, multivariate=True, group=True,
+                                             constant_liar=True)
+    return optuna.create_study(study_name=name, storage=storage, sampler=sampler, direction="minimize",
+                               load_if_exists=True)
+
+
+def enqueue_baselines(study: Any, spaces: SpaceCache, baselines: dict[str, FusionPlan]) -> None:
+    """The default strategies' plans are the first trials: the result is never worse than they are."""
+    done = {t.user_attrs.get("baseline") for t in study.get_trials(deepcopy=False)}
+    for name, plan in baselines.items():
+        if name not in done:
+            study.enqueue_trial(spaces.params_of(plan), user_attrs={"baseline": name}, skip_if_exists=True)

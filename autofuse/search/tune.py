@@ -1,0 +1,147 @@
+"""`autofuse.tune(model, example_inputs)`: capture every graph, search each, store the winners.
+
+Note: graphs are captured first (one run of the model through the backend, nothing tuned), so
+the time budget can be split over them; then each distinct graph is tuned, and finally the model
+is timed end to end — eager, torch.compile, autofuse's default strategies, and autofuse.compile
+reading the plans just stored — so the closing table shows what a user of the tuned plans gets.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Sequence
+
+import torch
+
+from ..measure.timing import Benchmarker, Timing, copy_bandwidth
+from ..measure.verify import compare
+from .graph_tuner import GraphResult, GraphTuner, Row, TuneSettings
+from .table import table
+
+
+@dataclass
+class TuneResult:
+    graphs: list[GraphResult]
+    model_rows: list[Row] = field(default_factory=list)
+    copy_bw: float | None = None
+    measured: bool = True
+    interrupted: bool = False
+    db_url: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        def row(r: Row) -> dict[str, Any]:
+            return {"variant": r.variant, "us": r.us, "kernels": r.kernels, "measured": r.measured, "note": r.note}
+        return {"copy_bw": self.copy_bw, "measured": self.measured, "interrupted": self.interrupted, "db": self.db_url,
+                "graphs": [{"label": g.label, "graph_hash": g.graph_hash, "device": g.device, "source": g.source,
+                            "why": g.why, "min_bytes": g.min_bytes, "trials": g.trials,
+                            "new_measurements": g.new_measurements, "failures": g.failures[:50],
+                            "plan": g.plan.to_json(), "rows": [row(r) for r in g.rows]} for g in self.graphs],
+                "model": [row(r) for r in self.model_rows]}
+
+    def report(self) -> str:
+        out = []
+        if not self.measured:
+            out.append("autofuse tune: no GPU — nothing was measured. Kernels ran in Triton's interpreter for "
+                       "correctness; plans were ranked by the cost model's predictions (byte-count estimate when "
+                       "no model is trained) and stored as *predicted*, for this device only.")
+        for g in self.graphs:
+            title = (f"graph {g.label} {g.graph_hash[:12]} on {g.device}: {g.trials} trials, "
+                     f"{g.new_measurements} kernels measured, {g.min_bytes / 2**20:.1f} MiB minimum — {g.why}")
+            out.append(table(title, g.rows, g.min_bytes, self.copy_bw))
+            if g.failures:
+                out.append(f"  {len(g.failures)} failures (scored infinity), first: " +
+                           "; ".join(f"{w}: {e}" for w, e in g.failures[:3]))
+        if self.model_rows:
+            total = sum(g.min_bytes for g in self.graphs)
+            out.append(table("whole model", self.model_rows, total, self.copy_bw))
+        if self.interrupted:
+            out.append("interrupted: what was measured is kept; the best plans verified so far were stored.")
+        out.append(f"tuning DB: {self.db_url}")
+        return "\n\n".join(out)
+
+
+def capture(model: Callable[..., Any], example_inputs: Sequence[Any]) -> list[tuple[str, torch.fx.GraphModule, list]]:
+    """The ATen graphs (and their real inputs) of one inference call of the model."""
+    from ..capture.backend import make_backend
+    from ..options import CompileOptions
+    graphs: list[tuple[str, torch.fx.GraphModule, list]] = []
+
+    def collect(gm: torch.fx.GraphModule, args: Sequence[Any], label: str) -> None:
+        graphs.append((label, gm, list(args)))
+        return None
+
+    torch._dynamo.reset()
+    fn = torch.compile(model, backend=make_backend(CompileOptions(use_db=False, tuner=collect)), dynamic=False)
+    with torch.no_grad():
+        fn(*example_inputs)
+    torch._dynamo.reset()
+    return graphs
+
+
+def tune(model: Callable[..., Any], example_inputs: Sequence[Any], *, settings: TuneSettings | None = None,
+         benchmarker: Benchmarker | None = None, **overrides: Any) -> TuneResult:
+    """Search, verify and store a plan for every graph of model(*example_inputs).
+
+    Keyword overrides set fields of TuneSettings (trials=, time_budget=, db=, seed=, resume=, ...).
+    """
+    from ..runtime.reuse import open_db
+    settings = replace(settings or TuneSettings(), **overrides)
+    db = open_db(settings.db)
+    on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in example_inputs)
+    copy_bw = copy_bandwidth() if on_gpu and benchmarker is None else None
+    start = time.monotonic()
+    graphs = capture(model, example_inputs)
+    from ..capture.graph_hash import graph_hash
+    distinct: dict[str, tuple[str, Any, list]] = {}
+    for label, gm, args in graphs:
+        distinct.setdefault(graph_hash(gm, args), (label, gm, args))
+    tuner = GraphTuner(db, settings, benchmarker, copy_bw)
+    results: list[GraphResult] = []
+    interrupted = False
+    for i, (label, gm, args) in enumerate(distinct.values()):
+        deadline = None
+        if settings.time_budget is not None:
+            left = settings.time_budget - (time.monotonic() - start)
+            deadline = time.monotonic() + max(1.0, left / (len(distinct) - i))
+        res = tuner.run(gm, args, f"{label} {i + 1}/{len(distinct)}", deadline)
+        results.append(res)
+        if res.interrupted:
+            interrupted = True
+            break
+    measured = all(r.source == "tuned" for r in results)
+    out = TuneResult(results, copy_bw=copy_bw, measured=measured, interrupted=interrupted, db_url=db.url)
+    if on_gpu and benchmarker is None and settings.compare_torch_compile and not interrupted:
+        out.model_rows = model_rows(model, example_inputs, settings)
+    return out
+
+
+def model_rows(model: Callable[..., Any], inputs: Sequence[Any], settings: TuneSettings) -> list[Row]:
+    """The whole model end to end: eager, torch.compile, autofuse strategies, autofuse with the stored plans."""
+    import autofuse
+    from ..measure.timing import CudaEventBenchmarker
+    bench = CudaEventBenchmarker()
+    with torch.no_grad():
+        expected = model(*inputs)
+    rows: list[Row] = []
+    builders = {
+        "eager": lambda: model,
+        "torch.compile": lambda: torch.compile(model),
+        "autofuse inductor": lambda: autofuse.compile(model, strategy="inductor"),
+        "autofuse tvm": lambda: autofuse.compile(model, strategy="tvm"),
+        "autofuse tuned": lambda: autofuse.compile(model, db=settings.db, on_miss="error"),
+    }
+    for name, build in builders.items():
+        try:
+            torch._dynamo.reset()
+            fn = build()
+            with torch.no_grad():
+                why = compare(fn(*inputs), expected)
+                if why:
+                    rows.append(Row(name, None, note=f"wrong: {why}"))
+                    continue
+                t: Timing = bench.time(lambda: fn(*inputs), {"kind": "plan", "kernels": []})
+            rows.append(Row(name, t.median_us))
+        except Exception as e:  # noqa: BLE001 - a failing variant is reported, the table goes on
+            rows.append(Row(name, None, note=f"failed: {type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"))
+    torch._dynamo.reset()
+    return rows
