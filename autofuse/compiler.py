@@ -97,6 +97,8 @@ class ProgramBuilder:
         self.lowering, self.graph, self.groups, self.options = lowering, graph, groups, options
         self.configs = list(configs) if configs is not None else [None] * len(groups)
         self.used_configs: list[LaunchConfig | None] = []
+        self.stored_of: dict[int, set[str]] = {}   # group index -> buffers its kernel stores
+        self.kernel_index_of: dict[int, int] = {}  # group index -> position in the kernel list
         self.slots: dict[str, int] = {}
         self.layouts: dict[str, Any] = {}
         for inp in lowering.inputs:
@@ -137,6 +139,7 @@ class ProgramBuilder:
                 stored = {w for w in written if w in outputs_needed or (readers.get(w, set()) - {gi})}
                 for w in sorted(stored, key=lambda w: self.graph.by_name[w].order):
                     steps.append(Alloc(self.slot(w), self.layouts[w], poison=self.options.poison))
+                self.stored_of[gi], self.kernel_index_of[gi] = stored, len(kernels)
                 launch, info = self._kernel_step(g, stored, len(kernels), self.configs[gi])
                 steps.append(launch)
                 kernels.append(info)
@@ -145,6 +148,15 @@ class ProgramBuilder:
         outputs = [self._output_getter(o) for o in self.lowering.outputs]
         program = Program(len(self.slots), input_slots, steps, outputs, kernels)
         return CompiledArtifacts(program, kernels, log, self.groups)
+
+    def variant(self, gi: int, config: LaunchConfig) -> tuple[KernelLaunch, KernelInfo]:
+        """Group gi's kernel built with another launch config (same buffers and slots), after build():
+        the search times the configs of one kernel in place, inside a running program."""
+        saved = list(self.used_configs)
+        try:
+            return self._kernel_step(self.groups[gi], self.stored_of[gi], self.kernel_index_of[gi], config)
+        finally:
+            self.used_configs = saved
 
     # ---- steps -----------------------------------------------------------------------------
     def _arg(self, v: Any) -> Any:
