@@ -8,6 +8,7 @@ import torch
 import torch.fx
 
 from .codegen.config import LaunchConfig
+from .codegen.split import why_not_split
 from .codegen.triton_kernel import KernelSource, KernelWriter, kernel_name
 from .ir.values import Buffer, ComputedBuffer, ExternBuffer, ReinterpretView, is_tensor_value
 from .lower import GraphLowering
@@ -194,7 +195,9 @@ class ProgramBuilder:
             warn_interpreter_once()
         kind = "reduction" if g.is_reduction else "pointwise"
         if config is None:
-            config = self.options.heuristics.launch_config(kind, g.numel, g.rnumel, interpret, _is_outer_reduction(g))
+            splittable = g.is_reduction and why_not_split(g.placements(), True) is None
+            config = self.options.heuristics.launch_config(kind, g.numel, g.rnumel, interpret, _is_outer_reduction(g),
+                                                           splittable=splittable)
         self.used_configs.append(config)
         origins: set[str] = set()
         for n in g.nodes:
@@ -206,10 +209,17 @@ class ProgramBuilder:
                               config, interpret)
         src: KernelSource = writer.generate()
         fn = load_kernel(name, src.source, interpret)
+        cmb = src.combine
+        split = {}
+        if cmb is not None:  # split reduction: the partials' combine kernel and its workspaces
+            split = dict(split=cmb.split, device=device, combine_fn=load_kernel(cmb.name, src.source, interpret),
+                         combine_slots=tuple(self.slot(a) for a in cmb.arg_names),
+                         workspace_dtypes=cmb.workspace_dtypes, combine_xblock=cmb.xblock)
         launch = KernelLaunch(name, fn, tuple(self.slot(a) for a in src.arg_names), g.numel, g.rnumel,
-                              config.XBLOCK, config.RBLOCK, config.num_warps, config.num_stages, g.is_reduction)
-        reads = tuple(writer.inputs)
-        writes = tuple(writer.outputs)
+                              config.XBLOCK, config.RBLOCK, config.num_warps, config.num_stages, g.is_reduction,
+                              **split)
+        reads = tuple(dict.fromkeys(writer.inputs + list(cmb.inputs if cmb is not None else ())))
+        writes = tuple(writer.outputs) + (cmb.outputs if cmb is not None else ())
         info = KernelInfo(name, kind, tuple(sorted(origins)), tuple(n.name for n in g.nodes), g.numel, g.rnumel,
                           config, reads, writes,
                           sum(self._bytes(r) for r in reads), sum(self._bytes(w) for w in writes), src.source)

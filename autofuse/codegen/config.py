@@ -6,15 +6,24 @@ from dataclasses import asdict, dataclass
 
 @dataclass(frozen=True)
 class LaunchConfig:
+    """`split` > 1 (reductions only): the r range is cut into `split` chunks reduced by separate
+    programs (grid x-blocks × split) into a workspace, then a second kernel combines the partials —
+    more programs for a reduction whose x grid alone cannot fill the GPU (see codegen/split.py)."""
+
     XBLOCK: int
     RBLOCK: int = 1
     num_warps: int = 4
     num_stages: int = 1
     persistent: bool = True
+    split: int = 1
 
     def to_json(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        if self.split == 1:
+            del d["split"]  # plans written before split existed keep their exact JSON
+        return d
 
     def __str__(self) -> str:
         kind = "persistent" if self.persistent else "looped"
-        return f"XBLOCK={self.XBLOCK} RBLOCK={self.RBLOCK} num_warps={self.num_warps} num_stages={self.num_stages} {kind}"
+        text = f"XBLOCK={self.XBLOCK} RBLOCK={self.RBLOCK} num_warps={self.num_warps} num_stages={self.num_stages} {kind}"
+        return text + (f" split={self.split}" if self.split > 1 else "")

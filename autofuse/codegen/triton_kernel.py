@@ -5,7 +5,8 @@ buffer produced inside the kernel returns the producer's value (legality guarant
 same element), so such a buffer is stored only if something outside the kernel reads it. In a
 looped reduction, nodes are split into passes by how many in-kernel reductions they depend on;
 pass k is one r loop, a reduction's value exists after its loop, and an r-loop producer needed
-by a later pass is recomputed there.
+by a later pass is recomputed there. A split reduction (config.split > 1) is written twice, by a
+"partial" and a "combine" writer of the same members (see split.py).
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from ..schedule.nodes import SchedulerNode
 from .config import LaunchConfig
 from .prelude import prelude
 from .printer import print_expr, tl_dtype
+from .split import SplitCombine, combine_header, combine_xblock, partial_header, split_chunk, why_not_split
 
 INT32_MAX = 2**31 - 1
 
@@ -37,6 +39,7 @@ class KernelSource:
     numel: int
     rnumel: int
     config: LaunchConfig
+    combine: SplitCombine | None = None  # the second kernel of a split reduction (same module)
 
 
 @dataclass
@@ -130,11 +133,13 @@ class Scope:
 
 
 class KernelWriter(OpsHandler):
-    """Emits one kernel. Acts as the ops handler while a node body runs."""
+    """Emits one kernel. Acts as the ops handler while a node body runs. `role`: "kernel" (the
+    whole group), or for a split reduction "partial" (r loop, partials to workspaces) and
+    "combine" (partials to values, then the x-loop nodes)."""
 
     def __init__(self, name: str, members: Sequence[tuple[SchedulerNode, Placement]], numel: int, rnumel: int,
                  reduction_kernel: bool, stored: set[str], dtypes: dict[str, torch.dtype], spans: dict[str, int],
-                 config: LaunchConfig, interpret: bool) -> None:
+                 config: LaunchConfig, interpret: bool, combine: bool = False) -> None:
         self.name = name
         self.members = list(members)
         self.by_buffer = {n.name: (n, p) for n, p in members}
@@ -152,8 +157,17 @@ class KernelWriter(OpsHandler):
         self.mask_stack: list[str] = []
         self.current: tuple[SchedulerNode, Placement] | None = None
         self.indirect_names: dict[sympy.Symbol, str] = {}
-        self.use_int64 = numel * max(rnumel, 1) > INT32_MAX or any(v > INT32_MAX for v in spans.values())
         self.persistent = config.persistent or not reduction_kernel
+        self.split = config.split if reduction_kernel else 1
+        self.role = "combine" if combine else ("partial" if self.split > 1 else "kernel")
+        self.rchunk = split_chunk(rnumel, self.split, config.RBLOCK) if self.split > 1 else 0
+        if config.split > 1:
+            why = why_not_split(self.members, reduction_kernel)
+            assert why is None, f"split={config.split} on kernel {name}: {why}"
+            assert not self.persistent or self.rchunk == config.RBLOCK, "a persistent split's chunk is one RBLOCK"
+        self.workspaces: dict[str, torch.dtype] = {}  # partial kernel: reduction -> its workspace's dtype
+        span = max(numel * max(rnumel, 1), numel * self.split, self.split * self.rchunk)
+        self.use_int64 = span > INT32_MAX or any(v > INT32_MAX for v in spans.values())
 
     # ---- emission helpers ---------------------------------------------------------------
     def emit(self, line: str) -> None:
@@ -298,6 +312,9 @@ class KernelWriter(OpsHandler):
         return value
 
     def store(self, node: SchedulerNode, pl: Placement, value: TV) -> None:
+        if self.role == "partial" and pl.cls == "red":
+            self._store_partial(node, value)
+            return
         if node.name not in self.stored:
             return
         self.outputs.append(node.name)
@@ -315,6 +332,25 @@ class KernelWriter(OpsHandler):
 
     def emit_pointwise(self, node: SchedulerNode, pl: Placement) -> None:
         self.store(node, pl, self.value_of(node.name))
+
+    # ---- split reductions (split.py) -----------------------------------------------------------
+    def _store_partial(self, node: SchedulerNode, value: TV) -> None:
+        """This chunk's partial goes to row rsplit_id of the reduction's workspace [split, numel]."""
+        ws_dtype = torch.int8 if value.dtype == torch.bool else value.dtype
+        k = len(self.workspaces)
+        self.workspaces[node.name] = ws_dtype
+        v = value.name if value.dtype == ws_dtype else _convert(value.name, ws_dtype)
+        self.emit(f"tl.store(ws_ptr{k} + (rsplit_id * xnumel + xindex), {v}, xmask)")
+
+    def _combine_partials(self, node: SchedulerNode, pl: Placement, workspaces: dict[str, torch.dtype]) -> None:
+        """The reduction's value from its partials, reduced like the r loop's final step."""
+        k, dtype = list(workspaces).index(node.name), workspaces[node.name]
+        rtype = node.buffer.body.reduction_type
+        vals = self.cse(f"tl.load(ws_ptr{k} + (sindex * xnumel + xindex), xsmask, "
+                        f"other={self._default(rtype, dtype)})", dtype)
+        result = self._finish(rtype, vals, None)
+        self.scope.node_values[node.name] = result
+        self.store(node, pl, result)
 
     # ---- reductions --------------------------------------------------------------------------
     def _default(self, rtype: str, dtype: torch.dtype) -> str:
@@ -387,9 +423,14 @@ class KernelWriter(OpsHandler):
             return [f"xoffset = tl.program_id(0){i64} * XBLOCK",
                     "xindex = xoffset + tl.arange(0, XBLOCK)",
                     "xmask = xindex < xnumel"]
-        return [f"xoffset = tl.program_id(0){i64} * XBLOCK",
-                "xindex = xoffset + tl.arange(0, XBLOCK)[:, None]",
-                "xmask = xindex < xnumel"]
+        lines = [f"xoffset = tl.program_id(0){i64} * XBLOCK",
+                 "xindex = xoffset + tl.arange(0, XBLOCK)[:, None]",
+                 "xmask = xindex < xnumel"]
+        if self.role == "partial":
+            lines += partial_header(self.rchunk, i64)
+        elif self.role == "combine":
+            lines += combine_header(self.split, i64)
+        return lines
 
     def phases(self) -> dict[str, int]:
         phase: dict[str, int] = {}
@@ -406,29 +447,44 @@ class KernelWriter(OpsHandler):
         for line in self._loop_header():
             self.emit(line)
         i64 = ".to(tl.int64)" if self.use_int64 else ""
+        x_loop = self.role != "partial"  # a split kernel's x-loop nodes run in the combine kernel
         if not self.reduction_kernel:
             for node, pl in self.members:
                 self.emit_pointwise(node, pl)
         elif self.persistent:
-            self.emit(f"rindex = tl.arange(0, RBLOCK)[None, :]{i64}")
+            base = "rsplit_start + " if self.role == "partial" else ""
+            self.emit(f"rindex = {base}tl.arange(0, RBLOCK)[None, :]{i64}")
             self.emit("rmask = rindex < rnumel")
             self.emit("xrmask = xmask & rmask")
             for node, pl in self.members:
                 if pl.cls == "red":
                     self.emit_persistent_reduction(node, pl)
-                else:
+                elif x_loop or pl.cls == "r":
                     self.emit_pointwise(node, pl)
         else:
-            self._generate_looped(i64)
+            self._generate_looped(i64, x_loop)
         return self._assemble()
 
-    def _generate_looped(self, i64: str) -> None:
+    def generate_combine(self, workspaces: dict[str, torch.dtype]) -> str:
+        """The combine kernel's source (no prelude): each reduction from its workspace, then the
+        x-loop nodes, in member order."""
+        for line in self._loop_header():
+            self.emit(line)
+        for node, pl in self.members:
+            if pl.cls == "red":
+                self._combine_partials(node, pl, workspaces)
+            elif pl.cls == "x":
+                self.emit_pointwise(node, pl)
+        params = self._buffer_params(len(workspaces)) + ["xnumel", "XBLOCK: tl.constexpr"]
+        return self._function(params)
+
+    def _generate_looped(self, i64: str, x_loop: bool) -> None:
         phase = self.phases()
         rnodes = [(n, p) for n, p in self.members if p.cls in ("r", "red")]
         npasses = 1 + max([phase[n.name] for n, _ in rnodes], default=0)
         for k in range(npasses + 1):
             for node, pl in self.members:
-                if pl.cls == "x" and phase[node.name] == k:
+                if pl.cls == "x" and phase[node.name] == k and x_loop:
                     self.emit_pointwise(node, pl)
             if k == npasses:
                 break
@@ -449,9 +505,13 @@ class KernelWriter(OpsHandler):
                     idx = f"accidx_{node.name}"
                     self.emit(f"{idx} = tl.full([XBLOCK, RBLOCK], 2147483647, tl.int32)")
                 accs[node.name] = (acc, idx, dt)
-            self.emit("for roffset in range(0, rnumel, RBLOCK):")
+            if self.role == "partial":  # this program's chunk; rmask cuts the last one at rnumel
+                self.emit(f"for roffset in range(0, {self.rchunk}, RBLOCK):")
+            else:
+                self.emit("for roffset in range(0, rnumel, RBLOCK):")
             self.push_scope()
-            self.emit(f"rindex = roffset + tl.arange(0, RBLOCK)[None, :]{i64}")
+            base = "rsplit_start + " if self.role == "partial" else ""
+            self.emit(f"rindex = {base}roffset + tl.arange(0, RBLOCK)[None, :]{i64}")
             self.emit("rmask = rindex < rnumel")
             self.emit("xrmask = xmask & rmask")
             for node, pl in in_pass:
@@ -482,16 +542,29 @@ class KernelWriter(OpsHandler):
                 self.scope.node_values[node.name] = result
                 self.store(node, pl, result)
 
-    def _assemble(self) -> KernelSource:
-        in_args = [f"in_ptr{i}" for i in range(len(self.inputs))]
-        out_args = [f"out_ptr{i}" for i in range(len(self.outputs))]
-        params = in_args + out_args + ["xnumel"] + (["rnumel"] if self.reduction_kernel else [])
-        params += ["XBLOCK: tl.constexpr"] + (["RBLOCK: tl.constexpr"] if self.reduction_kernel else [])
+    def _buffer_params(self, workspaces: int) -> list[str]:
+        return ([f"in_ptr{i}" for i in range(len(self.inputs))] + [f"out_ptr{i}" for i in range(len(self.outputs))]
+                + [f"ws_ptr{i}" for i in range(workspaces)])
+
+    def _function(self, params: list[str]) -> str:
         body = "\n".join(self.lines).replace("out_ptr_placeholder_", "")
-        src = prelude(self.interpret) + f"\n\n@triton.jit\ndef {self.name}({', '.join(params)}):\n{body}\n"
+        return f"\n\n@triton.jit\ndef {self.name}({', '.join(params)}):\n{body}\n"
+
+    def _assemble(self) -> KernelSource:
+        params = self._buffer_params(len(self.workspaces)) + ["xnumel"] + (["rnumel"] if self.reduction_kernel else [])
+        params += ["XBLOCK: tl.constexpr"] + (["RBLOCK: tl.constexpr"] if self.reduction_kernel else [])
+        src = prelude(self.interpret) + self._function(params)
+        combine = None
+        if self.role == "partial":
+            cw = KernelWriter(f"{self.name}_combine", self.members, self.numel, self.rnumel, True, self.stored,
+                              self.dtypes, {}, self.config, self.interpret, combine=True)
+            cw.use_int64 = self.use_int64
+            src += cw.generate_combine(self.workspaces)
+            combine = SplitCombine(cw.name, self.split, tuple(cw.inputs), tuple(cw.outputs),
+                                   tuple(self.workspaces.values()), combine_xblock(self.numel, self.split, self.interpret))
         return KernelSource(self.name, src, tuple(self.inputs) + tuple(self.outputs),
                             "reduction" if self.reduction_kernel else "pointwise", self.numel, self.rnumel,
-                            self.config)
+                            self.config, combine)
 
 
 def kernel_name(kind: str, persistent: bool, origins: Sequence[str], index: int, max_ops: int = 8) -> str:

@@ -7,6 +7,7 @@ from typing import Any, Sequence
 import torch
 
 from ..codegen.config import LaunchConfig
+from ..codegen.split import MAX_SPLIT, why_not_split
 from ..schedule.fusion import FusionGroup, can_fuse, merge, singleton, topological_groups
 from ..schedule.heuristics import next_pow2
 from ..schedule.scheduler import SchedulerGraph
@@ -36,10 +37,19 @@ def check_config(cfg: LaunchConfig, group: FusionGroup) -> str | None:
     if group.is_reduction:
         if not pow2(cfg.RBLOCK) or cfg.RBLOCK > 1 << 16:
             return f"RBLOCK={cfg.RBLOCK} is not a power of two in [1, 65536]"
-        if cfg.persistent and cfg.RBLOCK < next_pow2(group.rnumel):
+        if cfg.persistent and cfg.split == 1 and cfg.RBLOCK < next_pow2(group.rnumel):
             return f"persistent reduction with RBLOCK={cfg.RBLOCK} < rnumel={group.rnumel}"
         if cfg.XBLOCK * cfg.RBLOCK > 1 << 20:
             return f"XBLOCK*RBLOCK={cfg.XBLOCK * cfg.RBLOCK} elements per program is too large"
+    if cfg.split != 1:
+        if not 1 <= cfg.split <= MAX_SPLIT:
+            return f"split={cfg.split} is outside [1, {MAX_SPLIT}]"
+        why = why_not_split(group.placements(), group.is_reduction)
+        if why is not None:
+            return f"split={cfg.split} is impossible: {why}"
+        if cfg.persistent and cfg.RBLOCK * cfg.split < group.rnumel:
+            return (f"persistent split reduction with RBLOCK*split={cfg.RBLOCK * cfg.split} < rnumel={group.rnumel} "
+                    "(each chunk must fit one RBLOCK)")
     return None
 
 

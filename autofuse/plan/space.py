@@ -26,8 +26,9 @@ CONFIG_RANGES: dict[str, dict[str, tuple[int, ...]]] = {
     "pointwise": {"XBLOCK": (64, 128, 256, 512, 1024, 2048, 4096), "num_warps": (1, 2, 4, 8, 16),
                   "num_stages": (1, 2)},
     "persistent": {"XBLOCK": (1, 2, 4, 8, 16, 32, 64), "num_warps": (1, 2, 4, 8, 16, 32), "num_stages": (1, 2)},
+    # split > 1: a split reduction (legal where codegen.split.why_not_split allows; check_config says)
     "looped": {"XBLOCK": (1, 2, 4, 8), "RBLOCK": (256, 512, 1024, 2048, 4096, 8192), "num_warps": (2, 4, 8, 16, 32),
-               "num_stages": (1, 2, 3)},
+               "num_stages": (1, 2, 3), "split": (1, 2, 4, 8, 16, 32, 64)},
 }
 
 

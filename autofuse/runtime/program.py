@@ -56,6 +56,10 @@ def _poison(t: torch.Tensor) -> None:
 
 @dataclass
 class KernelLaunch:
+    """One generated kernel. With `split` > 1 (a split reduction) the grid is (x blocks, split): the
+    first kernel writes partials to fresh workspaces [split, numel], then `combine_fn` (buffer
+    arguments `combine_slots`, then the workspaces) reduces them and writes the outputs."""
+
     name: str
     fn: Any
     arg_slots: tuple[int, ...]
@@ -66,18 +70,36 @@ class KernelLaunch:
     num_warps: int
     num_stages: int
     is_reduction: bool
+    split: int = 1
+    device: Any = None
+    combine_fn: Any = None
+    combine_slots: tuple[int, ...] = ()
+    workspace_dtypes: tuple[torch.dtype, ...] = ()
+    combine_xblock: int = 1
 
     def run(self, env: list) -> None:
         if self.numel == 0:
             return
         grid = ((self.numel + self.xblock - 1) // self.xblock,)
         args = [env[s] for s in self.arg_slots]
-        if self.is_reduction:
+        if self.split > 1:
+            self._run_split(grid[0], args, env)
+        elif self.is_reduction:
             self.fn[grid](*args, self.numel, self.rnumel, XBLOCK=self.xblock, RBLOCK=self.rblock,
                           num_warps=self.num_warps, num_stages=self.num_stages)
         else:
             self.fn[grid](*args, self.numel, XBLOCK=self.xblock, num_warps=self.num_warps,
                           num_stages=self.num_stages)
+
+    def _run_split(self, xgrid: int, args: list, env: list) -> None:
+        # per call: a workspace is a few KB to MB, and the caching allocator makes this cheap on the GPU
+        ws = [torch.empty((self.split, self.numel), dtype=dt, device=self.device) for dt in self.workspace_dtypes]
+        self.fn[(xgrid, self.split)](*args, *ws, self.numel, self.rnumel, XBLOCK=self.xblock, RBLOCK=self.rblock,
+                                     num_warps=self.num_warps, num_stages=self.num_stages)
+        if self.combine_fn is not None:
+            cargs = [env[s] for s in self.combine_slots]
+            cgrid = ((self.numel + self.combine_xblock - 1) // self.combine_xblock,)
+            self.combine_fn[cgrid](*cargs, *ws, self.numel, XBLOCK=self.combine_xblock, num_warps=4)
 
 
 @dataclass

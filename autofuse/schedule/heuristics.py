@@ -5,7 +5,7 @@ plans) replace this object or subclass it; nothing patches module globals.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ..codegen.config import LaunchConfig
@@ -59,6 +59,11 @@ class Heuristics:
     persistent_rnumel_max: int = 1024
     looped_rblock_max: int = 2048
     interpreter_block_elems: int = 1 << 16
+    split_below_programs: int = 2 * 132  # split a reduction whose x grid is smaller (H200: 132 SMs)...
+    split_min_rnumel: int = 4096         # ...and whose rows are at least this long
+    split_target_programs: int = 4 * 132
+    split_min_chunk: int = 1024          # r elements per chunk, at least
+    split_max: int = 64
 
     # ---- lowering ---------------------------------------------------------------------
     def should_realize(self, num_uses: int, num_reads: int, op_count: int) -> bool:
@@ -82,9 +87,31 @@ class Heuristics:
         return None
 
     # ---- codegen -------------------------------------------------------------------------
-    def launch_config(self, kind: str, numel: int, rnumel: int, interpret: bool, outer: bool = False) -> LaunchConfig:
+    def launch_config(self, kind: str, numel: int, rnumel: int, interpret: bool, outer: bool = False,
+                      splittable: bool = False) -> LaunchConfig:
         """`outer`: the reduction walks memory with a stride (e.g. a column sum), so lanes must run
-        along x, where memory is contiguous, and the r loop takes short steps."""
+        along x, where memory is contiguous, and the r loop takes short steps. `splittable`: the
+        kernel may split its r range (codegen/split.py); on the GPU a long reduction with too few
+        x blocks to fill the SMs then gets more programs, as Inductor's split reductions do."""
+        cfg = self._launch_config(kind, numel, rnumel, interpret, outer)
+        if splittable and kind == "reduction" and not interpret:
+            return replace(cfg, split=self.choose_split(cfg, numel, rnumel))
+        return cfg
+
+    def choose_split(self, cfg: LaunchConfig, numel: int, rnumel: int) -> int:
+        """A power of two bringing the grid near `split_target_programs`; 1 when the x grid is
+        already large enough or the rows too short (or the kernel persistent)."""
+        xprograms = -(-max(numel, 1) // cfg.XBLOCK)
+        if cfg.persistent or rnumel < self.split_min_rnumel or xprograms >= self.split_below_programs:
+            return 1
+        limit = min(self.split_max, self.split_target_programs // xprograms,
+                    rnumel // max(cfg.RBLOCK, self.split_min_chunk))
+        split = 1
+        while split * 2 <= limit:
+            split *= 2
+        return split
+
+    def _launch_config(self, kind: str, numel: int, rnumel: int, interpret: bool, outer: bool) -> LaunchConfig:
         if kind == "pointwise":
             if interpret:
                 return LaunchConfig(XBLOCK=min(next_pow2(max(numel, 1)), self.interpreter_block_elems))

@@ -1,0 +1,179 @@
+"""Split reductions (LaunchConfig.split): each reduction kernel of a default plan is given split=S
+and compared with eager on poisoned buffers — column and row reductions, every splittable type,
+looped and persistent variants, S with non-power-of-two and empty chunks; ineligible kernels are
+rejected with a reason; the config's JSON and the GPU heuristics' choice."""
+from dataclasses import replace
+
+import pytest
+import torch
+
+from autofuse import CompileOptions
+from autofuse.capture.trace import compile_traced, trace_aten
+from autofuse.codegen.config import LaunchConfig
+from autofuse.compiler import compile_graph
+from autofuse.plan.plan import FusionPlan, KernelPlan, PlanError
+from autofuse.schedule.heuristics import Heuristics
+from tests.helpers import assert_close, kernels_of, rand
+
+
+def split_plan(fn, args, split, **config):
+    """The default plan with split=S (and `config` overrides) on every reduction kernel."""
+    art = compile_graph(trace_aten(fn, args), args, CompileOptions(strict=True, use_db=False))
+    kernels = tuple(replace(kp, config=replace(kp.config, split=split, **config)) if info.kind == "reduction" else kp
+                    for kp, info in zip(art.plan.kernels, art.kernels))
+    assert any(info.kind == "reduction" for info in art.kernels)
+    return replace(art.plan, kernels=kernels)
+
+
+def check_split(fn, args, split, **config):
+    """Compile with the split plan on poisoned buffers (an unwritten output element fails) and compare."""
+    plan = split_plan(fn, args, split, **config)
+    compiled = compile_traced(fn, args, CompileOptions(strict=True, use_db=False, poison=True, plan=plan))
+    expected = fn(*args)
+    actual = compiled(*args)
+    assert_close(actual if isinstance(expected, (list, tuple)) else actual[0], expected)
+    reductions = [k for k in kernels_of(compiled) if k.kind == "reduction"]
+    assert reductions and all(k.config.split == split for k in reductions)
+    if split > 1:
+        assert all("_combine" in k.source and "rsplit_id" in k.source for k in reductions)
+    return compiled
+
+
+def colsum(x):
+    return x.sum(0)
+
+
+LOOPED = dict(persistent=False, XBLOCK=8, RBLOCK=64)
+
+
+@pytest.mark.parametrize("split", [2, 3, 7, 64])
+def test_column_sum_looped(split):
+    # rnumel 1000: chunks of 512 / 384 / 192 / 64 rows; split=64 leaves the last chunks empty
+    check_split(colsum, [rand((1000, 37))], split, **LOOPED)
+
+
+def test_split_larger_than_the_chunks():
+    # one RBLOCK covers rnumel: chunk = RBLOCK, programs s >= 1 reduce nothing and write the identity
+    x = rand((100, 37))
+    for fn in (colsum, lambda x: x.amax(0), lambda x: x.amin(0), lambda x: x.prod(0)):
+        check_split(fn, [x], 5, persistent=False, XBLOCK=8, RBLOCK=128)
+
+
+@pytest.mark.parametrize("split", [2, 3])
+def test_column_max_min_with_nan(split):
+    x = rand((700, 21))
+    x[123, 4] = float("nan")
+    x[650, 7] = float("nan")
+    check_split(lambda x: (x.amax(0), x.amin(1 - 1)), [x], split, **LOOPED)
+
+
+def test_row_sum_few_rows():
+    check_split(lambda x: x.sum(1), [rand((8, 1 << 16))], 7, persistent=False, XBLOCK=1, RBLOCK=2048)
+
+
+def test_prologue_fused_reduction_and_stored_prologue():
+    x = rand((513, 40))
+    check_split(lambda x: (x * 2 + 1).sum(0), [x], 3, **LOOPED)
+    # the prologue is also an output: each chunk stores its own rows of it
+    check_split(lambda x: ((x * 2 + 1), (x * 2 + 1).sum(0)), [x], 3, **LOOPED)
+
+
+def test_any_all_bool():
+    x = rand((300, 33)) > 2.5  # sparse Trues: some columns have none
+    check_split(lambda x: (x.any(0), x.all(0)), [x], 3, **LOOPED)
+    check_split(lambda x: (x > -2.9).all(1), [rand((6, 3000))], 2, persistent=False, XBLOCK=1, RBLOCK=256)
+
+
+def test_int_sum_and_prod():
+    x = rand((400, 19), torch.int32)
+    check_split(lambda x: x.sum(0), [x], 7, **LOOPED)
+    check_split(lambda x: x.sum(1), [rand((5, 999), torch.int64)], 3, persistent=False, XBLOCK=2, RBLOCK=128)
+    check_split(lambda x: (x / 4 + 1).prod(0), [rand((90, 10), low=0.5, high=2.0)], 3, **LOOPED)
+
+
+def test_non_contiguous_and_non_power_of_two():
+    x = rand((1001, 37), noncontig=True)  # a transposed view: the column sum reads its rows contiguously
+    assert not x.is_contiguous()
+    check_split(colsum, [x], 3, **LOOPED)
+    check_split(lambda x: x.sum(1), [rand((7, 1003), noncontig=True)], 2, persistent=False, XBLOCK=4, RBLOCK=128)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision(dtype):
+    check_split(lambda x: x.sum(0), [rand((600, 24), dtype)], 3, **LOOPED)
+    check_split(lambda x: x.amax(1), [rand((4, 3000), dtype)], 7, persistent=False, XBLOCK=2, RBLOCK=256)
+
+
+def test_several_reductions_one_kernel():
+    x = rand((500, 30))
+    compiled = check_split(lambda x: (x.sum(0), x.amax(0), (x * x).sum(0)), [x], 3, **LOOPED)
+    red = [k for k in kernels_of(compiled) if k.kind == "reduction"]
+    assert len(red) == 1 and len(red[0].writes) == 3
+
+
+def test_epilogue_runs_in_the_combine():
+    # x-loop nodes after the reduction (a mean's division, a bias read from memory, a cast) see the
+    # combined value: they move to the combine kernel
+    x, w = rand((700, 24), torch.bfloat16), rand((24,), torch.bfloat16)
+    compiled = check_split(lambda x, w: (x.mean(0) * w + 1, x.sum(0)), [x, w], 3, **LOOPED)
+    red = [k for k in kernels_of(compiled) if k.kind == "reduction"]
+    assert len(red) == 1
+    combine = red[0].source.split(f"def {red[0].name}_combine(")[1]
+    assert "tl.load(in_ptr" in combine and "_to_bf16" in combine  # the bias and the cast, after combining
+
+
+@pytest.mark.parametrize("split", [2, 3, 8])
+def test_persistent_split(split):
+    # persistent: each program's chunk fits one RBLOCK, RBLOCK >= ceil(rnumel / split)
+    rnumel = 1000
+    rblock = 1 << (-(-rnumel // split) - 1).bit_length()
+    check_split(colsum, [rand((rnumel, 13))], split, persistent=True, XBLOCK=4, RBLOCK=rblock)
+    check_split(lambda x: x.amax(1), [rand((3, rnumel))], split, persistent=True, XBLOCK=1, RBLOCK=rblock)
+
+
+def test_ineligible_kernels_rejected_with_reasons():
+    x = rand((16, 64))
+
+    def compile_with(fn, plan):
+        return compile_traced(fn, [x], CompileOptions(strict=True, use_db=False, plan=plan))(x)  # compiles on call
+
+    softmax = lambda x: torch.softmax(x, -1)  # noqa: E731
+    with pytest.raises(PlanError, match="reads the reduction .* inside the r loop"):
+        compile_with(softmax, split_plan(softmax, [x], 2))
+    argmax = lambda x: x.argmax(0)  # noqa: E731
+    with pytest.raises(PlanError, match="argmax, which does not combine"):
+        compile_with(argmax, split_plan(argmax, [x], 2))
+    with pytest.raises(PlanError, match="each chunk must fit one RBLOCK"):
+        compile_with(colsum, split_plan(colsum, [x], 4, persistent=True, RBLOCK=2))  # 4 chunks of 2 < 16 rows
+    relu = lambda x: torch.relu(x)  # noqa: E731
+    art = compile_graph(trace_aten(relu, [x]), [x], CompileOptions(strict=True, use_db=False))
+    bad = replace(art.plan, kernels=tuple(replace(k, config=replace(k.config, split=2)) for k in art.plan.kernels))
+    with pytest.raises(PlanError, match="needs a reduction kernel"):
+        compile_with(relu, bad)
+
+
+def test_config_json_and_str():
+    cfg = LaunchConfig(XBLOCK=8, RBLOCK=64, persistent=False, split=16)
+    kp = KernelPlan(("a",), cfg)
+    assert KernelPlan.from_json(kp.to_json()) == kp
+    assert "split=16" in str(cfg) and "split" not in str(replace(cfg, split=1))
+    old = {"XBLOCK": 8, "RBLOCK": 64, "num_warps": 4, "num_stages": 1, "persistent": False}  # before split existed
+    assert KernelPlan.from_json({"nodes": ["a"], "config": old}).config == replace(cfg, split=1)
+    assert replace(cfg, split=1).to_json() == old
+    plan = split_plan(colsum, [rand((64, 8))], 4, **LOOPED)
+    assert FusionPlan.loads(plan.dumps()) == plan
+
+
+def test_default_heuristics_split_on_gpu_only():
+    h = Heuristics()
+    col = h.launch_config("reduction", 4096, 16384, False, True, splittable=True)
+    assert col.split > 1 and -(-4096 // col.XBLOCK) * col.split >= 2 * 132
+    row = h.launch_config("reduction", 8, 1 << 20, False, False, splittable=True)
+    assert row.split > 1
+    assert h.launch_config("reduction", 4096, 16384, False, True, splittable=False).split == 1
+    assert h.launch_config("reduction", 4096, 16384, True, True, splittable=True).split == 1  # interpreter
+    assert h.launch_config("reduction", 32768, 4096, False, False, splittable=True).split == 1  # big x grid
+    assert h.launch_config("reduction", 8, 1024, False, False, splittable=True).split == 1  # short rows
+    # on the CPU the default plan never splits; softmax is not splittable even on the GPU heuristics' terms
+    art = compile_graph(trace_aten(colsum, [rand((64, 8))]), [rand((64, 8))], CompileOptions(strict=True, use_db=False))
+    assert all(k.config is None or k.config.split == 1 for k in art.plan.kernels)
