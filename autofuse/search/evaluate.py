@@ -14,7 +14,7 @@ import torch
 
 from ..compiler import ProgramBuilder, schedule
 from ..options import CompileOptions
-from ..plan.apply import plan_from_groups
+from ..plan.apply import node_id, plan_from_groups
 from ..plan.plan import FusionPlan, KernelPlan
 from ..runtime.program import ExternCall, KernelLaunch
 from .kernels import KernelChoice, KernelTuner, group_key, kernel_record
@@ -107,10 +107,12 @@ class PlanEvaluator:
             if slot is not None:
                 env[slot] = a
         infos = iter([k for k in arts.kernels if k.kind != "fallback"])
+        groups = iter([g for g in builder.groups if not g.is_extern])
         out = []
         for step in prog.steps:
             if isinstance(step, KernelLaunch):
-                rec = kernel_record(next(infos), step, env, self.tuner.graph, "", self.tuner.traits)
+                ids = [node_id(n) for n in next(groups).nodes]
+                rec = kernel_record(next(infos), step, env, self.tuner.graph, "", self.tuner.traits, ids)
                 rec["group"] = group_key(rec)
                 out.append(rec)
             step.run(env)

@@ -17,14 +17,14 @@ import math
 import random
 import time
 from dataclasses import dataclass, fields
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 
 from ..codegen.config import LaunchConfig
 from ..measure.timing import Benchmarker, Timing
 from ..measure.verify import compare
-from ..plan.apply import check_config
+from ..plan.apply import check_config, node_id
 from ..plan.space import CONFIG_RANGES
 from ..schedule.heuristics import next_pow2
 
@@ -87,14 +87,15 @@ def _param_names(source: str, fn_name: str) -> list[str]:
     return [p.split(":")[0].strip() for p in head.split(",") if "constexpr" not in p]
 
 
-def kernel_record(info: Any, launch: Any, env: list, graph: str, group: str, device: dict[str, Any]) -> dict[str, Any]:
+def kernel_record(info: Any, launch: Any, env: list, graph: str, group: str, device: dict[str, Any],
+                  nodes: Sequence[str] = ()) -> dict[str, Any]:
     """The kernel's description: what a measurement is stored with and what the cost model reads."""
     src = info.source.replace(info.name, "KERNEL")
     sig = dict(zip(_param_names(src, "KERNEL"), arg_types(launch, env)))
     cfg = info.config.to_json()
     return {"schema": RECORD_SCHEMA, "graph": graph, "group": group, "kind": info.kind, "numel": info.numel,
             "rnumel": info.rnumel, "config": cfg, "bytes_read": info.bytes_read, "bytes_written": info.bytes_written,
-            "signature": sig, "kernel_fn": "KERNEL", "source": src, "nodes": list(info.nodes), "device": device}
+            "signature": sig, "kernel_fn": "KERNEL", "source": src, "nodes": list(nodes), "device": device}
 
 
 def kernel_key(record: dict[str, Any]) -> str:
@@ -163,7 +164,8 @@ class KernelTuner:
 
     def tune(self, builder: Any, gi: int, launch: Any, info: Any, env: list) -> KernelChoice:
         """Best config of group gi's kernel; leaves env as the default config's launch left it."""
-        default_rec = kernel_record(info, launch, env, self.graph, "", self.traits)
+        ids = [node_id(n) for n in builder.groups[gi].nodes]
+        default_rec = kernel_record(info, launch, env, self.graph, "", self.traits, ids)
         gkey = group_key(default_rec)
         if gkey in self.choices:
             launch.run(env)
@@ -175,7 +177,7 @@ class KernelTuner:
         for cfg in configs:
             try:
                 lv, iv = (launch, info) if cfg == info.config else builder.variant(gi, cfg)
-                rec = kernel_record(iv, lv, env, self.graph, gkey, self.traits)
+                rec = kernel_record(iv, lv, env, self.graph, gkey, self.traits, ids)
                 variants[cfg] = (lv, iv, rec)
             except Exception as e:  # noqa: BLE001 - a config the codegen cannot build scores infinity
                 variants[cfg] = f"codegen failed: {type(e).__name__}: {e}"

@@ -1,0 +1,285 @@
+"""The search (autofuse tune) on the CPU under a deterministic fake timer: a planted optimum is
+found, measurements are stored once and reused, failures score infinity and are reported, a wrong
+plan never wins, Ctrl-C keeps the best plan and resume continues, two workers share one study."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import autofuse
+from autofuse.measure.timing import FakeBenchmarker, Timing
+from autofuse.measure.verify import compare
+from autofuse.search import finalists as finalists_mod
+from autofuse.search.finalists import Finalist, pick
+from autofuse.search.graph_tuner import TuneSettings
+from autofuse.search.kernels import TunerSettings
+from autofuse.search.study import study_name
+from tests.helpers import rand, seed_fn
+from tuning_db import TuningDB
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def seed_args(device):
+    return (rand((24, 40), device=device), rand((40,), device=device), rand((40,), device=device),
+            rand((40,), device=device))
+
+
+def planted_cost(rec):
+    """10 us per kernel; a mean kernel that computes relu inline costs 30 more; num_warps != 2 costs 7.
+    The optimum realizes relu in its own kernel and fuses mean with the epilogue (no default plan does)."""
+    us = 10.0
+    if "mean" in rec["nodes"] and "< 0, 0," in rec["source"]:
+        us += 30
+    if rec["config"]["num_warps"] != 2:
+        us += 7
+    return us
+
+
+def settings(db, **kw):
+    kw.setdefault("trials", 16)
+    return TuneSettings(db=str(db), progress=False, compare_torch_compile=False,
+                        kernel=TunerSettings(top_k=kw.pop("top_k", 6), explore=0.0), **kw)
+
+
+def kernel_calls(fb):
+    return [c for c in fb.calls if c.get("kind") in ("pointwise", "reduction")]
+
+
+def test_planted_optimum_found_and_stored(tmp_path, device):
+    fb = FakeBenchmarker(planted_cost)
+    args = seed_args(device)
+    res = autofuse.tune(seed_fn, args, settings=settings(tmp_path / "t.db"), benchmarker=fb)
+    g = res.graphs[0]
+    groups = sorted(sorted(k.nodes) for k in g.plan.kernels)
+    assert groups == [["mean", "output"], ["relu"]], g.plan.dumps()
+    assert g.plan.realize == ("relu",)
+    assert all(k.config.num_warps == 2 for k in g.plan.kernels)
+    tuned = next(r for r in g.rows if r.variant == "autofuse tuned")
+    default = next(r for r in g.rows if r.variant == "autofuse inductor")
+    assert tuned.us == pytest.approx(2 * 10 + 2 * 1.0)       # two kernels + launch term of the fake
+    assert default.us == pytest.approx(10 + 30 + 7 + 1.0)     # one kernel, relu inline, default warps
+    assert g.source == "tuned" and g.stored_id is not None
+    # the stored plan is what autofuse.compile now uses, and it computes the right values
+    rec = autofuse.api.Recorder()
+    f = autofuse.compile(seed_fn, db=str(tmp_path / "t.db"), on_miss="error", recorder=rec, poison=True)
+    assert compare(f(*args), seed_fn(*args)) is None
+    assert sorted(sorted(k.nodes) for k in rec.graphs[0][2].plan.kernels) == groups
+    assert rec.graphs[0][2].source == "tuning DB"
+    assert "autofuse tuned" in res.report()
+
+
+def test_db_contents_and_measured_once(tmp_path, device):
+    db_path = tmp_path / "t.db"
+    fb = FakeBenchmarker(planted_cost)
+    args = seed_args(device)
+    res = autofuse.tune(seed_fn, args, settings=settings(db_path, trials=8), benchmarker=fb)
+    g = res.graphs[0]
+    with TuningDB.open(db_path) as db:
+        ms = db.measurements()
+        assert len(ms) == g.new_measurements == len(kernel_calls(fb)) > 0
+        keys = {m["kernel_key"] for m in ms}
+        assert len(keys) == len(ms)                           # no kernel measured twice
+        for m in ms:
+            f = m["features"]
+            assert f["graph"] == g.graph_hash and f["group"] and f["kind"] in ("pointwise", "reduction")
+            assert "def KERNEL(" in f["source"] and f["signature"] and f["config"]["XBLOCK"] >= 1
+            assert m["stats"]["median_us"] == pytest.approx(planted_cost(f)) and m["stats"]["error"] is None
+        plans = db.plans(g.graph_hash)
+        assert len(plans) == 1 and plans[0].source == "tuned" and plans[0].time_us == pytest.approx(22.0)
+        assert {"autofuse inductor", "autofuse tvm", "autofuse tuned"} <= set(plans[0].baselines)
+    import optuna
+    study = optuna.load_study(study_name=study_name(g.graph_hash, g.device), storage=f"sqlite:///{db_path}")
+    assert len(study.trials) == 8
+    assert {t.user_attrs.get("baseline") for t in study.trials[:3]} == {"inductor", "tvm", "none"}
+    # a second tune measures nothing again: every kernel's time comes from the DB
+    fb2 = FakeBenchmarker(planted_cost)
+    res2 = autofuse.tune(seed_fn, args, settings=settings(db_path, trials=8), benchmarker=fb2)
+    assert kernel_calls(fb2) == [] and res2.graphs[0].new_measurements == 0
+    assert sorted(sorted(k.nodes) for k in res2.graphs[0].plan.kernels) == [["mean", "output"], ["relu"]]
+
+
+class FailingBench(FakeBenchmarker):
+    """Configs with 16 warps fail as if they ran out of resources."""
+
+    def time(self, fn, what):
+        if what.get("kind") in ("pointwise", "reduction") and what["config"]["num_warps"] == 16:
+            raise RuntimeError("out of resource: shared memory, Required: 262144, Hardware limit: 232448")
+        return super().time(fn, what)
+
+
+def test_failing_kernels_scored_infinity_and_reported(tmp_path, device):
+    db_path = tmp_path / "t.db"
+    fb = FailingBench(planted_cost)
+    res = autofuse.tune(seed_fn, seed_args(device), settings=settings(db_path, trials=6, top_k=40), benchmarker=fb)
+    g = res.graphs[0]
+    fails = [e for _, e in g.failures if "out of resource" in e]
+    assert fails, g.failures
+    assert "failures" in res.report()
+    with TuningDB.open(db_path) as db:
+        bad = [m for m in db.measurements() if m["stats"]["error"]]
+    assert bad and all(m["features"]["config"]["num_warps"] == 16 and m["stats"]["median_us"] is None for m in bad)
+    assert all(k.config.num_warps != 16 for k in g.plan.kernels)
+    assert g.stored_id is not None
+
+
+def test_wrong_plan_is_never_stored(tmp_path, device, monkeypatch):
+    real_verify = finalists_mod.verify
+
+    def verify(f, gm, args, expected, options):
+        real_verify(f, gm, args, expected, options)
+        if "relu" in f.plan.realize:                     # pretend the optimum computes wrong values
+            f.error = "output[0]: wrong values (max abs error 1, tolerance rtol=0.0001 atol=0.0001)"
+
+    monkeypatch.setattr("autofuse.search.graph_tuner.verify", verify)
+    fb = FakeBenchmarker(planted_cost)
+    res = autofuse.tune(seed_fn, seed_args(device), settings=settings(tmp_path / "t.db"), benchmarker=fb)
+    g = res.graphs[0]
+    assert "relu" not in g.plan.realize
+    assert any("rejected: output[0]: wrong values" in e for _, e in g.failures)
+    with TuningDB.open(tmp_path / "t.db") as db:
+        assert all("relu" not in json.loads(p.plan_json)["realize"] for p in db.plans(g.graph_hash))
+
+
+def test_pick_needs_more_than_noise():
+    inc = Finalist("default", None, rounds_us=[100.0, 101.0, 104.0])
+    close = Finalist("tuned", None, rounds_us=[99.0, 100.0, 98.5])
+    far = Finalist("tuned", None, rounds_us=[80.0, 81.0, 80.5])
+    wrong = Finalist("tuned", None, rounds_us=[10.0], error="wrong values")
+    assert pick(inc, [close])[0] is inc and "spread" in pick(inc, [close])[1]
+    assert pick(inc, [far, wrong])[0] is far
+    assert pick(inc, [wrong])[0] is inc
+
+
+class InterruptingBench(FakeBenchmarker):
+    def __init__(self, cost, after):
+        super().__init__(cost)
+        self.after = after
+
+    def time(self, fn, what):
+        if what.get("kind") in ("pointwise", "reduction") and len(kernel_calls(self)) >= self.after:
+            raise KeyboardInterrupt
+        return super().time(fn, what)
+
+
+def test_ctrl_c_keeps_best_and_resume_continues(tmp_path, device):
+    db_path = tmp_path / "t.db"
+    args = seed_args(device)
+    fb = InterruptingBench(planted_cost, after=12)
+    res = autofuse.tune(seed_fn, args, settings=settings(db_path, trials=16), benchmarker=fb)
+    g = res.graphs[0]
+    assert res.interrupted and g.interrupted and "interrupted" in res.report()
+    assert g.stored_id is not None                              # the best verified plan so far is stored
+    with TuningDB.open(db_path) as db:
+        n_before = len(db.measurements())
+        assert n_before == 12                                   # what was measured is kept
+    import optuna
+    study = optuna.load_study(study_name=study_name(g.graph_hash, g.device), storage=f"sqlite:///{db_path}")
+    done_before = len([t for t in study.trials if t.state.name == "COMPLETE"])
+    assert done_before < 16
+    fb2 = FakeBenchmarker(planted_cost)
+    res2 = autofuse.tune(seed_fn, args, settings=settings(db_path, trials=16, resume=True), benchmarker=fb2)
+    study = optuna.load_study(study_name=study_name(g.graph_hash, g.device), storage=f"sqlite:///{db_path}")
+    assert len([t for t in study.trials if t.state.name == "COMPLETE"]) == 16
+    measured_again = {json.dumps(c["config"], sort_keys=True) + c["source"] for c in kernel_calls(fb2)}
+    with TuningDB.open(db_path) as db:
+        first = {json.dumps(m["features"]["config"], sort_keys=True) + m["features"]["source"]
+                 for m in db.measurements()[:n_before]}
+    assert not (measured_again & first)                         # nothing measured twice
+    assert sorted(sorted(k.nodes) for k in res2.graphs[0].plan.kernels) == [["mean", "output"], ["relu"]]
+
+
+WORKER = textwrap.dedent("""
+    import sys, json
+    sys.path.insert(0, {root!r})
+    import torch, autofuse
+    from autofuse.measure.timing import FakeBenchmarker
+    from autofuse.search.graph_tuner import TuneSettings
+    from autofuse.search.kernels import TunerSettings
+    from tests.test_search import planted_cost
+    from tests.helpers import seed_fn
+    g = torch.Generator().manual_seed(0)
+    args = (torch.randn(24, 40, generator=g), torch.randn(40, generator=g), torch.randn(40, generator=g),
+            torch.randn(40, generator=g))
+    s = TuneSettings(db={db!r}, trials={trials}, resume=True, seed={seed}, progress=False, compare_torch_compile=False,
+                     kernel=TunerSettings(explore=0.0))
+    res = autofuse.tune(seed_fn, args, settings=s, benchmarker=FakeBenchmarker(planted_cost))
+    print("RESULT", json.dumps({{"trials": res.graphs[0].trials, "hash": res.graphs[0].graph_hash,
+                                 "device": res.graphs[0].device}}))
+""")
+
+
+def test_two_workers_share_one_study(tmp_path):
+    db_path = str(tmp_path / "shared.db")
+    TuningDB.open(db_path).close()
+    env = dict(os.environ)
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    procs = [subprocess.Popen([sys.executable, "-c", WORKER.format(root=ROOT, db=db_path, trials=10, seed=s)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for s in (1, 2)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err[-3000:]
+    results = [json.loads(next(l for l in out.splitlines() if l.startswith("RESULT"))[7:]) for out, _ in outs]
+    import optuna
+    study = optuna.load_study(study_name=study_name(results[0]["hash"], results[0]["device"]),
+                              storage=f"sqlite:///{db_path}")
+    complete = [t for t in study.trials if t.state.name == "COMPLETE"]
+    # both workers added trials to the one study, and the baselines were enqueued once
+    assert len(complete) >= 10 and len({t.number for t in complete}) == len(complete)
+    assert sorted(t.user_attrs.get("baseline") for t in complete if t.user_attrs.get("baseline")) == ["inductor", "none", "tvm"]
+    with TuningDB.open(db_path) as db:
+        keys = [m["kernel_key"] for m in db.measurements()]
+        assert len(keys) == len(set(keys))
+        assert len(db.plans(results[0]["hash"])) == 2
+
+
+def test_cli_tune_without_gpu_stores_predicted(tmp_path):
+    model = tmp_path / "small.py"
+    model.write_text(textwrap.dedent("""
+        import torch
+        class Model(torch.nn.Module):
+            def forward(self, x, w):
+                return torch.softmax(x * w, dim=-1)
+        def get_inputs():
+            g = torch.Generator().manual_seed(0)
+            return [torch.randn(20, 33, generator=g), torch.randn(33, generator=g)]
+        def get_init_inputs():
+            return []
+    """))
+    db_path = tmp_path / "t.db"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    r = subprocess.run([sys.executable, "-m", "autofuse", "tune", str(model), "--trials", "4", "--db", str(db_path),
+                        "--device", "cpu", "--no-progress", "--json", str(tmp_path / "r.json")],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "nothing was measured" in r.stdout and "predicted" in r.stdout
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["measured"] is False and data["graphs"][0]["source"] == "predicted"
+    with TuningDB.open(db_path) as db:
+        plans = db.plans(data["graphs"][0]["graph_hash"])
+        assert [p.source for p in plans] == ["predicted"] and plans[0].device == "cpu:triton-interpreter"
+        assert db.measurements() == []                        # predictions are never stored as measurements
+
+
+def test_on_miss_tune_at_compile_time(tmp_path, device):
+    args = seed_args(device)
+    rec = autofuse.api.Recorder()
+    f = autofuse.compile(seed_fn, db=str(tmp_path / "t.db"), on_miss="tune", recorder=rec)
+    assert compare(f(*args), seed_fn(*args)) is None
+    with TuningDB.open(tmp_path / "t.db") as db:
+        graphs = db.list_graphs()
+        assert len(graphs) == 1 and db.plans(graphs[0]["hash"])
+
+
+def test_fake_benchmarker_counts_and_timing_stats():
+    t = Timing.of([3.0, 1.0, 2.0, 10.0, 2.5])
+    assert t.median_us == 2.5 and t.min_us == 1.0 and t.reps == 5 and t.spread_us > 0
+    fb = FakeBenchmarker(lambda r: 5.0)
+    assert fb.time(lambda: None, {"kind": "plan", "kernels": [{}, {}]}).median_us == 12.0
