@@ -1,7 +1,11 @@
 """Run the benchmark suite in one process on one GPU: eager, torch.compile (default and
-max-autotune-no-cudagraphs), autofuse's inductor plan (and the tuned plan once the search exists).
+max-autotune-no-cudagraphs), autofuse's inductor plan, and autofuse's tuned plan.
 
     python3 -m benchmarks.run [--cases NAME ...] [--out benchmarks/results] [--reps 50]
+                              [--tune-trials 12] [--tune-budget 60] [--db FILE]
+
+With --tune-trials > 0 each case is first tuned (`autofuse.tune`, plans stored in --db, default
+OUT/tuning.db); "autofuse_tuned" is then `autofuse.compile` reading the stored plan.
 
 Writes results.json, results.md and results.png: median time (CUDA events, inputs rotated so the
 L2 cache does not flatter small cases), speedup over Inductor default, and the share of the copy
@@ -76,25 +80,48 @@ def close(a: Any, b: Any) -> bool:
     return bool(torch.allclose(a.float(), b.float(), rtol=tol, atol=tol))
 
 
-def variants(fn: Callable[..., Any]) -> dict[str, Callable[..., Any]]:
+NAMES = ["eager", "inductor", "inductor_max_autotune", "autofuse_inductor_plan", "autofuse_tuned"]
+
+
+def variants(fn: Callable[..., Any], db: str | None = None) -> dict[str, Callable[..., Any]]:
     import autofuse
     torch._dynamo.reset()
-    return {
+    out = {
         "eager": fn,
         "inductor": torch.compile(fn),
         "inductor_max_autotune": torch.compile(fn, mode="max-autotune-no-cudagraphs"),
         "autofuse_inductor_plan": autofuse.compile(fn, strategy="inductor"),
     }
+    if db is not None:
+        out["autofuse_tuned"] = autofuse.compile(fn, db=db, on_miss="error")
+    return out
 
 
-def run_case(case, reps: int, bw: float) -> dict[str, Any]:
+def tune_case(fn: Callable[..., Any], args: tuple, db: str, trials: int, budget: float) -> dict[str, Any]:
+    """Tune the case's graphs (plans stored in db); what the search did, for the results file."""
+    import autofuse
+    t0 = time.perf_counter()
+    res = autofuse.tune(fn, args, db=db, trials=trials, time_budget=budget, progress=False, compare_torch_compile=False)
+    print(res.report(), flush=True)
+    return {"seconds": time.perf_counter() - t0, **res.to_json()}
+
+
+def run_case(case, reps: int, bw: float, tune: tuple[str, int, float] | None = None) -> dict[str, Any]:
     fn, args = case.build("cuda", 1.0)
     out = fn(*args)
     min_bytes = nbytes(args) + nbytes(out)
     sets = max(1, min(8, -(-3 * L2_BYTES // max(min_bytes, 1))))
     input_sets = [args] + [case.build("cuda", 1.0)[1] for _ in range(sets - 1)] if sets > 1 else [args]
     row: dict[str, Any] = {"case": case.name, "min_bytes": min_bytes, "input_sets": len(input_sets), "variants": {}}
-    for name, f in variants(fn).items():
+    db = None
+    if tune is not None:
+        db = tune[0]
+        try:
+            row["tune"] = tune_case(fn, args, *tune)
+        except Exception as e:  # noqa: BLE001 - a failed tune is reported; the other variants still run
+            row["tune"] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"}
+            db = None
+    for name, f in variants(fn, db).items():
         entry: dict[str, Any] = {}
         try:
             ok = close(f(*args), out)
@@ -112,12 +139,12 @@ def run_case(case, reps: int, bw: float) -> dict[str, Any]:
         if ind and entry.get("ms"):
             entry["speedup_vs_inductor"] = ind / entry["ms"]
     if case.name.startswith("seed_f32_1024"):
-        row["host_overhead_us"] = {n: host_overhead_us(f, args) for n, f in variants(fn).items()}
+        row["host_overhead_us"] = {n: host_overhead_us(f, args) for n, f in variants(fn, db).items()}
     return row
 
 
 def markdown(results: dict[str, Any]) -> str:
-    names = ["eager", "inductor", "inductor_max_autotune", "autofuse_inductor_plan"]
+    names = [n for n in NAMES if any(n in r["variants"] for r in results["cases"])]
     lines = [f"Device: {results['device']}; torch {results['torch']}, triton {results['triton']}; "
              f"{results['date']}; copy bandwidth {results['copy_bandwidth_TBps']:.2f} TB/s (measured in this run).", "",
              "| case | MB | " + " | ".join(f"{n} ms (× ind, % bw)" for n in names) + " |",
@@ -143,7 +170,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    names = ["eager", "inductor", "inductor_max_autotune", "autofuse_inductor_plan"]
+    names = [n for n in NAMES if any(n in r["variants"] for r in results["cases"])]
     cases = [r["case"] for r in results["cases"]]
     fig, ax = plt.subplots(figsize=(12, 5))
     w = 0.8 / len(names)
@@ -163,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cases", nargs="*", default=None)
     p.add_argument("--out", default="benchmarks/results")
     p.add_argument("--reps", type=int, default=50)
+    p.add_argument("--tune-trials", type=int, default=12, help="trials per graph of each case's tune (0: no tuned column)")
+    p.add_argument("--tune-budget", type=float, default=60.0, help="seconds of search per case")
+    p.add_argument("--db", default=None, help="tuning DB for the tuned plans (default OUT/tuning.db)")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
         print("benchmarks need a CUDA GPU", file=sys.stderr)
@@ -177,8 +207,11 @@ def main(argv: list[str] | None = None) -> int:
                "copy_bandwidth_TBps": bw / 1e12, "cases": []}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    tune = None
+    if args.tune_trials > 0:
+        tune = (args.db or str(out / "tuning.db"), args.tune_trials, args.tune_budget)
     for case in cases:
-        results["cases"].append(run_case(case, args.reps, bw))
+        results["cases"].append(run_case(case, args.reps, bw, tune))
         torch.cuda.empty_cache()
         (out / "results.json").write_text(json.dumps(results, indent=1))  # partial results survive a timeout
     (out / "results.md").write_text(markdown(results))
