@@ -1,0 +1,84 @@
+"""`autofuse retrain`: train the cost model from the tuning DB's measurements and report how it ranks."""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from typing import Any, Sequence
+
+from .model import ESTIMATORS
+from .select import format_comparison
+from .train import RetrainOptions, RetrainResult, retrain
+
+URL_HELP = "tuning DB path or SQLAlchemy URL (default: $AUTOFUSE_DB, else ~/.cache/autofuse/tuning.db)"
+
+
+def register(subparsers: Any) -> None:
+    """Add the `retrain` command to an argparse subparsers object."""
+    p = subparsers.add_parser("retrain", help="retrain the kernel cost model from the measurements in the tuning DB")
+    p.add_argument("--db", metavar="URL", default=None, help=URL_HELP)
+    p.add_argument("--device", default=None, help="device name as stored, e.g. 'NVIDIA H200' (default: the DB's device "
+                                                  "with most measurements)")
+    p.add_argument("--force", action="store_true", help="store the new model even if it ranks worse than the current one")
+    p.add_argument("--seed", type=int, default=0, help="seed of the split into training and held-out graphs")
+    p.add_argument("--estimator", choices=(*ESTIMATORS, "auto"), default="hgb",
+                   help="regressor (default hgb); auto compares all on the training graphs and keeps the best")
+    p.add_argument("--no-compile", action="store_true",
+                   help="skip the sm_90 compile features (registers, spills, occupancy): faster, less accurate")
+    p.add_argument("--jobs", type=int, default=1, metavar="N", help="processes compiling kernels for features")
+    p.set_defaults(func=cmd_retrain)
+
+
+def _f(v: float | None) -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3f}"
+
+
+def metrics_table(result: RetrainResult) -> str:
+    """Held-out metrics of the new model and the current one, side by side."""
+    rows = [("spearman", "spearman"), ("pairwise accuracy", "pairwise"), ("peak@1", "peak1"), ("peak@5", "peak5"),
+            ("regret of top pick", "regret"), ("log-time MAE", "mae_log")]
+    cur_name = f"current ({result.current_version})" if result.current is not None else "current (none)"
+    header = ("held-out metric", f"new ({result.model.version})" if result.model else "new", cur_name)
+    body = [(label, _f(getattr(result.new, k)), _f(getattr(result.current, k)) if result.current else "-")
+            for label, k in rows]
+    n = result.new
+    body.append(("kernels / groups / pairs", f"{n.kernels} / {n.groups} / {n.pairs}", ""))
+    widths = [max(len(r[i]) for r in (header, *body)) for i in range(3)]
+    return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in (header, *body))
+
+
+def report(result: RetrainResult) -> str:
+    if result.new is None:
+        return f"autofuse retrain: {result.message}"
+    parts = [f"cost model for {result.device}: trained on {result.train_size} measurements, "
+             f"held out {result.test_size} (whole graphs)"]
+    if result.comparison:
+        parts += ["estimators compared on the training graphs:", format_comparison(result.comparison)]
+    parts += [metrics_table(result), result.message]
+    return "\n".join(parts)
+
+
+def cmd_retrain(args: argparse.Namespace) -> int:
+    from tuning_db import DBError, TuningDB
+    opts = RetrainOptions(estimator=None if args.estimator == "auto" else args.estimator,
+                          compile=not args.no_compile, workers=max(1, args.jobs))
+    try:
+        with TuningDB.open(args.db) as db:
+            result = retrain(db, args.device, force=args.force, seed=args.seed, options=opts)
+    except DBError as e:
+        print(f"autofuse: {e}", file=sys.stderr)
+        return 2
+    print(report(result))
+    return 0 if result.stored or result.new is not None else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m costmodel.cli retrain ...` (the same command as `autofuse retrain`)."""
+    parser = argparse.ArgumentParser(prog="costmodel")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

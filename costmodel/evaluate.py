@@ -1,0 +1,138 @@
+"""Held-out evaluation of kernel-time predictions, and the plan-level prediction.
+
+Splits are by graph hash, never by kernel: every candidate of a held-out graph is unseen, as in
+the search. Metrics, over the held-out measurements:
+- spearman: rank correlation of predicted and measured time over all kernels;
+- pairwise: share of candidate pairs within one `group` (same kernel, different configs) ordered
+  correctly; pairs whose measured times are within 1% are ties and left out, a predicted tie
+  counts half;
+- peak@1 / peak@5: over groups with at least 2 candidates, is the predicted-best candidate the
+  measured best (within 1%) / among the measured 5 best (within 1% of the 5th);
+- regret: mean over those groups of measured(predicted best) / measured best - 1;
+- mae_log: mean |log predicted - log measured|.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from .model import CostModel, measured_us, usable
+
+TIE = 0.01
+
+
+@dataclass(frozen=True)
+class Metrics:
+    spearman: float
+    pairwise: float
+    peak1: float
+    peak5: float
+    regret: float
+    mae_log: float
+    kernels: int
+    groups: int     # groups with >= 2 candidates
+    pairs: int      # non-tied pairs scored
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(self).items()}
+
+    @staticmethod
+    def from_json(d: Mapping[str, Any]) -> "Metrics":
+        return Metrics(**{k: (float("nan") if d.get(k) is None else d[k]) for k in Metrics.__dataclass_fields__})
+
+
+def _graph_point(graph: str, seed: int) -> float:
+    """A graph's fixed point in [0, 1) for a seed."""
+    return int(hashlib.sha256(f"{seed}:{graph}".encode()).hexdigest()[:15], 16) / 16**15
+
+
+def split_by_graph(measurements: Sequence[Mapping[str, Any]], test_fraction: float = 0.25,
+                   seed: int = 0) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+    """(train, test): whole graphs to each side, by a seeded hash of the graph.
+
+    A graph is held out when its point is below `test_fraction`, so its side never changes as the
+    DB grows (a model trained with one seed never saw the held-out graphs of a later retrain with
+    the same seed). With two or more graphs each side gets at least one.
+    """
+    graphs = sorted({str(m["features"].get("graph")) for m in measurements}, key=lambda g: _graph_point(g, seed))
+    if len(graphs) < 2:
+        return list(measurements), []
+    test = {g for g in graphs if _graph_point(g, seed) < test_fraction}
+    if not test:
+        test = {graphs[0]}
+    if len(test) == len(graphs):
+        test.discard(graphs[-1])
+    train = [m for m in measurements if str(m["features"].get("graph")) not in test]
+    held = [m for m in measurements if str(m["features"].get("graph")) in test]
+    return train, held
+
+
+def _spearman(a: np.ndarray, b: np.ndarray) -> float:
+    if len(a) < 2 or np.all(a == a[0]) or np.all(b == b[0]):
+        return float("nan")
+    from scipy.stats import spearmanr
+    r = spearmanr(a, b).statistic
+    return float(r) if np.isfinite(r) else float("nan")
+
+
+def metrics(measured: Sequence[float], predicted: Sequence[float], groups: Sequence[str]) -> Metrics:
+    """Metrics of predicted vs measured times (µs), candidates grouped by `groups` (see the module note)."""
+    m = np.asarray(measured, dtype=np.float64)
+    p = np.asarray(predicted, dtype=np.float64)
+    if len(m) != len(p) or len(m) != len(groups):
+        raise ValueError("measured, predicted and groups must have one entry per kernel")
+    by_group: dict[str, list[int]] = defaultdict(list)
+    for i, g in enumerate(groups):
+        by_group[g].append(i)
+    correct, pairs, hits1, hits5, regrets = 0.0, 0, 0, 0, []
+    multi = [ix for ix in by_group.values() if len(ix) >= 2]
+    for ix in multi:
+        for a in range(len(ix)):
+            for b in range(a + 1, len(ix)):
+                i, j = ix[a], ix[b]
+                if abs(m[i] - m[j]) <= TIE * min(m[i], m[j]):
+                    continue
+                pairs += 1
+                if p[i] == p[j]:
+                    correct += 0.5
+                elif (p[i] < p[j]) == (m[i] < m[j]):
+                    correct += 1
+        pick = ix[int(np.argmin(p[ix]))]
+        ordered = np.sort(m[ix])
+        hits1 += m[pick] <= ordered[0] * (1 + TIE)
+        hits5 += m[pick] <= ordered[min(4, len(ordered) - 1)] * (1 + TIE)
+        regrets.append(m[pick] / ordered[0] - 1)
+    nan = float("nan")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mae = float(np.mean(np.abs(np.log(p) - np.log(m)))) if len(m) else nan
+    return Metrics(spearman=_spearman(m, p), pairwise=float(correct / pairs) if pairs else nan,
+                   peak1=float(hits1 / len(multi)) if multi else nan, peak5=float(hits5 / len(multi)) if multi else nan,
+                   regret=float(np.mean(regrets)) if regrets else nan, mae_log=mae,
+                   kernels=len(m), groups=len(multi), pairs=pairs)
+
+
+def evaluate(predictor: Any, measurements: Sequence[Mapping[str, Any]]) -> Metrics:
+    """Metrics of a predictor (anything with `predict_us(records)`) on usable measurements."""
+    rows = usable(measurements)
+    pred = list(predictor.predict_us([r["features"] for r in rows])) if rows else []
+    return metrics(measured_us(rows), pred, [str(r["features"].get("group")) for r in rows])
+
+
+def launch_overhead_us(model: Any) -> float:
+    """The per-launch term of a model or predictor (0 for one that puts it in each kernel's time)."""
+    if hasattr(model, "resolve"):          # a lazily loaded predictor
+        model = model.resolve()
+    model = getattr(model, "model", model)  # a LearnedPredictor's CostModel
+    return float(model.launch_overhead_us) if isinstance(model, CostModel) else 0.0
+
+
+def predict_plan_us(model: Any, kernel_records: Sequence[dict], n_launches: int) -> float:
+    """A plan's time: its kernels' predicted times plus a per-launch overhead for `n_launches`
+    launches (kernels and ATen fallbacks). A ByteCountPredictor already adds its overhead per kernel."""
+    kernels = float(np.sum(model.predict_us(list(kernel_records)))) if kernel_records else 0.0
+    return kernels + n_launches * launch_overhead_us(model)

@@ -1,0 +1,200 @@
+"""CostModel: a scikit-learn regressor of log kernel time over `features.FEATURE_NAMES`, as a value.
+
+The model is what the tuning DB stores (pickled, with its version, feature list and a description
+of its training data) and what `LearnedPredictor` wraps. Training rows are the measurements whose
+stats have a positive median (failed or wrong kernels carry `median_us` null and are skipped).
+
+Note: candidate estimators (`ESTIMATORS`) are compared by `select.compare_estimators` on graphs
+held out of training; HistGradientBoosting handles NaN features natively, the others see NaN
+replaced by the training median (`SimpleImputer`, keeping all-NaN columns as 0).
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import pickle
+import platform
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from .features import FEATURE_NAMES, FEATURE_SCHEMA, feature_matrix
+from .predict import DEFAULT_LAUNCH_US
+
+MODEL_FORMAT = 1
+ESTIMATORS = ("hgb", "gbr", "rf", "et")
+DEFAULT_ESTIMATOR = "hgb"
+
+
+class FillEmptyColumns:
+    """Sets columns that were all NaN in training to 0 (HistGradientBoosting cannot bin them); other
+    NaN stay NaN, for estimators that handle missing values natively."""
+
+    def fit(self, x: np.ndarray, y: Any = None) -> "FillEmptyColumns":
+        self.empty_ = np.all(np.isnan(np.asarray(x, dtype=np.float64)), axis=0)
+        return self
+
+    def transform(self, x: np.ndarray) -> np.ndarray:
+        x = np.array(x, dtype=np.float64, copy=True)
+        x[:, self.empty_] = 0.0
+        return x
+
+    def fit_transform(self, x: np.ndarray, y: Any = None) -> np.ndarray:
+        return self.fit(x, y).transform(x)
+
+    def get_params(self, deep: bool = True) -> dict:
+        return {}
+
+    def set_params(self, **params: Any) -> "FillEmptyColumns":
+        return self
+
+
+def _native_nan(est: Any) -> Any:
+    from sklearn.pipeline import make_pipeline
+    return make_pipeline(FillEmptyColumns(), est)
+
+
+def _imputed(est: Any) -> Any:
+    from sklearn.impute import SimpleImputer
+    from sklearn.pipeline import make_pipeline
+    return make_pipeline(SimpleImputer(strategy="median", keep_empty_features=True), est)
+
+
+def make_estimator(name: str, seed: int = 0) -> Any:
+    """A fresh, unfitted regressor by short name (see ESTIMATORS)."""
+    from sklearn.ensemble import (ExtraTreesRegressor, GradientBoostingRegressor, HistGradientBoostingRegressor,
+                                  RandomForestRegressor)
+    makers: dict[str, Callable[[], Any]] = {
+        "hgb": lambda: _native_nan(HistGradientBoostingRegressor(
+            max_iter=400, learning_rate=0.06, max_leaf_nodes=31, min_samples_leaf=10, l2_regularization=1e-3,
+            early_stopping=False, random_state=seed)),
+        "gbr": lambda: _imputed(GradientBoostingRegressor(n_estimators=400, learning_rate=0.05, max_depth=5,
+                                                          subsample=0.8, random_state=seed)),
+        "rf": lambda: _imputed(RandomForestRegressor(n_estimators=300, min_samples_leaf=2, max_features=0.5,
+                                                     random_state=seed)),
+        "et": lambda: _imputed(ExtraTreesRegressor(n_estimators=300, min_samples_leaf=2, max_features=0.7,
+                                                   random_state=seed)),
+    }
+    if name not in makers:
+        raise ValueError(f"unknown estimator {name!r}; choose one of {', '.join(ESTIMATORS)}")
+    return makers[name]()
+
+
+def usable(measurements: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Measurements that can train or test a model: a positive, finite median and no error."""
+    out = []
+    for m in measurements:
+        s = m.get("stats") or {}
+        t = s.get("median_us")
+        if isinstance(t, (int, float)) and math.isfinite(t) and t > 0 and not s.get("error") and m.get("features"):
+            out.append(m)
+    return out
+
+
+def measured_us(measurements: Sequence[Mapping[str, Any]]) -> np.ndarray:
+    return np.array([float(m["stats"]["median_us"]) for m in measurements], dtype=np.float64)
+
+
+def describe(measurements: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """What a model was trained on: counts, devices, kinds, time range, and the software stack."""
+    import sklearn
+    feats = [m["features"] for m in measurements]
+    created = sorted(str(m["created"]) for m in measurements if m.get("created") is not None)
+    try:
+        import triton
+        triton_version = triton.__version__
+    except Exception:  # noqa: BLE001
+        triton_version = None
+    return {"measurements": len(feats), "graphs": len({f.get("graph") for f in feats}),
+            "groups": len({f.get("group") for f in feats}),
+            "kinds": {k: sum(f.get("kind") == k for f in feats) for k in ("pointwise", "reduction")},
+            "devices": sorted({str(m.get("device")) for m in measurements}),
+            "first": created[0] if created else None, "last": created[-1] if created else None,
+            "feature_schema": FEATURE_SCHEMA, "sklearn": sklearn.__version__, "triton": triton_version,
+            "python": platform.python_version()}
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """A fitted regressor of log(kernel µs) and everything needed to use it on new records."""
+
+    version: str
+    estimator_name: str
+    feature_names: tuple[str, ...]
+    estimator: Any = field(repr=False, compare=False)
+    compiled_features: bool = True          # were sm_90 compile features used (and must be at predict time)
+    launch_overhead_us: float = DEFAULT_LAUNCH_US  # per kernel launch, added at the plan level
+    trained_on: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+    def features(self, records: Sequence[dict]) -> np.ndarray:
+        """The feature matrix of kernel records in this model's column order (unknown columns NaN)."""
+        x = feature_matrix(records, compile=self.compiled_features)
+        if tuple(self.feature_names) == FEATURE_NAMES:
+            return x
+        cols = {n: i for i, n in enumerate(FEATURE_NAMES)}
+        out = np.full((x.shape[0], len(self.feature_names)), np.nan)
+        for j, n in enumerate(self.feature_names):
+            if n in cols:
+                out[:, j] = x[:, cols[n]]
+        return out
+
+    def predict_log_us(self, records: Sequence[dict]) -> np.ndarray:
+        from threadpoolctl import threadpool_limits
+        if not records:
+            return np.zeros(0)
+        x = self.features(records)
+        with threadpool_limits(1):
+            return np.asarray(self.estimator.predict(x), dtype=np.float64)
+
+    def predict_us(self, records: Sequence[dict]) -> np.ndarray:
+        """Predicted kernel times (µs) of kernel feature records."""
+        return np.exp(self.predict_log_us(records))
+
+    def to_bytes(self) -> bytes:
+        return pickle.dumps({"format": MODEL_FORMAT, "model": self}, protocol=pickle.HIGHEST_PROTOCOL)
+
+    @staticmethod
+    def from_bytes(blob: bytes) -> "CostModel":
+        """The model in a blob from `to_bytes`; ValueError if it is something else."""
+        obj = pickle.loads(blob)  # noqa: S301 - blobs come from the user's own tuning DB or package
+        if not isinstance(obj, dict) or obj.get("format") != MODEL_FORMAT or not isinstance(obj.get("model"), CostModel):
+            raise ValueError("not an autofuse cost model blob (or one of another format)")
+        return obj["model"]
+
+
+def model_version(estimator_name: str, measurements: Sequence[Mapping[str, Any]], seed: int) -> str:
+    """Deterministic: the same training data, estimator and seed give the same version."""
+    h = hashlib.sha256()
+    for m in measurements:
+        h.update(str(m.get("kernel_key", "")).encode())
+        h.update(repr(m["stats"]["median_us"]).encode())
+    h.update(f"{estimator_name}:{seed}:{FEATURE_SCHEMA}".encode())
+    return f"cm{FEATURE_SCHEMA}-{estimator_name}-{h.hexdigest()[:10]}"
+
+
+def fit_matrix(x: np.ndarray, y_us: np.ndarray, estimator_name: str, seed: int = 0) -> Any:
+    """A fitted estimator of log(µs) from a feature matrix (for comparing estimators on one matrix)."""
+    from threadpoolctl import threadpool_limits
+    est = make_estimator(estimator_name, seed)
+    with threadpool_limits(1):  # OpenMP threads make small fits slower, by 10x on a shared machine
+        est.fit(x, np.log(y_us))
+    return est
+
+
+def fit(measurements: Sequence[Mapping[str, Any]], estimator: str = DEFAULT_ESTIMATOR, seed: int = 0,
+        compile: bool = True, launch_overhead_us: float = DEFAULT_LAUNCH_US, workers: int = 1,
+        x: np.ndarray | None = None) -> CostModel:
+    """Train on measurements ({"features", "stats", ...} as `TuningDB.measurements` returns them).
+
+    Unusable rows (failed kernels) are dropped; `x` may pass the precomputed feature matrix of the
+    usable rows (`usable(measurements)`, in order). ValueError when fewer than 2 usable rows remain.
+    """
+    rows = usable(measurements)
+    if len(rows) < 2:
+        raise ValueError(f"too few usable measurements to train on ({len(rows)})")
+    if x is None:
+        x = feature_matrix([m["features"] for m in rows], compile=compile, workers=workers)
+    est = fit_matrix(x, measured_us(rows), estimator, seed)
+    return CostModel(model_version(estimator, rows, seed), estimator, FEATURE_NAMES, est, compile,
+                     float(launch_overhead_us), describe(rows))
