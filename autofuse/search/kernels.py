@@ -109,7 +109,7 @@ def group_key(default_record: dict[str, Any]) -> str:
 
 def candidate_configs(group: Any, default: LaunchConfig, interpret: bool,
                       ranges: dict[str, dict[str, tuple[int, ...]]] = CONFIG_RANGES, limit: int = 48) -> list[LaunchConfig]:
-    """Legal configs for the group, nearest the default first (the default itself first)."""
+    """Legal configs for the group: the default first, then each family's nearest the default, in turn."""
     kinds = ["pointwise"] if not group.is_reduction else ["persistent", "looped"]
     known = {f.name for f in fields(LaunchConfig)}
     out: dict[LaunchConfig, None] = {default: None}
@@ -133,8 +133,28 @@ def candidate_configs(group: Any, default: LaunchConfig, interpret: bool,
             if elems < cfg.num_warps * 32 // 4 or elems > cfg.num_warps * 32 * 128:
                 continue  # threads idle, or too many elements per thread to stay in registers
             out[cfg] = None
-    cands = list(out)
-    return [default] + sorted(cands[1:], key=lambda c: _distance(c, default))[: max(0, limit - 1)]
+    near = sorted(list(out)[1:], key=lambda c: _distance(c, default))
+    return [default] + _interleave_families(near)[: max(0, limit - 1)]
+
+
+def _family(c: LaunchConfig) -> tuple:
+    return (c.persistent, getattr(c, "split", 1) > 1)
+
+
+def _interleave_families(ranked: list[LaunchConfig]) -> list[LaunchConfig]:
+    """Round-robin over config families (persistent/looped, split or not), each in rank order: when
+    the predictor cannot tell configs apart (the byte-count estimate), the measured few still cover
+    every kind of kernel instead of the default's nearest neighbours only."""
+    fams: dict[tuple, list[LaunchConfig]] = {}
+    for c in ranked:
+        fams.setdefault(_family(c), []).append(c)
+    out: list[LaunchConfig] = []
+    queues = list(fams.values())
+    while any(queues):
+        for q in queues:
+            if q:
+                out.append(q.pop(0))
+    return out
 
 
 def _distance(a: LaunchConfig, b: LaunchConfig) -> tuple:
@@ -211,7 +231,8 @@ class KernelTuner:
         if not rest:
             return [default]
         preds = self._predict([variants[c][2] for c in rest])
-        ranked = [c for _, _, c in sorted(((p, i, c) for i, (p, c) in enumerate(zip(preds, rest))), key=lambda t: t[:2])]
+        ranked = _interleave_families([c for _, _, c in sorted(((p, i, c) for i, (p, c) in enumerate(zip(preds, rest))),
+                                                               key=lambda t: t[:2])])
         k = self.settings.top_k if self.bench.measures else 1
         n_explore = int(round(k * self.settings.explore)) if self.bench.measures else 0
         top = ranked[: max(0, k - n_explore)]
