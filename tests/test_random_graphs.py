@@ -46,7 +46,7 @@ class SmallBlocks(Heuristics):
 
     looped: bool = True
 
-    def launch_config(self, kind, numel, rnumel, interpret, outer=False):
+    def launch_config(self, kind, numel, rnumel, interpret, outer=False, splittable=False):
         if kind == "pointwise":
             return LaunchConfig(XBLOCK=16)
         if self.looped:

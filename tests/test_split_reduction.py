@@ -177,3 +177,17 @@ def test_default_heuristics_split_on_gpu_only():
     # on the CPU the default plan never splits; softmax is not splittable even on the GPU heuristics' terms
     art = compile_graph(trace_aten(colsum, [rand((64, 8))]), [rand((64, 8))], CompileOptions(strict=True, use_db=False))
     assert all(k.config is None or k.config.split == 1 for k in art.plan.kernels)
+
+
+def test_x_loop_prologue_feeding_the_r_loop():
+    # a per-row value (x loop, before the reduction; long enough to be realized) read inside the r
+    # loop and also an output: the partial kernel computes it once before its loop, the combine stores it
+    def fn(x, b):
+        s = b
+        for _ in range(20):
+            s = s * 1.01 + 0.1
+        return s, (x * s[:, None]).sum(1)
+    compiled = check_split(fn, [rand((6, 2000)), rand((6,))], 3, persistent=False, XBLOCK=2, RBLOCK=256)
+    (red,) = kernels_of(compiled)
+    partial = red.source.split(f"def {red.name}(")[1].split("_combine(")[0]
+    assert partial.index("tl.load(in_ptr0 + (xindex)") < partial.index("for roffset")

@@ -482,10 +482,15 @@ class KernelWriter(OpsHandler):
         phase = self.phases()
         rnodes = [(n, p) for n, p in self.members if p.cls in ("r", "red")]
         npasses = 1 + max([phase[n.name] for n, _ in rnodes], default=0)
+        read = set().union(*(n.read_names for n, _ in self.members))
         for k in range(npasses + 1):
             for node, pl in self.members:
-                if pl.cls == "x" and phase[node.name] == k and x_loop:
+                if pl.cls != "x" or phase[node.name] != k:
+                    continue
+                if x_loop:
                     self.emit_pointwise(node, pl)
+                elif k == 0 and node.name in read:  # stored by the combine; computed once, outside the r loop
+                    self.value_of(node.name)
             if k == npasses:
                 break
             in_pass = [(n, p) for n, p in rnodes if phase[n.name] == k]
