@@ -5,12 +5,14 @@ kernel's feature record, or {"kind": "plan", "kernels": [...]}) so that a fake o
 benchmarker can answer without running anything. `measures` says whether the answer is a
 measurement (stored in the tuning DB, a fact) or a prediction (never stored as a measurement).
 The CUDA benchmarker zeroes a buffer twice the L2 size before every rep, so no rep reads what
-the previous one left in the cache, and times only fn between CUDA events.
+the previous one left in the cache, then queues a spin kernel longer than fn's host-side launch
+time, so the events around fn measure the GPU's work and not the host's launch latency.
 """
 from __future__ import annotations
 
 import math
 import statistics
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol, Sequence
 
@@ -73,10 +75,18 @@ class CudaEventBenchmarker:
         torch.cuda.synchronize()
         one_ms = max(probe_s.elapsed_time(probe_e), 1e-3)
         reps = max(5, min(self.reps, int(self.max_seconds * 1e3 / one_ms)))
+        t0 = time.perf_counter()
+        fn()
+        host_s = time.perf_counter() - t0
+        # keep the GPU busy while the host launches fn, so the events time the GPU's work only
+        # (host overhead is reported separately), not the host's launch latency
+        spin = int(min(5e7, max(2e5, 4e9 * host_s)))
+        torch.cuda.synchronize()
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
         for i in range(reps):
             self._flush.zero_()
+            torch.cuda._sleep(spin)
             starts[i].record()
             fn()
             ends[i].record()

@@ -110,7 +110,10 @@ def group_key(default_record: dict[str, Any]) -> str:
 def candidate_configs(group: Any, default: LaunchConfig, interpret: bool,
                       ranges: dict[str, dict[str, tuple[int, ...]]] = CONFIG_RANGES, limit: int = 48) -> list[LaunchConfig]:
     """Legal configs for the group: the default first, then each family's nearest the default, in turn."""
+    from ..compiler import _is_outer_reduction
     kinds = ["pointwise"] if not group.is_reduction else ["persistent", "looped"]
+    if group.is_reduction and _is_outer_reduction(group):
+        kinds.append("outer")
     known = {f.name for f in fields(LaunchConfig)}
     out: dict[LaunchConfig, None] = {default: None}
     xmax = next_pow2(max(group.numel, 1))
@@ -123,6 +126,9 @@ def candidate_configs(group: Any, default: LaunchConfig, interpret: bool,
             if group.is_reduction:
                 kw["persistent"] = kind == "persistent"
                 if kind == "persistent":
+                    kw["RBLOCK"] = rfull
+                elif kind == "outer" and kw["RBLOCK"] >= rfull:
+                    kw["persistent"] = True
                     kw["RBLOCK"] = rfull
                 elif kw.get("RBLOCK", 1) >= rfull:
                     continue
@@ -138,7 +144,7 @@ def candidate_configs(group: Any, default: LaunchConfig, interpret: bool,
 
 
 def _family(c: LaunchConfig) -> tuple:
-    return (c.persistent, getattr(c, "split", 1) > 1)
+    return (c.persistent, getattr(c, "split", 1) > 1, c.XBLOCK >= 16 and c.RBLOCK <= 64 and not c.persistent)
 
 
 def _interleave_families(ranked: list[LaunchConfig]) -> list[LaunchConfig]:
