@@ -9,7 +9,8 @@ keyed by sha256 of module source + config + signature + Triton version), since a
 Note: a source generated for the CPU carries the interpreter prelude (core-op compositions); it is
 compiled with the GPU prelude instead, so CPU-generated and GPU-generated records of one kernel get
 the same numbers. A kernel that does not compile gets NaN stats with the error (cached: compiling
-is deterministic); a missing toolchain gets NaN stats, not cached. Nothing here raises.
+is deterministic); a missing toolchain gets NaN stats, not cached. Nothing here raises. In a
+process whose Triton was imported with TRITON_INTERPRET=1, compiling happens in a subprocess.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import warnings
@@ -118,16 +120,23 @@ def compiled_stats(record: dict, cache: Path | None = None) -> CompiledStats:
     return stats
 
 
+def _to_json(stats: CompiledStats) -> dict[str, Any]:
+    return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(stats).items()}
+
+
+def _from_json(d: dict[str, Any]) -> CompiledStats:
+    return CompiledStats(**{k: (float("nan") if v is None and k != "error" else v) for k, v in d.items()})
+
+
 def _read_cache(path: Path) -> CompiledStats | None:
     try:
-        d = json.loads(path.read_text())
-        return CompiledStats(**{k: (float("nan") if v is None and k != "error" else v) for k, v in d.items()})
+        return _from_json(json.loads(path.read_text()))
     except (OSError, ValueError, TypeError):
         return None
 
 
 def _write_cache(path: Path, stats: CompiledStats) -> None:
-    d = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(stats).items()}
+    d = _to_json(stats)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
@@ -162,6 +171,13 @@ def _jit_function(module_source: str, kernel_fn: str) -> Any:
         return getattr(mod, kernel_fn)
 
 
+def _interpreter_imported(triton: Any) -> bool:
+    """Was Triton imported with TRITON_INTERPRET=1? Its standard-library jit functions (the combine
+    functions reductions use) are then interpreter-only, and nothing using them compiles here."""
+    std = getattr(getattr(triton, "language", None), "standard", None)
+    return type(getattr(std, "_sum_combine", None)).__name__ == "InterpretedFunction"
+
+
 def _compile(module_source: str, kernel_fn: str, config: dict, signature: dict | None) -> tuple[CompiledStats, bool]:
     """(stats, cacheable): compile errors are facts about the kernel, a missing toolchain is not."""
     try:
@@ -170,6 +186,8 @@ def _compile(module_source: str, kernel_fn: str, config: dict, signature: dict |
         from triton.compiler import ASTSource
     except Exception as e:  # noqa: BLE001
         return CompiledStats.failed(f"triton unavailable: {e}"), False
+    if _interpreter_imported(triton):
+        return _compile_in_subprocess(module_source, kernel_fn, config, signature)
     launch = _launch(config)
     sink = io.StringIO()
     try:
@@ -236,3 +254,30 @@ def _parse_ptxas(report: str, shared: float) -> CompiledStats:
     return CompiledStats(registers=num(r"Used (\d+) registers"), spill_store_bytes=num(r"(\d+) bytes spill stores"),
                          spill_load_bytes=num(r"(\d+) bytes spill loads"), stack_bytes=num(r"(\d+) bytes stack frame"),
                          shared_bytes=shared)
+
+
+def _compile_in_subprocess(module_source: str, kernel_fn: str, config: dict,
+                           signature: dict | None) -> tuple[CompiledStats, bool]:
+    """`_compile` in a fresh Python with TRITON_INTERPRET unset (see `_interpreter_imported`)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    root = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "") if env.get("PYTHONPATH") else root
+    with tempfile.TemporaryDirectory(prefix="autofuse-compile-") as d:
+        job, out = Path(d) / "job.json", Path(d) / "out.json"
+        job.write_text(json.dumps([module_source, kernel_fn, config, signature]))
+        try:
+            subprocess.run([sys.executable, "-m", "costmodel.compiled", str(job), str(out)], env=env,
+                           capture_output=True, timeout=600, check=False)
+            stats, cacheable = json.loads(out.read_text())
+        except (OSError, ValueError, subprocess.SubprocessError) as e:
+            return CompiledStats.failed(f"compile subprocess: {type(e).__name__}: {e}"), False
+    return _from_json(stats), cacheable
+
+
+def _main(job: str, out: str) -> None:
+    stats, cacheable = _compile(*json.loads(Path(job).read_text()))
+    Path(out).write_text(json.dumps([_to_json(stats), cacheable]))
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1], sys.argv[2])

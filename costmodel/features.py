@@ -11,6 +11,7 @@ occupancy, and with the thread limit alone (`waves_nominal`, known without compi
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 from concurrent.futures import ProcessPoolExecutor
@@ -65,7 +66,7 @@ def _signature_traits(sig: dict | None) -> dict[str, float]:
 
 
 def _config_features(rec: dict, sm_count: float) -> dict[str, float]:
-    cfg = rec.get("config") or {}
+    cfg = rec.get("config") if isinstance(rec.get("config"), dict) else {}
     reduction = rec.get("kind") == "reduction"
     numel, rnumel = max(_num(rec.get("numel"), 1.0), 1.0), max(_num(rec.get("rnumel"), 1.0), 1.0)
     xb = max(_num(cfg.get("XBLOCK"), 1.0), 1.0)
@@ -125,6 +126,13 @@ def kernel_features(features_record: dict, compile: bool = True, cache: Path | N
 
 
 def _features(rec: dict, compile: bool, cache: Path | None, counts: dict[str, int] | None) -> dict[str, float]:
+    try:
+        return _known_features(rec, compile, cache, counts)
+    except Exception:  # noqa: BLE001 - a malformed record is a row of NaN, the model copes
+        return {k: float("nan") for k in FEATURE_NAMES}
+
+
+def _known_features(rec: dict, compile: bool, cache: Path | None, counts: dict[str, int] | None) -> dict[str, float]:
     dev = rec.get("device") if isinstance(rec.get("device"), dict) else {}
     sm_count = _num(dev.get("sm_count"), DEFAULT_SM_COUNT)
     copy_bw = _num(dev.get("copy_bw"))
@@ -154,7 +162,9 @@ def _compile_one(args: tuple[dict, Path | None]) -> None:
 def precompile(records: Sequence[dict], workers: int | None = None, cache: Path | None = None) -> None:
     """Fill the compile cache for many records in parallel processes (the first pass over a DB)."""
     workers = workers if workers is not None else max(1, (os.cpu_count() or 1) - 1)
-    todo = [(r, cache) for r in records if r.get("source")]
+    unique = {json.dumps([r.get("source"), r.get("config"), r.get("signature")], sort_keys=True, default=str): r
+              for r in records if r.get("source")}
+    todo = [(r, cache) for r in unique.values()]
     if workers <= 1 or len(todo) < 2:
         for t in todo:
             _compile_one(t)

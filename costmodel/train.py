@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from .evaluate import Metrics, evaluate, split_by_graph
+from .features import precompile
 from .model import DEFAULT_ESTIMATOR, CostModel, fit, usable
 from .predict import DEFAULT_LAUNCH_US, LearnedPredictor
 from .select import Comparison, choose, compare_estimators
@@ -101,6 +102,8 @@ def retrain(db: Any, device: str | None = None, force: bool = False, seed: int =
         return RetrainResult(device, False, (
             f"too few measurements to train a cost model{where}: {len(rows)} usable from {len(graphs)} graph(s) "
             f"(need at least {MIN_MEASUREMENTS} from {MIN_GRAPHS} graphs; `autofuse tune` collects them on a GPU)"))
+    if opts.compile and opts.workers > 1:
+        precompile([m["features"] for m in rows], opts.workers)  # the held-out rows too, in parallel
     train, test = split_by_graph(rows, opts.test_fraction, seed)
     comparison: tuple[Comparison, ...] = ()
     estimator = opts.estimator

@@ -98,6 +98,13 @@ def test_registers_from_sm90_compile(add_record, softmax_record, tmp_path):
     assert kernel_features(add_record, cache=tmp_path)["registers"] == add["registers"]
 
 
+@pytest.mark.skipif(not ptxas_candidates(), reason="no ptxas (Triton's NVIDIA backend) on this machine")
+def test_compiles_in_a_subprocess_when_triton_is_interpreted(add_record, tmp_path, monkeypatch):
+    import costmodel.compiled as compiled
+    monkeypatch.setattr(compiled, "_interpreter_imported", lambda triton: True)
+    assert compiled_stats(add_record, tmp_path).registers > 0
+
+
 def test_compile_failures_are_nan_not_errors(add_record, tmp_path):
     too_big = dict(add_record, config=dict(add_record["config"], XBLOCK=1 << 22))
     broken = dict(add_record, source=add_record["source"].replace("tmp0 + tmp1", "tmp0 +* tmp1"))
