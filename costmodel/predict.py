@@ -62,12 +62,18 @@ class ByteCountPredictor:
 
 @dataclass(frozen=True)
 class LearnedPredictor:
-    """A trained cost model as a Predictor."""
+    """A trained cost model as a Predictor; byte counts (with a warning) if the model fails to predict,
+    e.g. a model pickled by another scikit-learn version — the search must go on."""
 
     model: "CostModel"
 
     def predict_us(self, records: Sequence[dict]) -> list[float]:
-        return [float(t) for t in self.model.predict_us(list(records))]
+        try:
+            return [float(t) for t in self.model.predict_us(list(records))]
+        except Exception as e:  # noqa: BLE001
+            warnings.warn(f"autofuse: cost model {getattr(self.model, 'version', '?')} failed to predict "
+                          f"({type(e).__name__}: {e}); using byte counts", stacklevel=2)
+            return ByteCountPredictor().predict_us(records)
 
 
 def device_slug(device: str) -> str:

@@ -315,6 +315,8 @@ def test_load_predictor_fallbacks(tmp_path, dataset, monkeypatch):
     shipped = load_predictor(_CountingDB(), "NVIDIA H200").resolve()
     assert isinstance(shipped, LearnedPredictor) and shipped.model.version == model.version
     assert isinstance(load_predictor(_CountingDB(), "NVIDIA A100").resolve(), ByteCountPredictor)
+    with pytest.warns(UserWarning, match="failed to predict"):  # a model that loads but cannot predict
+        assert LearnedPredictor(object()).predict_us(recs) == ByteCountPredictor().predict_us(recs)
 
 
 def test_load_predictor_from_a_real_db(tmp_path, dataset, dataset_db):
