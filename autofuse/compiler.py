@@ -215,6 +215,7 @@ class ProgramBuilder:
             split = dict(split=cmb.split, device=device, combine_fn=load_kernel(cmb.name, src.source, interpret),
                          combine_slots=tuple(self.slot(a) for a in cmb.arg_names),
                          workspace_dtypes=cmb.workspace_dtypes, combine_xblock=cmb.xblock)
+        split.setdefault("device", device)  # the launcher's fast path is per device
         launch = KernelLaunch(name, fn, tuple(self.slot(a) for a in src.arg_names), g.numel, g.rnumel,
                               config.XBLOCK, config.RBLOCK, config.num_warps, config.num_stages, g.is_reduction,
                               **split)

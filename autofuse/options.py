@@ -20,6 +20,7 @@ class CompileOptions:
     poison: bool = False          # fill fresh buffers with NaN/garbage: unwritten elements show up in tests
     strict: bool = False          # raise compiler errors instead of running the graph eagerly
     verbose: bool = False
+    cudagraphs: bool = False      # replay each graph's program as a CUDA graph (inference on the GPU; outputs reused)
     recorder: Any = field(default=None, compare=False)  # collects compiled programs (explain, tests)
     tuner: Any = field(default=None, compare=False)     # (gm, args, label) -> FusionPlan | None: a search picks each graph's plan
 

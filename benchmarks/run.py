@@ -139,7 +139,17 @@ def run_case(case, reps: int, bw: float, tune: tuple[str, int, float] | None = N
         if ind and entry.get("ms"):
             entry["speedup_vs_inductor"] = ind / entry["ms"]
     if case.name.startswith("seed_f32_1024"):
-        row["host_overhead_us"] = {n: host_overhead_us(f, args) for n, f in variants(fn, db).items()}
+        import autofuse
+        hosts = variants(fn, db)
+        hosts["inductor_cudagraphs"] = torch.compile(fn, mode="reduce-overhead")
+        hosts["autofuse_cudagraphs"] = autofuse.compile(fn, **({"db": db} if db else {"strategy": "inductor"}),
+                                                        cudagraphs=True)
+        row["host_overhead_us"] = {}
+        for n, f in hosts.items():
+            try:
+                row["host_overhead_us"][n] = host_overhead_us(f, args)
+            except Exception as e:  # noqa: BLE001
+                print(f"  host overhead of {n} failed: {type(e).__name__}: {e}", flush=True)
     return row
 
 

@@ -41,6 +41,7 @@ class CompiledGraph:
         self.options = options
         self.label = label
         self.programs: dict[tuple, Any] = {}
+        self.graphs: dict[tuple, Any] = {}  # CUDA-graphed programs, with options.cudagraphs
         self.lookups: list[Any] = []  # one Lookup per specialization that consulted the tuning DB
 
     def specialize(self, args: Sequence[Any]) -> Any:
@@ -91,7 +92,19 @@ class CompiledGraph:
         # boxed (one list of inputs, AOTAutograd's convention) or plain positional inputs
         args = call_args[0] if len(call_args) == 1 and isinstance(call_args[0], list) else list(call_args)
         prog = self.specialize(args)
+        if self.options.cudagraphs and not isinstance(prog, _EagerProgram):
+            return self._graphed(prog, args)
         return prog(args)
+
+    def _graphed(self, prog: Any, args: list) -> list:
+        from ..runtime.cudagraph import GraphedProgram, can_graph
+        if not can_graph(args):
+            return prog(args)
+        key = signature(args)
+        g = self.graphs.get(key)
+        if g is None:
+            g = self.graphs[key] = GraphedProgram(prog, args)
+        return g(args)
 
 
 def _tune_on_miss(gm: torch.fx.GraphModule, args: Sequence[Any], label: str, options: CompileOptions) -> Any:

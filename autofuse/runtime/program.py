@@ -12,6 +12,7 @@ import torch
 from torch.utils._pytree import tree_map
 
 from ..ir.values import Layout
+from .launcher import FastLauncher
 
 
 @dataclass
@@ -76,6 +77,12 @@ class KernelLaunch:
     combine_slots: tuple[int, ...] = ()
     workspace_dtypes: tuple[torch.dtype, ...] = ()
     combine_xblock: int = 1
+    _launch: Any = field(default=None, repr=False, compare=False)
+    _combine: Any = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._launch = FastLauncher(self.fn, self.device)
+        self._combine = FastLauncher(self.combine_fn, self.device) if self.combine_fn is not None else None
 
     def run(self, env: list) -> None:
         if self.numel == 0:
@@ -85,21 +92,20 @@ class KernelLaunch:
         if self.split > 1:
             self._run_split(grid[0], args, env)
         elif self.is_reduction:
-            self.fn[grid](*args, self.numel, self.rnumel, XBLOCK=self.xblock, RBLOCK=self.rblock,
-                          num_warps=self.num_warps, num_stages=self.num_stages)
+            self._launch.launch(grid, (*args, self.numel, self.rnumel), {"XBLOCK": self.xblock, "RBLOCK": self.rblock},
+                                self.num_warps, self.num_stages)
         else:
-            self.fn[grid](*args, self.numel, XBLOCK=self.xblock, num_warps=self.num_warps,
-                          num_stages=self.num_stages)
+            self._launch.launch(grid, (*args, self.numel), {"XBLOCK": self.xblock}, self.num_warps, self.num_stages)
 
     def _run_split(self, xgrid: int, args: list, env: list) -> None:
         # per call: a workspace is a few KB to MB, and the caching allocator makes this cheap on the GPU
         ws = [torch.empty((self.split, self.numel), dtype=dt, device=self.device) for dt in self.workspace_dtypes]
-        self.fn[(xgrid, self.split)](*args, *ws, self.numel, self.rnumel, XBLOCK=self.xblock, RBLOCK=self.rblock,
-                                     num_warps=self.num_warps, num_stages=self.num_stages)
-        if self.combine_fn is not None:
+        self._launch.launch((xgrid, self.split), (*args, *ws, self.numel, self.rnumel),
+                            {"XBLOCK": self.xblock, "RBLOCK": self.rblock}, self.num_warps, self.num_stages)
+        if self._combine is not None:
             cargs = [env[s] for s in self.combine_slots]
             cgrid = ((self.numel + self.combine_xblock - 1) // self.combine_xblock,)
-            self.combine_fn[cgrid](*cargs, *ws, self.numel, XBLOCK=self.combine_xblock, num_warps=4)
+            self._combine.launch(cgrid, (*cargs, *ws, self.numel), {"XBLOCK": self.combine_xblock}, 4, 1)
 
 
 @dataclass

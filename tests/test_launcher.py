@@ -1,0 +1,76 @@
+"""The direct launch path (runtime/launcher.py) launches the same compiled kernels the JIT would:
+repeated calls, views whose data pointers lose 16-byte alignment, split reductions, and a kernel
+launched while a launch hook is set all compute eager's values."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from autofuse.runtime.launcher import FastLauncher
+from tests.helpers import assert_close, compile_and_compare, rand
+
+
+def test_cpu_kernels_take_the_jit_path():
+    assert not FastLauncher(object(), torch.device("cpu")).enabled
+    assert not FastLauncher(object(), None).enabled
+
+
+@pytest.mark.gpu
+def test_repeated_and_misaligned_launches(device):
+    fn = lambda x, y: torch.relu(x * y + 1).sum(-1)  # noqa: E731
+    base = rand((65, 257), device=device)
+    y = rand((257,), device=device)
+    compiled = compile_and_compare(fn, (base[1:], y))
+    for k in range(4):  # the same specialization (shape, strides) at different alignments, many times
+        x = base[k % 2:][:64]
+        for _ in range(3):
+            assert_close(compiled(x, y)[0], fn(x, y))
+
+
+@pytest.mark.gpu
+def test_split_reduction_launches(device):
+    import dataclasses
+
+    import autofuse
+    from autofuse.api import Recorder
+    from autofuse.plan.plan import KernelPlan
+    x = rand((4099, 33), device=device)
+    rec = Recorder()
+    torch._dynamo.reset()
+    autofuse.compile(lambda t: t.sum(0), strategy="inductor", recorder=rec)(x)
+    plan = rec.graphs[0][2].plan
+    k = plan.kernels[0]
+    cfg = dataclasses.replace(k.config, split=8, persistent=False, RBLOCK=64, XBLOCK=32)
+    torch._dynamo.reset()
+    f = autofuse.compile(lambda t: t.sum(0), plan=dataclasses.replace(plan, kernels=(KernelPlan(k.nodes, cfg),)))
+    for _ in range(3):
+        assert_close(f(x), x.sum(0), atol=1e-3, rtol=1e-4)
+
+
+@pytest.mark.gpu
+def test_launch_hook_takes_the_jit_path(device):
+    from triton import knobs
+    seen = []
+    fn = lambda x: torch.exp(x) * 2  # noqa: E731
+    x = rand((1000,), device=device)
+    compiled = compile_and_compare(fn, (x,))
+    old = knobs.runtime.launch_enter_hook
+    knobs.runtime.launch_enter_hook = lambda *a: seen.append(1)
+    try:
+        assert_close(compiled(x)[0], fn(x))
+    finally:
+        knobs.runtime.launch_enter_hook = old
+    assert seen
+
+
+@pytest.mark.gpu
+def test_cudagraphs_option_replays_correctly(device):
+    import autofuse
+    from tests.helpers import seed_fn
+    torch._dynamo.reset()
+    f = autofuse.compile(seed_fn, strategy="inductor", cudagraphs=True)
+    for k in range(3):
+        args = (rand((64, 100), device=device), rand((100,), device=device), rand((100,), device=device),
+                rand((100,), device=device))
+        with torch.no_grad():
+            assert_close(f(*args).clone(), seed_fn(*args))
