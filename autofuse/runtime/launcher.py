@@ -5,11 +5,12 @@ which shows on small graphs, where a whole program is a few µs of GPU work. Aft
 launch through the JIT (which compiles), later launches call the compiled kernel's launcher
 directly with the same argument order the JIT uses (all parameters, constexprs included). The
 compiled kernel is specialized on 16-byte pointer alignment, so it is cached per alignment
-pattern; any launch hook, a CPU (interpreted) kernel, or a Triton whose launcher differs takes
-the JIT path.
+pattern; any launch hook, a CPU (interpreted) kernel, a Triton whose launcher differs, or
+AUTOFUSE_JIT_LAUNCH=1 in the environment takes the JIT path.
 """
 from __future__ import annotations
 
+import os
 from typing import Any, Sequence
 
 import torch
@@ -18,7 +19,8 @@ import torch
 class FastLauncher:
     def __init__(self, fn: Any, device: torch.device | None) -> None:
         self.fn = fn
-        self.enabled = device is not None and device.type == "cuda" and hasattr(fn, "run")
+        self.enabled = (device is not None and device.type == "cuda" and hasattr(fn, "run")
+                        and not os.environ.get("AUTOFUSE_JIT_LAUNCH"))
         self.device_index = None if device is None else (device.index if device.index is not None else 0)
         self.kernels: dict[tuple, Any] = {}
         self._stream = None
