@@ -12,11 +12,10 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from .evaluate import Metrics, metrics, split_by_graph
 from .features import feature_matrix
-from .model import ESTIMATORS, fit_matrix, measured_us, usable
+from .model import DEFAULT_TARGET, ESTIMATORS, fit_matrix, measured_us, predict_matrix, usable
 from .predict import ByteCountPredictor
 
 
@@ -40,7 +39,7 @@ def _mean(ms: Sequence[Metrics]) -> Metrics:
 
 def compare_estimators(measurements: Sequence[Mapping[str, Any]], names: Sequence[str] = ESTIMATORS,
                        seeds: Sequence[int] = (0, 1, 2), test_fraction: float = 0.25, compile: bool = True,
-                       workers: int = 1) -> list[Comparison]:
+                       workers: int = 1, target: str = DEFAULT_TARGET) -> list[Comparison]:
     """Every estimator in `names` (and byte counts) on the same splits; best first (see `choose`)."""
     rows = usable(measurements)
     x_all = feature_matrix([r["features"] for r in rows], compile=compile, workers=workers)
@@ -59,10 +58,9 @@ def compare_estimators(measurements: Sequence[Mapping[str, Any]], names: Sequenc
         results["bytes"].append(metrics(y_all[te], bytes_pred, groups))
         for name in names:
             t0 = time.perf_counter()
-            est = fit_matrix(x_all[tr], y_all[tr], name, seed)
+            est = fit_matrix(x_all[tr], y_all[tr], name, seed, target)
             seconds[name] += time.perf_counter() - t0
-            with threadpool_limits(1):
-                pred = np.exp(est.predict(x_all[te]))
+            pred = np.exp(predict_matrix(est, x_all[te], target))
             results[name].append(metrics(y_all[te], pred, groups))
     table = [Comparison(n, _mean(ms), seconds[n] / max(len(ms), 1), len(ms)) for n, ms in results.items() if ms]
     return sorted(table, key=_rank)

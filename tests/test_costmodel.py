@@ -206,6 +206,10 @@ def test_fit_predict_roundtrip_beats_byte_counts(dataset):
         CostModel.from_bytes(pickle.dumps({"format": 99}))
     with pytest.raises(ValueError, match="too few"):
         fit(dataset[:1], compile=False)
+    plain = fit(train, "et", compile=False, target="log_us")  # the other target: log time itself
+    assert plain.target == "log_us" and np.all(plain.predict_us([r["features"] for r in test[:5]]) > 0)
+    with pytest.raises(ValueError, match="unknown target"):
+        fit(train, "et", compile=False, target="seconds")
 
 
 def test_estimator_comparison_table(dataset):
