@@ -482,14 +482,14 @@ class KernelWriter(OpsHandler):
         phase = self.phases()
         rnodes = [(n, p) for n, p in self.members if p.cls in ("r", "red")]
         npasses = 1 + max([phase[n.name] for n, _ in rnodes], default=0)
-        read = set().union(*(n.read_names for n, _ in self.members))
+        read_in_loop = set().union(*(n.read_names for n, p in rnodes))
         for k in range(npasses + 1):
             for node, pl in self.members:
                 if pl.cls != "x" or phase[node.name] != k:
                     continue
                 if x_loop:
                     self.emit_pointwise(node, pl)
-                elif k == 0 and node.name in read:  # stored by the combine; computed once, outside the r loop
+                elif k == 0 and node.name in read_in_loop:  # stored by the combine; computed once, before the loop
                     self.value_of(node.name)
             if k == npasses:
                 break
