@@ -76,6 +76,8 @@ def arg_types(launch: Any, env: list) -> list[str]:
     """Triton types of the launch's non-constexpr arguments, in order (pointers, then sizes)."""
     types = ["*" + _TRITON_DTYPES.get(t.dtype, str(t.dtype)) if isinstance(t, torch.Tensor) else "i64"
              for t in (env[s] for s in launch.arg_slots)]
+    if getattr(launch, "split", 1) > 1:  # a split reduction's partial kernel also takes its workspaces
+        types += ["*" + _TRITON_DTYPES.get(dt, str(dt)) for dt in getattr(launch, "workspace_dtypes", ())]
     types.append("i32" if launch.numel <= 2**31 - 1 else "i64")
     if launch.is_reduction:
         types.append("i32" if launch.rnumel <= 2**31 - 1 else "i64")
