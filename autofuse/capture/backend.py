@@ -42,6 +42,9 @@ class CompiledGraph:
         self.label = label
         self.programs: dict[tuple, Any] = {}
         self.graphs: dict[tuple, Any] = {}  # CUDA-graphed programs, with options.cudagraphs
+        # Dynamo guards the sizes, strides and dtypes of a graph it traced with static shapes, so such
+        # a forward graph always sees one signature: the per-call signature check can be skipped
+        self.static = label in ("forward", "inference") and _static_placeholders(gm)
         self.lookups: list[Any] = []  # one Lookup per specialization that consulted the tuning DB
 
     def specialize(self, args: Sequence[Any]) -> Any:
@@ -91,7 +94,10 @@ class CompiledGraph:
     def __call__(self, *call_args: Any) -> list:
         # boxed (one list of inputs, AOTAutograd's convention) or plain positional inputs
         args = call_args[0] if len(call_args) == 1 and isinstance(call_args[0], list) else list(call_args)
-        prog = self.specialize(args)
+        if self.static and len(self.programs) == 1:
+            prog = next(iter(self.programs.values()))
+        else:
+            prog = self.specialize(args)
         if self.options.cudagraphs and not isinstance(prog, _EagerProgram):
             return self._graphed(prog, args)
         return prog(args)
@@ -105,6 +111,19 @@ class CompiledGraph:
         if g is None:
             g = self.graphs[key] = GraphedProgram(prog, args)
         return g(args)
+
+
+def _static_placeholders(gm: torch.fx.GraphModule) -> bool:
+    """No input of the graph has a symbolic size or stride (and every input's meta value is known)."""
+    for n in gm.graph.nodes:
+        if n.op != "placeholder":
+            continue
+        v = n.meta.get("val")
+        if v is None or isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            return False
+        if isinstance(v, torch.Tensor) and any(isinstance(d, torch.SymInt) for d in (*v.shape, *v.stride())):
+            return False
+    return True
 
 
 def _tune_on_miss(gm: torch.fx.GraphModule, args: Sequence[Any], label: str, options: CompileOptions) -> Any:
