@@ -283,3 +283,22 @@ def test_fake_benchmarker_counts_and_timing_stats():
     assert t.median_us == 2.5 and t.min_us == 1.0 and t.reps == 5 and t.spread_us > 0
     fb = FakeBenchmarker(lambda r: 5.0)
     assert fb.time(lambda: None, {"kind": "plan", "kernels": [{}, {}]}).median_us == 12.0
+
+
+class RankingPredictor:
+    """Predicts the planted cost exactly: the search should then measure its top-k and no more."""
+
+    def predict_us(self, records):
+        return [planted_cost(r) for r in records]
+
+
+def test_only_top_k_configs_are_measured(tmp_path, device, monkeypatch):
+    monkeypatch.setattr("autofuse.search.graph_tuner.load_predictor", lambda db, dev: RankingPredictor())
+    fb = FakeBenchmarker(planted_cost)
+    res = autofuse.tune(seed_fn, seed_args(device), settings=settings(tmp_path / "t.db", trials=6, top_k=2), benchmarker=fb)
+    per_group: dict[str, list] = {}
+    for c in kernel_calls(fb):
+        per_group.setdefault(c["group"], []).append(c["config"])
+    assert per_group and all(len(v) <= 3 for v in per_group.values())   # the default + the top 2
+    # the predictor ranks num_warps=2 first, so every kernel's pick is one of those
+    assert all(k.config.num_warps == 2 for k in res.graphs[0].plan.kernels)
