@@ -146,15 +146,11 @@ class GraphTuner:
             if base == "inductor":
                 state["default"] = ev.est_us
             progress.update(state["done"], state["best"], state["default"])
-            if deadline is not None and time.monotonic() > deadline:
-                trial.study.stop()
             return ev.est_us if math.isfinite(ev.est_us) else 1e30
 
         interrupted = False
         try:
-            if remaining:
-                timeout = None if deadline is None else max(1.0, deadline - time.monotonic())
-                study.optimize(objective, n_trials=remaining, timeout=timeout, gc_after_trial=False)
+            _ask_tell(study, objective, remaining, deadline)
         except KeyboardInterrupt:
             interrupted = True
         finally:
@@ -228,6 +224,30 @@ class GraphTuner:
         rows.append(Row("autofuse tuned", winner.median_us if winner.rounds_us else None, winner.num_kernels,
                         winner.measured, winner.name))
         return rows
+
+
+def _ask_tell(study: Any, objective: Any, n_trials: int, deadline: float | None) -> None:
+    """Run n_trials trials (or until the deadline). Another worker may have finished a trial this one
+    also took (enqueued trials on storages without row locks, such as SQLite): that trial is skipped."""
+    import optuna
+    for _ in range(n_trials):
+        if deadline is not None and time.monotonic() > deadline:
+            return
+        trial = study.ask()
+        try:
+            value = objective(trial)
+        except KeyboardInterrupt:
+            _tell_quietly(study, trial, state=optuna.trial.TrialState.FAIL)
+            raise
+        _tell_quietly(study, trial, value)
+
+
+def _tell_quietly(study: Any, trial: Any, value: float | None = None, state: Any = None) -> None:
+    try:
+        study.tell(trial, value, state=state) if state is not None else study.tell(trial, value)
+    except (ValueError, RuntimeError) as e:  # finished by another worker of the study meanwhile
+        if "Cannot tell" not in str(e) and "finished" not in str(e):
+            raise
 
 
 def _time_callable(name: str, fn: Any, bench: Benchmarker) -> Row:

@@ -9,6 +9,8 @@ plan (user attribute "baseline") and parameters that describe them, so the sampl
 """
 from __future__ import annotations
 
+import random
+import time
 import warnings
 from typing import Any, Sequence
 
@@ -63,7 +65,7 @@ def open_study(storage_url: str, name: str, seed: int, resume: bool) -> Any:
     import optuna
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     kwargs = {"engine_kwargs": {"connect_args": {"timeout": 60}}} if storage_url.startswith("sqlite") else {}
-    storage = optuna.storages.RDBStorage(storage_url, **kwargs)
+    storage = _rdb_storage(storage_url, kwargs)
     if not resume:
         try:
             optuna.delete_study(study_name=name, storage=storage)
@@ -75,6 +77,20 @@ def open_study(storage_url: str, name: str, seed: int, resume: bool) -> Any:
                                              constant_liar=True)
     return optuna.create_study(study_name=name, storage=storage, sampler=sampler, direction="minimize",
                                load_if_exists=True)
+
+
+def _rdb_storage(url: str, kwargs: dict[str, Any], attempts: int = 6) -> Any:
+    """Optuna's storage; workers starting together on a fresh DB race to create its tables, and
+    the loser retries once the winner's schema is there."""
+    import optuna
+    for k in range(attempts):
+        try:
+            return optuna.storages.RDBStorage(url, **kwargs)
+        except Exception:  # noqa: BLE001 - a lost race looks like any SQL error; the last try raises
+            if k == attempts - 1:
+                raise
+            time.sleep(0.2 * (k + 1) + random.random() * 0.3)
+    raise AssertionError("unreachable")
 
 
 def enqueue_baselines(study: Any, spaces: SpaceCache, baselines: dict[str, FusionPlan]) -> None:
