@@ -70,7 +70,6 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    import dataclasses
     import json
 
     import torch

@@ -30,7 +30,7 @@ import threading
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from .source_ops import kernel_body_source
 
@@ -146,17 +146,9 @@ def _write_cache(path: Path, stats: CompiledStats) -> None:
         pass
 
 
-@contextlib.contextmanager
-def _not_interpreted() -> Iterator[None]:
-    old = os.environ.get("TRITON_INTERPRET")
-    os.environ["TRITON_INTERPRET"] = "0"
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("TRITON_INTERPRET", None)
-        else:
-            os.environ["TRITON_INTERPRET"] = old
+def _not_interpreted() -> Any:
+    from autofuse.runtime.loader import interpret_env
+    return interpret_env(False)
 
 
 def _jit_function(module_source: str, kernel_fn: str) -> Any:

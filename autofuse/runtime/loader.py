@@ -37,7 +37,7 @@ def cache_dir() -> Path:
 
 
 @contextmanager
-def _interpret_env(interpret: bool) -> Iterator[None]:
+def interpret_env(interpret: bool) -> Iterator[None]:
     old = os.environ.get("TRITON_INTERPRET")
     os.environ["TRITON_INTERPRET"] = "1" if interpret else "0"
     try:
@@ -71,7 +71,7 @@ def load_kernel(name: str, source: str, interpret: bool):
                 os.replace(tmp, path)
             spec = importlib.util.spec_from_file_location(mod_name, path)
             mod = importlib.util.module_from_spec(spec)
-            with _interpret_env(interpret):
+            with interpret_env(interpret):
                 spec.loader.exec_module(mod)
             sys.modules[mod_name] = mod
     return getattr(mod, name)

@@ -62,16 +62,21 @@ class PlanEvaluator:
                 self.cache[key] = PlanEval(plan, math.inf, (), 0.0, f"{type(e).__name__}: {e}")
         return self.cache[key]
 
-    def _evaluate(self, plan: FusionPlan) -> PlanEval:
+    def _build(self, plan: FusionPlan) -> tuple[ProgramBuilder, Any, list, dict[str, bool]]:
+        """The plan's builder, artifacts, an environment holding the inputs, and its realize decisions."""
         opts = self.options.with_(plan=plan)
-        lowering, graph, placed, log, decisions, strategy = schedule(self.gm, self.args, opts)
+        lowering, graph, placed, log, decisions, _ = schedule(self.gm, self.args, opts)
         builder = ProgramBuilder(lowering, graph, [g for g, _ in placed], opts, [c for _, c in placed])
         arts = builder.build(log)
-        prog = arts.program
-        env: list = [None] * prog.num_slots
-        for slot, a in zip(prog.input_slots, self.args):
+        env: list = [None] * arts.program.num_slots
+        for slot, a in zip(arts.program.input_slots, self.args):
             if slot is not None:
                 env[slot] = a
+        return builder, arts, env, decisions
+
+    def _evaluate(self, plan: FusionPlan) -> PlanEval:
+        builder, arts, env, decisions = self._build(plan)
+        prog = arts.program
         launch_groups = [gi for gi, g in enumerate(builder.groups) if not g.is_extern]
         infos = [k for k in arts.kernels if k.kind != "fallback"]
         configs: dict[int, Any] = {}
@@ -97,15 +102,8 @@ class PlanEvaluator:
     def records(self, plan: FusionPlan) -> list[dict[str, Any]]:
         """Kernel records of the plan exactly as given (its configs kept): what a fake or predicting
         benchmarker needs to time the whole plan."""
-        opts = self.options.with_(plan=plan)
-        lowering, graph, placed, log, _, _ = schedule(self.gm, self.args, opts)
-        builder = ProgramBuilder(lowering, graph, [g for g, _ in placed], opts, [c for _, c in placed])
-        arts = builder.build(log)
+        builder, arts, env, _ = self._build(plan)
         prog = arts.program
-        env: list = [None] * prog.num_slots
-        for slot, a in zip(prog.input_slots, self.args):
-            if slot is not None:
-                env[slot] = a
         infos = iter([k for k in arts.kernels if k.kind != "fallback"])
         groups = iter([g for g in builder.groups if not g.is_extern])
         out = []

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import time
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -22,6 +21,7 @@ from ..compiler import compile_graph
 from ..measure.timing import Benchmarker, CudaEventBenchmarker, PredictingBenchmarker
 from ..options import CompileOptions
 from ..plan.plan import FusionPlan
+from ..report import nbytes
 from ..schedule.heuristics import Heuristics
 from .evaluate import PlanEvaluator
 from .finalists import Finalist, pick, time_rounds, verify
@@ -83,14 +83,6 @@ def default_benchmarker(args: Sequence[Any], predictor: Any) -> Benchmarker:
 def load_predictor(db: Any, device: str) -> Any:
     from costmodel.predict import load_predictor as load
     return load(db, device)
-
-
-def nbytes(values: Any) -> int:
-    if isinstance(values, torch.Tensor):
-        return values.numel() * values.element_size()
-    if isinstance(values, (list, tuple)):
-        return sum(nbytes(v) for v in values)
-    return 0
 
 
 class GraphTuner:
