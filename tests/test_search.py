@@ -304,3 +304,18 @@ def test_only_top_k_configs_are_measured(tmp_path, device, monkeypatch):
     assert per_group and all(len(v) <= 3 for v in per_group.values())   # the default + the top 2
     # the predictor ranks num_warps=2 first, so every kernel's pick is one of those
     assert all(k.config.num_warps == 2 for k in res.graphs[0].plan.kernels)
+
+
+def test_finalists_are_checked_poisoned_but_timed_unpoisoned(device):
+    from autofuse.capture.trace import trace_aten
+    from autofuse.compiler import compile_graph
+    from autofuse.options import CompileOptions
+    from autofuse.search.finalists import verify
+    args = seed_args(device)
+    gm = trace_aten(seed_fn, args)
+    opts = CompileOptions(use_db=False, strict=True)
+    f = Finalist("default", compile_graph(gm, args, opts.with_(strategy="none")).plan)
+    verify(f, gm, list(args), [seed_fn(*args)], opts)
+    assert f.error is None and f.program is not None
+    allocs = [s for s in f.program.steps if type(s).__name__ == "Alloc"]
+    assert allocs and not any(s.poison for s in allocs)   # a fill per buffer per call would be timed too
