@@ -24,6 +24,7 @@ class FastLauncher:
         self.device_index = None if device is None else (device.index if device.index is not None else 0)
         self.kernels: dict[tuple, Any] = {}
         self._stream = None
+        self._knobs: Any = None
 
     def launch(self, grid: tuple[int, ...], args: Sequence[Any], constexprs: dict[str, int], num_warps: int,
                num_stages: int) -> None:
@@ -37,9 +38,11 @@ class FastLauncher:
             if not self._usable(kernel):
                 self.enabled = False
                 return
+            from triton import knobs
+            self._knobs = knobs
             self.kernels[key] = kernel
             return
-        from triton import knobs
+        knobs = self._knobs
         if knobs.runtime.launch_enter_hook is not None or knobs.runtime.launch_exit_hook is not None:
             self.fn[grid](*args, **constexprs, num_warps=num_warps, num_stages=num_stages)
             return
