@@ -21,6 +21,7 @@ from autofuse.search.graph_tuner import TuneSettings
 from autofuse.search.kernels import TunerSettings
 from autofuse.search.study import study_name
 from tests.helpers import rand, seed_fn
+from tests.test_tuning_db import db_url, pg_admin_url  # noqa: F401 - the tuning DB's backend fixtures
 from tuning_db import TuningDB
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -215,8 +216,9 @@ WORKER = textwrap.dedent("""
 """)
 
 
-def test_two_workers_share_one_study(tmp_path):
-    db_path = str(tmp_path / "shared.db")
+def test_two_workers_share_one_study(db_url):
+    """On SQLite (a file) and PostgreSQL (a server, as several machines would share it)."""
+    db_path = db_url
     TuningDB.open(db_path).close()
     env = dict(os.environ)
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
@@ -227,8 +229,7 @@ def test_two_workers_share_one_study(tmp_path):
         assert p.returncode == 0, err[-3000:]
     results = [json.loads(next(l for l in out.splitlines() if l.startswith("RESULT"))[7:]) for out, _ in outs]
     import optuna
-    study = optuna.load_study(study_name=study_name(results[0]["hash"], results[0]["device"]),
-                              storage=f"sqlite:///{db_path}")
+    study = optuna.load_study(study_name=study_name(results[0]["hash"], results[0]["device"]), storage=db_path)
     complete = [t for t in study.trials if t.state.name == "COMPLETE"]
     # both workers added trials to the one study; the baselines are in it (two workers starting at
     # the same moment may both enqueue them: SQLite has no row locks, and a duplicate costs no measurement)
