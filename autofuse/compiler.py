@@ -196,7 +196,7 @@ class ProgramBuilder:
         kind = "reduction" if g.is_reduction else "pointwise"
         if config is None:
             splittable = g.is_reduction and why_not_split(g.placements(), True) is None
-            config = self.options.heuristics.launch_config(kind, g.numel, g.rnumel, interpret, _is_outer_reduction(g),
+            config = self.options.heuristics.launch_config(kind, g.numel, g.rnumel, interpret, is_outer_reduction(g),
                                                            splittable=splittable)
         self.used_configs.append(config)
         origins: set[str] = set()
@@ -275,7 +275,7 @@ class ProgramBuilder:
         return lambda env: o
 
 
-def _is_outer_reduction(g: FusionGroup) -> bool:
+def is_outer_reduction(g: FusionGroup) -> bool:
     """Does the group's first reduction read memory with a stride along its innermost r variable?"""
     for n in g.nodes:
         if n.kind != "reduction" or not n.rvars:

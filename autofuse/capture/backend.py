@@ -106,7 +106,7 @@ class CompiledGraph:
         from ..runtime.cudagraph import GraphedProgram, can_graph
         if not can_graph(args):
             return prog(args)
-        key = signature(args)
+        key = None if self.static else signature(args)  # a static graph has one signature
         g = self.graphs.get(key)
         if g is None:
             g = self.graphs[key] = GraphedProgram(prog, args)

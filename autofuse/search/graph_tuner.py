@@ -159,7 +159,7 @@ class GraphTuner:
         time_rounds([incumbent, *finalists], args, bench, s.rounds)
         winner, why = pick(incumbent, finalists)
         source = "tuned" if bench.measures else "predicted"
-        rows = self._rows(gm, args, bench, incumbent, finalists, winner, evaluator, options, expected)
+        rows = self._rows(gm, args, bench, incumbent, baselines["tvm"].plan, winner, evaluator, options, expected)
         stored = None
         if winner.error is None and winner.rounds_us:
             from tuning_db import PlanRecord
@@ -192,7 +192,7 @@ class GraphTuner:
         return out
 
     def _rows(self, gm: torch.fx.GraphModule, args: list, bench: Benchmarker, incumbent: Finalist,
-              finalists: list[Finalist], winner: Finalist, evaluator: PlanEvaluator, options: CompileOptions,
+              tvm_plan: FusionPlan, winner: Finalist, evaluator: PlanEvaluator, options: CompileOptions,
               expected: list[Any]) -> list[Row]:
         rows: list[Row] = []
         if bench.measures and self.settings.compare_torch_compile:
@@ -206,7 +206,7 @@ class GraphTuner:
                 rows.append(Row("torch.compile", None, note=f"failed: {type(e).__name__}"))
         rows.append(Row("autofuse inductor", incumbent.median_us if incumbent.rounds_us else None,
                         incumbent.num_kernels, incumbent.measured, incumbent.error or ""))
-        tvm = Finalist("tvm", compile_graph(gm, args, options.with_(strategy="tvm")).plan)
+        tvm = Finalist("tvm", tvm_plan)
         verify(tvm, gm, args, expected, options)
         if tvm.error is None:
             tvm.kernel_records = evaluator.records(tvm.plan)
@@ -236,7 +236,10 @@ def _ask_tell(study: Any, objective: Any, n_trials: int, deadline: float | None)
 
 def _tell_quietly(study: Any, trial: Any, value: float | None = None, state: Any = None) -> None:
     try:
-        study.tell(trial, value, state=state) if state is not None else study.tell(trial, value)
+        if state is not None:
+            study.tell(trial, state=state)
+        else:
+            study.tell(trial, value)
     except (ValueError, RuntimeError) as e:  # finished by another worker of the study meanwhile
         if "Cannot tell" not in str(e) and "finished" not in str(e):
             raise

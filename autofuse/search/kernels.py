@@ -112,9 +112,9 @@ def group_key(default_record: dict[str, Any]) -> str:
 def candidate_configs(group: Any, default: LaunchConfig, interpret: bool,
                       ranges: dict[str, dict[str, tuple[int, ...]]] = CONFIG_RANGES, limit: int = 48) -> list[LaunchConfig]:
     """Legal configs for the group: the default first, then each family's nearest the default, in turn."""
-    from ..compiler import _is_outer_reduction
+    from ..compiler import is_outer_reduction
     kinds = ["pointwise"] if not group.is_reduction else ["persistent", "looped"]
-    if group.is_reduction and _is_outer_reduction(group):
+    if group.is_reduction and is_outer_reduction(group):
         kinds.append("outer")
     known = {f.name for f in fields(LaunchConfig)}
     out: dict[LaunchConfig, None] = {default: None}
@@ -270,7 +270,7 @@ class KernelTuner:
         try:
             t0 = time.perf_counter()
             launch.run(env)
-            if env[outs[0]].is_cuda if outs else False:
+            if outs and env[outs[0]].is_cuda:
                 torch.cuda.synchronize()
             took = time.perf_counter() - t0
             err = compare([env[s] for s in outs], ref, "kernel output")
