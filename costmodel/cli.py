@@ -35,14 +35,16 @@ def _f(v: float | None) -> str:
 
 def metrics_table(result: RetrainResult) -> str:
     """Held-out metrics of the new model and the current one, side by side."""
-    rows = [("spearman", "spearman"), ("pairwise accuracy", "pairwise"), ("peak@1", "peak1"), ("peak@5", "peak5"),
-            ("regret of top pick", "regret"), ("log-time MAE", "mae_log")]
+    rows = [("spearman", "spearman"), ("pairwise accuracy", "pairwise"),
+            ("pairwise, pairs >2% apart", "pairwise_sig"), ("peak@1", "peak1"),
+            ("peak@1 within 2%", "peak1_tol"), ("peak@5", "peak5"), ("regret of top pick", "regret"),
+            ("log-time MAE", "mae_log")]
     cur_name = f"current ({result.current_version})" if result.current is not None else "current (none)"
     header = ("held-out metric", f"new ({result.model.version})" if result.model else "new", cur_name)
     body = [(label, _f(getattr(result.new, k)), _f(getattr(result.current, k)) if result.current else "-")
             for label, k in rows]
     n = result.new
-    body.append(("kernels / groups / pairs", f"{n.kernels} / {n.groups} / {n.pairs}", ""))
+    body.append(("kernels / groups / pairs (>2%)", f"{n.kernels} / {n.groups} / {n.pairs} ({n.pairs_sig})", ""))
     widths = [max(len(r[i]) for r in (header, *body)) for i in range(3)]
     return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in (header, *body))
 

@@ -34,7 +34,8 @@ def _mean(ms: Sequence[Metrics]) -> Metrics:
         vals = [getattr(m, field) for m in ms if not math.isnan(getattr(m, field))]
         return float(np.mean(vals)) if vals else float("nan")
     return Metrics(avg("spearman"), avg("pairwise"), avg("peak1"), avg("peak5"), avg("regret"), avg("mae_log"),
-                   sum(m.kernels for m in ms), sum(m.groups for m in ms), sum(m.pairs for m in ms))
+                   sum(m.kernels for m in ms), sum(m.groups for m in ms), sum(m.pairs for m in ms),
+                   peak1_tol=avg("peak1_tol"), pairwise_sig=avg("pairwise_sig"), pairs_sig=sum(m.pairs_sig for m in ms))
 
 
 def compare_estimators(measurements: Sequence[Mapping[str, Any]], names: Sequence[str] = ESTIMATORS,
@@ -84,8 +85,10 @@ def choose(table: Sequence[Comparison]) -> str:
 def format_comparison(table: Sequence[Comparison]) -> str:
     def f(v: float) -> str:
         return "-" if math.isnan(v) else f"{v:.3f}"
-    header = ("estimator", "spearman", "pairwise", "peak@1", "peak@5", "regret", "mae_log", "fit_s", "splits")
-    rows = [(c.name, f(c.metrics.spearman), f(c.metrics.pairwise), f(c.metrics.peak1), f(c.metrics.peak5),
+    header = ("estimator", "spearman", "pairwise", "pw(>2%)", "peak@1", "peak@1(2%)", "peak@5", "regret", "mae_log", "fit_s",
+              "splits")
+    rows = [(c.name, f(c.metrics.spearman), f(c.metrics.pairwise), f(c.metrics.pairwise_sig), f(c.metrics.peak1),
+             f(c.metrics.peak1_tol), f(c.metrics.peak5),
              f(c.metrics.regret), f(c.metrics.mae_log), f"{c.fit_seconds:.2f}", str(c.splits)) for c in table]
     widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
     return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in (header, *rows))

@@ -145,6 +145,20 @@ def test_metrics_ties_and_singletons():
     assert Metrics.from_json(m.to_json()) == m
 
 
+def test_noise_tolerant_metrics_on_a_hand_made_group():
+    # measured 100, 101.5, 103, 110 (µs); the model ranks 101.5 first, then 103, 100, 110
+    m = metrics([100.0, 101.5, 103.0, 110.0], [2.0, 1.0, 1.5, 3.0], ["g"] * 4)
+    assert m.peak1 == 0.0          # 101.5 is 1.5% off the best: a miss within 1%
+    assert m.peak1_tol == 1.0      # ... and a hit within 2%
+    # pairs beyond the 1% tie: (100,101.5) x, (100,103) x, (100,110) ok, (101.5,103) ok, (101.5,110) ok, (103,110) ok
+    assert m.pairs == 6 and m.pairwise == pytest.approx(4 / 6)
+    # pairs differing by more than 2%: (100,103) x, (100,110) ok, (101.5,110) ok, (103,110) ok
+    assert m.pairs_sig == 4 and m.pairwise_sig == pytest.approx(3 / 4)
+    assert Metrics.from_json(m.to_json()) == m
+    old = {k: v for k, v in m.to_json().items() if k not in ("peak1_tol", "pairwise_sig", "pairs_sig")}
+    assert math.isnan(Metrics.from_json(old).peak1_tol)  # metrics stored before these fields existed still load
+
+
 def test_split_by_graph_is_whole_graphs_and_stable():
     rows = [{"features": {"graph": f"g{i}", "group": f"g{i}k"}} for i in range(40) for _ in range(3)]
     train, test = split_by_graph(rows, 0.25, seed=3)
