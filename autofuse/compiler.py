@@ -8,6 +8,7 @@ import torch
 import torch.fx
 
 from .codegen.config import LaunchConfig
+from .codegen.online import why_not_online
 from .codegen.split import why_not_split
 from .codegen.triton_kernel import KernelSource, KernelWriter, kernel_name
 from .ir.values import Buffer, ComputedBuffer, ExternBuffer, ReinterpretView, is_tensor_value
@@ -196,8 +197,9 @@ class ProgramBuilder:
         kind = "reduction" if g.is_reduction else "pointwise"
         if config is None:
             splittable = g.is_reduction and why_not_split(g.placements(), True) is None
+            online = g.is_reduction and why_not_online(g.placements(), True) is None
             config = self.options.heuristics.launch_config(kind, g.numel, g.rnumel, interpret, is_outer_reduction(g),
-                                                           splittable=splittable)
+                                                           splittable=splittable, online=online)
         self.used_configs.append(config)
         origins: set[str] = set()
         for n in g.nodes:

@@ -42,15 +42,15 @@ def pytest_generate_tests(metafunc):
 @dataclass(frozen=True)
 class SmallBlocks(Heuristics):
     """Tiny blocks: several programs per kernel and partial blocks; reductions either looped in
-    steps of 8 (`looped`) or persistent with 4 rows per program."""
+    steps of 8 (`looped`, online softmax where legal) or persistent with 4 rows per program."""
 
     looped: bool = True
 
-    def launch_config(self, kind, numel, rnumel, interpret, outer=False, splittable=False):
+    def launch_config(self, kind, numel, rnumel, interpret, outer=False, splittable=False, online=False):
         if kind == "pointwise":
             return LaunchConfig(XBLOCK=16)
         if self.looped:
-            return LaunchConfig(XBLOCK=2, RBLOCK=8, persistent=False)
+            return LaunchConfig(XBLOCK=2, RBLOCK=8, persistent=False, online=online)
         rblock = 1
         while rblock < rnumel:
             rblock *= 2

@@ -8,7 +8,9 @@ from dataclasses import asdict, dataclass
 class LaunchConfig:
     """`split` > 1 (reductions only): the r range is cut into `split` chunks reduced by separate
     programs (grid x-blocks × split) into a workspace, then a second kernel combines the partials —
-    more programs for a reduction whose x grid alone cannot fill the GPU (see codegen/split.py)."""
+    more programs for a reduction whose x grid alone cannot fill the GPU (see codegen/split.py).
+    `online` (looped reductions only): a sum(exp(v - max(v))) runs in the max's r loop, so the row
+    is read once less (see codegen/online.py)."""
 
     XBLOCK: int
     RBLOCK: int = 1
@@ -16,14 +18,17 @@ class LaunchConfig:
     num_stages: int = 1
     persistent: bool = True
     split: int = 1
+    online: bool = False
 
     def to_json(self) -> dict:
         d = asdict(self)
         if self.split == 1:
             del d["split"]  # plans written before split existed keep their exact JSON
+        if not self.online:
+            del d["online"]
         return d
 
     def __str__(self) -> str:
         kind = "persistent" if self.persistent else "looped"
         text = f"XBLOCK={self.XBLOCK} RBLOCK={self.RBLOCK} num_warps={self.num_warps} num_stages={self.num_stages} {kind}"
-        return text + (f" split={self.split}" if self.split > 1 else "")
+        return text + (f" split={self.split}" if self.split > 1 else "") + (" online" if self.online else "")

@@ -16,13 +16,14 @@ from typing import Any, Callable, Sequence
 import sympy
 import torch
 
-from ..ir.index import fold_divmod, row_major_vars
+from ..ir.index import fold_divmod
 from ..ir.ops import MATH_OPS, OpsHandler
 from ..schedule.loops import Placement
 from ..schedule.nodes import SchedulerNode
 from .config import LaunchConfig
 from .prelude import prelude
 from .printer import print_expr, tl_dtype
+from .online import online_pairs, why_not_online
 from .split import SplitCombine, combine_header, combine_xblock, partial_header, split_chunk, why_not_split
 
 INT32_MAX = 2**31 - 1
@@ -165,6 +166,11 @@ class KernelWriter(OpsHandler):
             why = why_not_split(self.members, reduction_kernel)
             assert why is None, f"split={config.split} on kernel {name}: {why}"
             assert not self.persistent or self.rchunk == config.RBLOCK, "a persistent split's chunk is one RBLOCK"
+        self.online: dict[str, str] = {}  # sum -> the max it runs with, in the max's r loop (online.py)
+        if config.online:
+            why = why_not_online(self.members, reduction_kernel)
+            assert why is None and not self.persistent and self.split == 1, f"online on kernel {name}: {why}"
+            self.online = online_pairs(self.members)
         self.workspaces: dict[str, torch.dtype] = {}  # partial kernel: reduction -> its workspace's dtype
         span = max(numel * max(rnumel, 1), numel * self.split, self.split * self.rchunk)
         self.use_int64 = span > INT32_MAX or any(v > INT32_MAX for v in spans.values())
@@ -204,24 +210,11 @@ class KernelWriter(OpsHandler):
             return " & ".join([base] + self.mask_stack)
         return base
 
-    def _var_exprs(self, node: SchedulerNode, pl: Placement) -> dict[sympy.Symbol, sympy.Expr]:
-        """Each node variable as an expression of the kernel's xindex / rindex (row-major)."""
-        xsym = sympy.Symbol("xindex", integer=True, nonnegative=True)
-        rsym = sympy.Symbol("rindex", integer=True, nonnegative=True)
-        xs = row_major_vars(xsym, pl.x_sizes(node))
-        if pl.cls == "red":
-            rs, rvars = row_major_vars(rsym, pl.r_sizes(node)), node.rvars
-        elif pl.cls == "r":
-            rs, rvars = row_major_vars(rsym, pl.r_sizes(node)), node.vars[pl.split:]
-        else:
-            rs, rvars = [], []
-        return dict(list(zip(node.vars[: pl.split], xs)) + list(zip(rvars, rs)))
-
     def index_str(self, index: sympy.Expr, shape_cls: str | None = None) -> str:
         node, pl = self.current
         cls = shape_cls or pl.cls
         # in kernel terms; a contiguous multi-dim index folds back to the flat xindex / rindex
-        index = fold_divmod(sympy.expand(sympy.sympify(index).xreplace(self._var_exprs(node, pl))))
+        index = fold_divmod(sympy.expand(sympy.sympify(index).xreplace(pl.kernel_vars(node))))
         if not index.free_symbols:
             return f"tl.full({self._shape(cls)}, {int(index)}, {'tl.int64' if self.use_int64 else 'tl.int32'})"
         return print_expr(index, self.indirect_names)
@@ -439,7 +432,8 @@ class KernelWriter(OpsHandler):
             for dep in node.read_names:
                 if dep in self.by_buffer and dep in phase:
                     prod_node, prod_pl = self.by_buffer[dep]
-                    p = max(p, phase[dep] + (1 if prod_pl.cls == "red" else 0))
+                    after = prod_pl.cls == "red" and self.online.get(node.name) != dep
+                    p = max(p, phase[dep] + (1 if after else 0))
             phase[node.name] = p
         return phase
 
@@ -523,9 +517,13 @@ class KernelWriter(OpsHandler):
                 if pl.cls == "r":
                     self.emit_pointwise(node, pl)
                     continue
+                if node.name in self.online:
+                    continue  # updated with its max (_online_update)
                 rtype = node.buffer.body.reduction_type
                 acc, idx, dt = accs[node.name]
                 v, _ = self._reduction_input(node, pl)
+                if node.name in self.online.values():
+                    self._online_update(node, v, accs)
                 if rtype == "sum":
                     self.emit(f"{acc} = {acc} + {v}")
                 elif rtype in ("max", "min", "prod"):
@@ -543,9 +541,35 @@ class KernelWriter(OpsHandler):
             for node, pl in reds:
                 rtype = node.buffer.body.reduction_type
                 acc, idx, dt = accs[node.name]
-                result = self._finish(rtype, TV(acc, dt), TV(idx, torch.int32) if idx else None)
+                if node.name in self.online:
+                    result = self._online_finish(node, accs)
+                else:
+                    result = self._finish(rtype, TV(acc, dt), TV(idx, torch.int32) if idx else None)
                 self.scope.node_values[node.name] = result
                 self.store(node, pl, result)
+
+    def _online_update(self, node: SchedulerNode, v: TV, accs: dict) -> None:
+        """Before the max's update: each partner sum (of exp(v - max), online.py) relative to the
+        lane's running max m. With d = v - m, one exp per element: v <= m adds exp(d); v > m
+        rescales the sum by exp(-d) and adds 1 (v is the new max). A -inf v adds nothing."""
+        m, _, dt = accs[node.name]
+        d = self.cse(f"{v} - {m}", dt)
+        up = self.cse(f"{d} > 0", torch.bool)
+        e = self.cse(f"tl.where({v} == float(\"-inf\"), 0.0, tl.exp(tl.where({up}, -{d}, {d})))", dt)
+        for b, a in self.online.items():
+            if a == node.name:
+                bacc = accs[b][0]
+                self.emit(f"{bacc} = tl.where({up}, {bacc} * {e} + 1.0, {bacc} + {e})")
+
+    def _online_finish(self, node: SchedulerNode, accs: dict) -> TV:
+        """The sum relative to the final max: each lane's sum times exp(lane max - max); a row of
+        -inf is NaN as in eager (exp(-inf - -inf))."""
+        a = self.online[node.name]
+        acc, _, dt = accs[node.name]
+        m = self.scope.node_value(a)
+        lanes = self.cse(f"tl.where({acc} == 0, 0.0, {acc} * tl.exp({accs[a][0]} - {m}))", dt)
+        total = self.cse(f"tl.reduce({lanes}, 1, _fast_sum)[:, None]", dt)
+        return self.cse(f"tl.where({m} == float(\"-inf\"), float(\"nan\"), {total})", dt)
 
     def _buffer_params(self, workspaces: int) -> list[str]:
         return ([f"in_ptr{i}" for i in range(len(self.inputs))] + [f"out_ptr{i}" for i in range(len(self.outputs))]

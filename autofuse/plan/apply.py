@@ -7,6 +7,7 @@ from typing import Any, Sequence
 import torch
 
 from ..codegen.config import LaunchConfig
+from ..codegen.online import why_not_online
 from ..codegen.split import MAX_SPLIT, why_not_split
 from ..schedule.fusion import FusionGroup, can_fuse, merge, singleton, topological_groups
 from ..schedule.heuristics import next_pow2
@@ -50,6 +51,12 @@ def check_config(cfg: LaunchConfig, group: FusionGroup) -> str | None:
         if cfg.persistent and cfg.RBLOCK * cfg.split < group.rnumel:
             return (f"persistent split reduction with RBLOCK*split={cfg.RBLOCK * cfg.split} < rnumel={group.rnumel} "
                     "(each chunk must fit one RBLOCK)")
+    if cfg.online:
+        if not group.is_reduction or cfg.persistent or cfg.split != 1:
+            return "online softmax is for looped reductions without split (a persistent row is read once anyway)"
+        why = why_not_online(group.placements(), group.is_reduction)
+        if why is not None:
+            return f"online softmax is impossible: {why}"
     return None
 
 

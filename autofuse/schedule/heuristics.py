@@ -88,14 +88,18 @@ class Heuristics:
 
     # ---- codegen -------------------------------------------------------------------------
     def launch_config(self, kind: str, numel: int, rnumel: int, interpret: bool, outer: bool = False,
-                      splittable: bool = False) -> LaunchConfig:
+                      splittable: bool = False, online: bool = False) -> LaunchConfig:
         """`outer`: the reduction walks memory with a stride (e.g. a column sum), so lanes must run
         along x, where memory is contiguous, and the r loop takes short steps. `splittable`: the
         kernel may split its r range (codegen/split.py); on the GPU a long reduction with too few
-        x blocks to fill the SMs then gets more programs, as Inductor's split reductions do."""
+        x blocks to fill the SMs then gets more programs, as Inductor's split reductions do.
+        `online`: the kernel has a softmax sum that may run in its max's loop (codegen/online.py);
+        a looped kernel then reads its rows once less."""
         cfg = self._launch_config(kind, numel, rnumel, interpret, outer)
         if splittable and kind == "reduction" and not interpret:
-            return replace(cfg, split=self.choose_split(cfg, numel, rnumel))
+            cfg = replace(cfg, split=self.choose_split(cfg, numel, rnumel))
+        if online and kind == "reduction" and not cfg.persistent and cfg.split == 1:
+            cfg = replace(cfg, online=True)
         return cfg
 
     def choose_split(self, cfg: LaunchConfig, numel: int, rnumel: int) -> int:

@@ -14,7 +14,7 @@ from typing import Sequence
 
 import sympy
 
-from ..ir.index import make_vars, prod, simplify_index
+from ..ir.index import make_vars, prod, row_major_vars, simplify_index
 from .nodes import MemoryDep, SchedulerNode
 
 
@@ -33,6 +33,20 @@ class Placement:
         if self.cls == "red":
             return tuple(node.rsizes)
         return tuple(node.sizes[self.split:])
+
+    def kernel_vars(self, node: SchedulerNode) -> dict[sympy.Symbol, sympy.Expr]:
+        """Each node variable as an expression of the kernel's xindex / rindex (row-major), so
+        index expressions of different nodes of one kernel compare in the same terms."""
+        xsym = sympy.Symbol("xindex", integer=True, nonnegative=True)
+        rsym = sympy.Symbol("rindex", integer=True, nonnegative=True)
+        xs = row_major_vars(xsym, self.x_sizes(node))
+        if self.cls == "red":
+            rs, rvars = row_major_vars(rsym, self.r_sizes(node)), node.rvars
+        elif self.cls == "r":
+            rs, rvars = row_major_vars(rsym, self.r_sizes(node)), node.vars[self.split:]
+        else:
+            rs, rvars = [], []
+        return dict(list(zip(node.vars[: self.split], xs)) + list(zip(rvars, rs)))
 
 
 def placement(node: SchedulerNode, numel: int, rnumel: int, is_reduction_kernel: bool) -> Placement | None:

@@ -16,12 +16,13 @@ import json
 import math
 import random
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any, Callable, Sequence
 
 import torch
 
 from ..codegen.config import LaunchConfig
+from ..codegen.online import why_not_online
 from ..measure.timing import Benchmarker, Timing
 from ..measure.verify import compare
 from ..plan.apply import check_config, node_id
@@ -117,6 +118,7 @@ def candidate_configs(group: Any, default: LaunchConfig, interpret: bool,
     if group.is_reduction and is_outer_reduction(group):
         kinds.append("outer")
     known = {f.name for f in fields(LaunchConfig)}
+    online = group.is_reduction and why_not_online(group.placements(), True) is None
     out: dict[LaunchConfig, None] = {default: None}
     xmax = next_pow2(max(group.numel, 1))
     rfull = next_pow2(max(group.rnumel, 1))
@@ -141,12 +143,14 @@ def candidate_configs(group: Any, default: LaunchConfig, interpret: bool,
             if elems < cfg.num_warps * 32 // 4 or elems > cfg.num_warps * 32 * 128:
                 continue  # threads idle, or too many elements per thread to stay in registers
             out[cfg] = None
+            if online and not cfg.persistent and cfg.split == 1:
+                out[replace(cfg, online=not cfg.online)] = None  # both: the search measures whether it pays
     near = sorted(list(out)[1:], key=lambda c: _distance(c, default))
     return [default] + _interleave_families(near)[: max(0, limit - 1)]
 
 
 def _family(c: LaunchConfig) -> tuple:
-    return (c.persistent, getattr(c, "split", 1) > 1, c.XBLOCK >= 16 and c.RBLOCK <= 64 and not c.persistent)
+    return (c.persistent, c.split > 1, c.XBLOCK >= 16 and c.RBLOCK <= 64 and not c.persistent, c.online)
 
 
 def _interleave_families(ranked: list[LaunchConfig]) -> list[LaunchConfig]:

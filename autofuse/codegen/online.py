@@ -1,0 +1,117 @@
+"""Online softmax: a looped kernel's `sum(exp(v - max(v)))` in the same r loop as the max.
+
+Note: without it a looped kernel reads each row twice (pass 1: the max; pass 2: the sum of
+exponentials, which needs the max), which is what keeps a cross-entropy over a 32000 vocabulary
+at half the bandwidth. Each lane keeps a running max `m` and a reference `ref` (m, or 0 while m is
+-inf, so that exp(-inf - ref) is 0 and not NaN), and the sum relative to `ref`; when `ref` grows
+the sum is rescaled by exp(ref_old - ref_new). At the end each lane's sum is brought to the final
+max. Legal when the sum's input is exactly `exp(v - m)` with `v` the max reduction's own input
+(so v <= m: nothing overflows) — what softmax, log_softmax and cross-entropy decompose to.
+NaN and inf follow eager: a NaN in the row makes the sum NaN, a row of -inf gives NaN.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Any, Callable, Sequence
+
+import sympy
+import torch
+
+from ..ir.index import fold_divmod
+from ..ir.ops import OpsHandler
+from ..schedule.loops import Placement
+from ..schedule.nodes import SchedulerNode
+
+Tree = tuple  # a body traced to a comparable expression
+
+
+class _Tracer(OpsHandler):
+    """Traces a node body to a tree: loads in kernel index terms, in-kernel pointwise producers
+    inlined, the max reduction `max_name` as a leaf, casts between float types dropped (the sum
+    may see v at another float precision than the max did: the identity still holds); anything
+    opaque (masked bodies, indirect indices) becomes a unique leaf, which never matches."""
+
+    _ids = itertools.count()
+
+    def __init__(self, by_buffer: dict[str, tuple[SchedulerNode, Placement]], max_name: str | None) -> None:
+        self.by_buffer = by_buffer
+        self.max_name = max_name
+        self.current: tuple[SchedulerNode, Placement] | None = None
+
+    def trace(self, node: SchedulerNode, pl: Placement) -> Tree:
+        saved, self.current = self.current, (node, pl)
+        try:
+            return node.run_body(self)
+        finally:
+            self.current = saved
+
+    def load(self, name: str, index: Any) -> Tree:
+        if name == self.max_name:
+            return ("max",)
+        if name in self.by_buffer:
+            node, pl = self.by_buffer[name]
+            if pl.cls == "red":
+                return ("reduction", name)
+            if self.max_name is not None and self._needs_max(node):
+                # a producer between the max and the sum: it would see the running reference
+                return ("opaque", next(self._ids))
+            return self.trace(node, pl)
+        return ("load", name, self._index(index))
+
+    def _needs_max(self, node: SchedulerNode) -> bool:
+        return any(r == self.max_name or (r in self.by_buffer and self.by_buffer[r][1].cls != "red"
+                                          and self._needs_max(self.by_buffer[r][0])) for r in node.read_names)
+
+    def _index(self, index: Any) -> str:
+        node, pl = self.current
+        return str(fold_divmod(sympy.expand(sympy.sympify(index).xreplace(pl.kernel_vars(node)))))
+
+    def constant(self, value: Any, dtype: torch.dtype) -> Tree:
+        return ("const", repr(value), str(dtype))
+
+    def index_expr(self, expr: Any, dtype: torch.dtype) -> Tree:
+        return ("index", self._index(expr), str(dtype))
+
+    def to_dtype(self, value: Tree, dtype: torch.dtype) -> Tree:
+        return value if dtype.is_floating_point else ("cast", value, str(dtype))
+
+    def masked(self, mask: Tree, body: Callable[[], Tree], other: Any) -> Tree:
+        return ("opaque", next(self._ids))
+
+    def indirect(self, value: Tree, size: int) -> sympy.Symbol:
+        return sympy.Symbol(f"indirect{next(self._ids)}", integer=True)
+
+    def op(self, name: str, *args: Tree) -> Tree:
+        return ("op", name, args)
+
+
+def online_pairs(members: Sequence[tuple[SchedulerNode, Placement]]) -> dict[str, str]:
+    """sum reduction -> the max reduction it can run online with (see the module note)."""
+    by_buffer = {n.name: (n, p) for n, p in members}
+    maxes = [(n, p) for n, p in members
+             if p.cls == "red" and n.buffer.body.reduction_type == "max" and n.buffer.body.src_dtype.is_floating_point]
+    pairs: dict[str, str] = {}
+    for node, pl in members:
+        if not maxes or pl.cls != "red":
+            continue
+        body = node.buffer.body
+        if body.reduction_type != "sum" or not body.src_dtype.is_floating_point:
+            continue
+        for a, apl in maxes:
+            if a.name not in node.read_names:
+                continue
+            v = _Tracer(by_buffer, None).trace(a, apl)
+            if _Tracer(by_buffer, a.name).trace(node, pl) == ("op", "exp", (("op", "sub", (v, ("max",))),)):
+                pairs[node.name] = a.name
+                break
+    return pairs
+
+
+def why_not_online(members: Sequence[tuple[SchedulerNode, Placement]], is_reduction: bool) -> str | None:
+    """None when the kernel has a sum(exp(v - max(v))) to run online, else why not — the one rule
+    that plan checks, default heuristics and codegen ask."""
+    if not is_reduction:
+        return "online softmax needs a reduction kernel"
+    if not online_pairs(members):
+        return "no sum(exp(v - max(v))) over the max's own input in this kernel"
+    return None

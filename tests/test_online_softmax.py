@@ -1,0 +1,138 @@
+"""Online softmax (LaunchConfig.online): a looped kernel's sum(exp(v - max(v))) runs in the max's r
+loop. Softmax, log_softmax and cross-entropy against eager on poisoned buffers — rows longer than
+RBLOCK with a partial last block, partial x blocks, a transposed input, bf16 logits, -inf, +inf and
+NaN entries, whole rows of -inf — one r loop fewer than without it, the default heuristics' choice,
+the config's JSON, and the rule rejecting kernels without the pattern."""
+from dataclasses import replace
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from autofuse import CompileOptions
+from autofuse.capture.trace import compile_traced, trace_aten
+from autofuse.codegen.config import LaunchConfig
+from autofuse.compiler import compile_graph
+from autofuse.plan.plan import FusionPlan, PlanError
+from tests.helpers import assert_close, kernels_of, rand
+
+LOOPED = dict(persistent=False, XBLOCK=2, RBLOCK=64)
+
+
+def online_plan(fn, args, online=True, **config):
+    """The default plan with `config` on every reduction kernel, online where the kernel has the pattern."""
+    from autofuse.codegen.online import why_not_online
+    art = compile_graph(trace_aten(fn, args), args, CompileOptions(strict=True, use_db=False))
+    graph_kernels = []
+    for kp, info in zip(art.plan.kernels, art.kernels):
+        if info.kind == "reduction":
+            kp = replace(kp, config=replace(kp.config, **config, online=online and "amax" in info.name))
+        graph_kernels.append(kp)
+    return replace(art.plan, kernels=tuple(graph_kernels))
+
+
+def run(fn, args, online=True, **config):
+    plan = online_plan(fn, args, online, **{**LOOPED, **config})
+    compiled = compile_traced(fn, args, CompileOptions(strict=True, use_db=False, poison=True, plan=plan))
+    expected = fn(*args)
+    actual = compiled(*args)
+    assert_close(actual if isinstance(expected, (list, tuple)) else actual[0], expected)
+    return compiled
+
+
+def loops(compiled) -> int:
+    return sum(k.source.count("for roffset") for k in kernels_of(compiled) if k.kind == "reduction")
+
+
+def softmax(x):
+    return torch.softmax(x, -1)
+
+
+def log_softmax(x):
+    return torch.log_softmax(x, -1)
+
+
+def cross_entropy(logits, target):
+    return F.cross_entropy(logits.float(), target)
+
+
+@pytest.mark.parametrize("fn", [softmax, log_softmax], ids=["softmax", "log_softmax"])
+@pytest.mark.parametrize("shape", [(37, 1000), (5, 64), (3, 1), (9, 4099)])
+def test_online_matches_eager_and_saves_a_loop(fn, shape):
+    x = rand(shape) * 4
+    online = run(fn, [x])
+    plain = run(fn, [x], online=False)
+    assert any(k.config.online for k in kernels_of(online))
+    assert loops(online) == loops(plain) - 1
+
+
+def test_cross_entropy_bf16_one_loop():
+    logits = rand((37, 1000), torch.bfloat16) * 3
+    target = torch.randint(0, 1000, (37,)).to(logits.device)
+    compiled = run(cross_entropy, [logits, target])
+    fused = [k for k in kernels_of(compiled) if k.config.online]
+    assert len(fused) == 1 and fused[0].source.count("for roffset") == 1
+
+
+def test_transposed_input_and_xblock_4():
+    x = rand((1000, 37)).t()
+    run(softmax, [x], XBLOCK=4, RBLOCK=128)
+
+
+def test_special_values():
+    x = rand((8, 300)) * 10
+    x[0, 5] = float("-inf")                  # one -inf: contributes 0
+    x[1, :] = float("-inf")                  # a row of -inf: NaN, as eager
+    x[2, 17] = float("nan")                  # NaN propagates
+    x[3, 250] = float("inf")                 # +inf: NaN in the sum (inf - inf)
+    x[4, :200] = float("-inf")               # leading -inf lanes, then finite values
+    x[5, 1::2] = float("-inf")               # half the lanes never see a finite value
+    x[6, 0] = 80.0                           # a large max first, then small values
+    x[7, 299] = 80.0                         # a large max last: every lane rescales
+    for fn in (softmax, log_softmax):
+        run(fn, [x])
+        run(fn, [x], XBLOCK=1, RBLOCK=32)
+
+
+def test_default_heuristics_choose_online_for_looped_kernels():
+    x = rand((3, 5000))  # rows longer than the interpreter's persistent limit (4096): looped
+    compiled = compile_traced(softmax, [x], CompileOptions(strict=True, use_db=False))
+    assert_close(compiled(x)[0], softmax(x))
+    red = [k for k in kernels_of(compiled) if k.kind == "reduction"]
+    assert red and all(not k.config.persistent and k.config.online for k in red)
+
+
+def test_rejected_without_the_pattern():
+    x, y = rand((6, 300)), rand((6, 300))
+
+    def other_max(x, y):  # exp(y - max(x)): not the max's own input
+        return torch.exp(y - x.amax(-1, keepdim=True)).sum(-1)
+
+    def logsumexp(x):  # the max passes through where(isinf(...)) first
+        return torch.logsumexp(x, -1)
+
+    for fn, args in ((other_max, [x, y]), (logsumexp, [x])):
+        plan = online_plan(fn, args, True, **LOOPED)
+        if not any(k.config.online for k in plan.kernels):
+            plan = replace(plan, kernels=tuple(replace(k, config=replace(k.config, online=True))
+                                               if k.config is not None and not k.config.persistent else k
+                                               for k in plan.kernels))
+        with pytest.raises(PlanError, match="online softmax is impossible"):
+            compile_traced(fn, args, CompileOptions(strict=True, use_db=False, plan=plan))(*args)
+
+
+def test_persistent_online_is_rejected():
+    x = rand((6, 300))
+    plan = online_plan(softmax, [x], True, persistent=True, XBLOCK=1, RBLOCK=512)
+    with pytest.raises(PlanError, match="looped reductions"):
+        compile_traced(softmax, [x], CompileOptions(strict=True, use_db=False, plan=plan))(x)
+
+
+def test_config_json():
+    cfg = LaunchConfig(XBLOCK=1, RBLOCK=2048, persistent=False, online=True)
+    assert cfg.to_json()["online"] is True and "online" not in replace(cfg, online=False).to_json()
+    assert "online" in str(cfg)
+    x = rand((6, 300))
+    plan = online_plan(softmax, [x], True, **LOOPED)
+    again = FusionPlan.from_json(plan.to_json())
+    assert again == plan and any(k.config.online for k in again.kernels)
