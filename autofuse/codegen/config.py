@@ -10,7 +10,8 @@ class LaunchConfig:
     programs (grid x-blocks × split) into a workspace, then a second kernel combines the partials —
     more programs for a reduction whose x grid alone cannot fill the GPU (see codegen/split.py).
     `online` (looped reductions only): a sum(exp(v - max(v))) runs in the max's r loop, so the row
-    is read once less (see codegen/online.py)."""
+    is read once less (see codegen/online.py). `fast_tanh`: tanh through the hardware's approximation,
+    for kernels whose every value is 16-bit (see codegen/fast_math.py)."""
 
     XBLOCK: int
     RBLOCK: int = 1
@@ -19,16 +20,19 @@ class LaunchConfig:
     persistent: bool = True
     split: int = 1
     online: bool = False
+    fast_tanh: bool = False
 
     def to_json(self) -> dict:
         d = asdict(self)
         if self.split == 1:
             del d["split"]  # plans written before split existed keep their exact JSON
-        if not self.online:
-            del d["online"]
+        for flag in ("online", "fast_tanh"):
+            if not d[flag]:
+                del d[flag]
         return d
 
     def __str__(self) -> str:
         kind = "persistent" if self.persistent else "looped"
         text = f"XBLOCK={self.XBLOCK} RBLOCK={self.RBLOCK} num_warps={self.num_warps} num_stages={self.num_stages} {kind}"
-        return text + (f" split={self.split}" if self.split > 1 else "") + (" online" if self.online else "")
+        return text + (f" split={self.split}" if self.split > 1 else "") + (" online" if self.online else "") \
+            + (" fast_tanh" if self.fast_tanh else "")

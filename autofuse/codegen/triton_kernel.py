@@ -23,6 +23,7 @@ from ..schedule.nodes import SchedulerNode
 from .config import LaunchConfig
 from .prelude import prelude
 from .printer import print_expr, tl_dtype
+from .fast_math import why_not_fast_tanh
 from .online import online_pairs, why_not_online
 from .split import SplitCombine, combine_header, combine_xblock, partial_header, split_chunk, why_not_split
 
@@ -171,6 +172,9 @@ class KernelWriter(OpsHandler):
             why = why_not_online(self.members, reduction_kernel)
             assert why is None and not self.persistent and self.split == 1, f"online on kernel {name}: {why}"
             self.online = online_pairs(self.members)
+        if config.fast_tanh:
+            why = why_not_fast_tanh(self.members)
+            assert why is None, f"fast_tanh on kernel {name}: {why}"
         self.workspaces: dict[str, torch.dtype] = {}  # partial kernel: reduction -> its workspace's dtype
         span = max(numel * max(rnumel, 1), numel * self.split, self.split * self.rchunk)
         self.use_int64 = span > INT32_MAX or any(v > INT32_MAX for v in spans.values())
@@ -284,6 +288,8 @@ class KernelWriter(OpsHandler):
         rule = MATH_OPS[name]
         dtype = args[0].dtype if rule == "same" else (torch.bool if rule == "bool" else args[1].dtype)
         src = args[0].dtype
+        if name == "tanh" and self.config.fast_tanh and src == torch.float32:
+            return self.cse(f"_tanh_approx({args[0]})", dtype)  # legality: fast_math.py
         text = _template(name, src).format(*[a.name for a in args], T=tl_dtype(dtype))
         return self.cse(text, dtype)
 

@@ -7,6 +7,7 @@ from typing import Any, Sequence
 import torch
 
 from ..codegen.config import LaunchConfig
+from ..codegen.fast_math import why_not_fast_tanh
 from ..codegen.online import why_not_online
 from ..codegen.split import MAX_SPLIT, why_not_split
 from ..schedule.fusion import FusionGroup, can_fuse, merge, singleton, topological_groups
@@ -57,6 +58,10 @@ def check_config(cfg: LaunchConfig, group: FusionGroup) -> str | None:
         why = why_not_online(group.placements(), group.is_reduction)
         if why is not None:
             return f"online softmax is impossible: {why}"
+    if cfg.fast_tanh:
+        why = why_not_fast_tanh(group.placements())
+        if why is not None:
+            return f"fast_tanh is impossible: {why}"
     return None
 
 

@@ -5,7 +5,8 @@ which shows on small graphs, where a whole program is a few µs of GPU work. Aft
 launch through the JIT (which compiles), later launches call the compiled kernel's launcher
 directly with the same argument order the JIT uses (all parameters, constexprs included). The
 compiled kernel is specialized on 16-byte pointer alignment, so it is cached per alignment
-pattern; any launch hook, a CPU (interpreted) kernel, a Triton whose launcher differs, or
+pattern; a launch hook that is set (Triton >= 3.5 keeps hooks in a HookChain, never None: an
+empty chain counts as unset), a CPU (interpreted) kernel, a Triton whose launcher differs, or
 AUTOFUSE_JIT_LAUNCH=1 in the environment takes the JIT path.
 """
 from __future__ import annotations
@@ -42,8 +43,8 @@ class FastLauncher:
             self._knobs = knobs
             self.kernels[key] = kernel
             return
-        knobs = self._knobs
-        if knobs.runtime.launch_enter_hook is not None or knobs.runtime.launch_exit_hook is not None:
+        rt = self._knobs.runtime
+        if _hooked(rt.launch_enter_hook) or _hooked(rt.launch_exit_hook):
             self.fn[grid](*args, **constexprs, num_warps=num_warps, num_stages=num_stages)
             return
         if self._stream is None:
@@ -53,6 +54,11 @@ class FastLauncher:
         kernel.run(grid[0], g1, 1, self._stream(self.device_index), kernel.function, kernel.packed_metadata, None,
                    None, None, *args, *constexprs.values())
 
+    @property
+    def cached(self) -> int:
+        """Compiled kernels the fast path holds (one per alignment pattern seen)."""
+        return len(self.kernels)
+
     @staticmethod
     def _usable(kernel: Any) -> bool:
         try:
@@ -60,3 +66,11 @@ class FastLauncher:
         except ImportError:
             return False
         return all(hasattr(kernel, a) for a in ("run", "function", "packed_metadata"))
+
+
+def _hooked(hook: Any) -> bool:
+    """A launch hook is set: not None and, for Triton's HookChain, with something in the chain."""
+    if hook is None:
+        return False
+    calls = getattr(hook, "calls", None)
+    return calls is None or bool(calls)

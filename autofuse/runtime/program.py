@@ -83,19 +83,19 @@ class KernelLaunch:
     def __post_init__(self) -> None:
         self._launch = FastLauncher(self.fn, self.device)
         self._combine = FastLauncher(self.combine_fn, self.device) if self.combine_fn is not None else None
+        # fixed per launch site: computed once, not on every call (host time shows on small graphs)
+        self._grid = ((self.numel + self.xblock - 1) // self.xblock,)
+        self._sizes = (self.numel, self.rnumel) if self.is_reduction else (self.numel,)
+        self._consts = {"XBLOCK": self.xblock, "RBLOCK": self.rblock} if self.is_reduction else {"XBLOCK": self.xblock}
 
     def run(self, env: list) -> None:
         if self.numel == 0:
             return
-        grid = ((self.numel + self.xblock - 1) // self.xblock,)
         args = [env[s] for s in self.arg_slots]
         if self.split > 1:
-            self._run_split(grid[0], args, env)
-        elif self.is_reduction:
-            self._launch.launch(grid, (*args, self.numel, self.rnumel), {"XBLOCK": self.xblock, "RBLOCK": self.rblock},
-                                self.num_warps, self.num_stages)
+            self._run_split(self._grid[0], args, env)
         else:
-            self._launch.launch(grid, (*args, self.numel), {"XBLOCK": self.xblock}, self.num_warps, self.num_stages)
+            self._launch.launch(self._grid, (*args, *self._sizes), self._consts, self.num_warps, self.num_stages)
 
     def _run_split(self, xgrid: int, args: list, env: list) -> None:
         # per call: a workspace is a few KB to MB, and the caching allocator makes this cheap on the GPU

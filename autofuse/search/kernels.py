@@ -22,6 +22,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from ..codegen.config import LaunchConfig
+from ..codegen.fast_math import why_not_fast_tanh
 from ..codegen.online import why_not_online
 from ..measure.timing import Benchmarker, Timing
 from ..measure.verify import compare
@@ -119,6 +120,7 @@ def candidate_configs(group: Any, default: LaunchConfig, interpret: bool,
         kinds.append("outer")
     known = {f.name for f in fields(LaunchConfig)}
     online = group.is_reduction and why_not_online(group.placements(), True) is None
+    fast_tanh = not interpret and why_not_fast_tanh(group.placements()) is None
     out: dict[LaunchConfig, None] = {default: None}
     xmax = next_pow2(max(group.numel, 1))
     rfull = next_pow2(max(group.rnumel, 1))
@@ -145,12 +147,14 @@ def candidate_configs(group: Any, default: LaunchConfig, interpret: bool,
             out[cfg] = None
             if online and not cfg.persistent and cfg.split == 1:
                 out[replace(cfg, online=not cfg.online)] = None  # both: the search measures whether it pays
+            if fast_tanh:
+                out[replace(cfg, fast_tanh=True)] = None
     near = sorted(list(out)[1:], key=lambda c: _distance(c, default))
     return [default] + _interleave_families(near)[: max(0, limit - 1)]
 
 
 def _family(c: LaunchConfig) -> tuple:
-    return (c.persistent, c.split > 1, c.XBLOCK >= 16 and c.RBLOCK <= 64 and not c.persistent, c.online)
+    return (c.persistent, c.split > 1, c.XBLOCK >= 16 and c.RBLOCK <= 64 and not c.persistent, c.online, c.fast_tanh)
 
 
 def _interleave_families(ranked: list[LaunchConfig]) -> list[LaunchConfig]:
