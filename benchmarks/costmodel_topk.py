@@ -10,6 +10,8 @@ rows = [json.loads(l) for l in gzip.open("costmodel/data/h200-2026-11-29.jsonl.g
 rows = [r for r in rows if r["stats"].get("median_us") and not r["stats"].get("error")]
 train, test = split_by_graph(rows, 0.25, 0)
 m = CostModel.from_bytes(open("costmodel/pretrained/cuda-nvidia-h200-sm90.pkl", "rb").read())
+print(f"model {m.version} (pretrained cuda-nvidia-h200-sm90; ranker: {'pairs' if getattr(m, 'ranker', None) else 'none'}); "
+      f"held-out graphs of split seed 0, {len(test)} measurements")
 pred = m.predict_us([r["features"] for r in test])
 groups = collections.defaultdict(list)
 for r, p in zip(test, pred):

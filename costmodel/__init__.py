@@ -2,7 +2,7 @@
 
 Modules: `predict` (the Predictor interface the tuner uses), `features` (+ `source_ops`,
 `compiled`, `occupancy`), `model` (CostModel), `evaluate` (held-out metrics, plan prediction),
-`select` (estimator comparison), `train` (retrain from the tuning DB), `cli` (`autofuse retrain`),
+`rank` (pair ranker of one kernel's configs), `select` (estimator comparison), `train` (retrain from the tuning DB), `cli` (`autofuse retrain`),
 `synth` (a synthetic dataset for tests). Only `predict` is imported here: scikit-learn loads
 when a model is trained or unpickled.
 """

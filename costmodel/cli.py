@@ -25,6 +25,8 @@ def register(subparsers: Any) -> None:
                    help="regressor (default hgb); auto compares all on the training graphs and keeps the best")
     p.add_argument("--no-compile", action="store_true",
                    help="skip the sm_90 compile features (registers, spills, occupancy): faster, less accurate")
+    p.add_argument("--no-ranker", action="store_true",
+                   help="rank a kernel's configs by the regressor alone, without the pair ranker")
     p.add_argument("--jobs", type=int, default=1, metavar="N", help="processes compiling kernels for features")
     p.set_defaults(func=cmd_retrain)
 
@@ -63,7 +65,8 @@ def report(result: RetrainResult) -> str:
 def cmd_retrain(args: argparse.Namespace) -> int:
     from tuning_db import DBError, TuningDB
     opts = RetrainOptions(estimator=None if args.estimator == "auto" else args.estimator,
-                          compile=not args.no_compile, workers=max(1, args.jobs))
+                          compile=not args.no_compile, workers=max(1, args.jobs),
+                          ranker=not getattr(args, "no_ranker", False))
     try:
         with TuningDB.open(args.db) as db:
             result = retrain(db, args.device, force=args.force, seed=args.seed, options=opts)

@@ -8,6 +8,10 @@ without a source, a device without a measured bandwidth — and the model tolera
 Note: the grid is ceil(numel / XBLOCK) * split; a looped reduction runs ceil(rnumel / split /
 RBLOCK) iterations; "waves" are grid / (SMs x resident blocks per SM) — with the compiled
 occupancy, and with the thread limit alone (`waves_nominal`, known without compiling).
+`RELATIVE_NAMES` (schema 2) put the config in proportion to its kernel, since the search ranks
+configs of one kernel: the block's share of numel and rnumel, whether RBLOCK covers the row, threads
+per row, values each thread holds and how many pointers it holds them for (a register estimate),
+programs per SM, the last wave's fill, bytes per program and per thread.
 """
 from __future__ import annotations
 
@@ -25,12 +29,16 @@ from .compiled import CompiledStats, compiled_stats
 from .occupancy import blocks_per_sm, nominal_blocks_per_sm
 from .source_ops import COUNT_NAMES, count_ops
 
-FEATURE_SCHEMA = 1
+FEATURE_SCHEMA = 2
 DEFAULT_SM_COUNT = 132
 DEFAULT_COPY_BW = 4.27e12
 OP_WEIGHTS = {"arith": 1.0, "compare": 1.0, "select": 1.0, "cast": 1.0, "division": 4.0, "transcendental": 8.0}
 COMPILED_NAMES = ("registers", "spill_store_bytes", "spill_load_bytes", "stack_bytes", "shared_bytes",
                   "blocks_per_sm", "occupancy", "waves_per_sm")
+
+RELATIVE_NAMES = ("log_x_cover", "log_r_cover", "covers_r", "log_threads", "log_warps_per_row", "log_r_per_thread",
+                  "log_elems_per_thread", "log_grid_per_sm", "wave_tail", "sm_fill", "log_bytes_per_program",
+                  "log_bytes_per_thread", "log_r_iters", "stages_looped", "log_live_values", "wave_quantization")
 
 FEATURE_NAMES: tuple[str, ...] = (
     "is_reduction", "persistent", "looped",
@@ -43,6 +51,7 @@ FEATURE_NAMES: tuple[str, ...] = (
     "block_elems", "elems_per_thread", "grid", "log_grid", "r_iters", "x_util", "r_util", "waves_nominal",
     *COMPILED_NAMES,
     "sm_count", "copy_bw",
+    *RELATIVE_NAMES,
 )
 
 
@@ -86,6 +95,33 @@ def _config_features(rec: dict, sm_count: float) -> dict[str, float]:
         "x_util": numel / (math.ceil(numel / xb) * xb),
         "r_util": (rnumel / split) / r_span if reduction else 1.0,
         "waves_nominal": grid / (sm_count * nominal_blocks_per_sm(int(warps))),
+    }
+
+
+def _relative_features(f: dict[str, float], nbytes: float, elem_bytes: float, sm_count: float) -> dict[str, float]:
+    """The config in proportion to its kernel (see the module note), from the config features `f`."""
+    red = f["is_reduction"] > 0
+    threads = 32.0 * f["num_warps"]
+    r_per_split = f["rnumel"] / f["split"]
+    ept = max(f["elems_per_thread"], 1e-3)
+    waves = f["waves_nominal"]
+    return {
+        "log_x_cover": _log2(f["XBLOCK"] / f["numel"]),
+        "log_r_cover": _log2(f["RBLOCK"] / r_per_split) if red else 0.0,
+        "covers_r": float(f["RBLOCK"] >= r_per_split) if red else 1.0,
+        "log_threads": _log2(threads),
+        "log_warps_per_row": _log2(f["num_warps"] / f["XBLOCK"]) if red else 0.0,
+        "log_r_per_thread": _log2(max(f["RBLOCK"] / (threads / f["XBLOCK"]), 1e-3)) if red else 0.0,
+        "log_elems_per_thread": _log2(ept),
+        "log_grid_per_sm": _log2(f["grid"] / sm_count),
+        "wave_tail": waves - math.floor(waves) if waves > 1 else waves,
+        "sm_fill": min(1.0, f["grid"] / sm_count),
+        "log_bytes_per_program": _log2(max(nbytes / f["grid"], 1.0)),
+        "log_bytes_per_thread": _log2(max(ept * elem_bytes, 1e-3)),
+        "log_r_iters": _log2(f["r_iters"]),
+        "stages_looped": f["num_stages"] * f["looped"],
+        "log_live_values": _log2(ept) + _log2(max(1.0, f["ptr_args"] if math.isfinite(f["ptr_args"]) else 1.0)),
+        "wave_quantization": math.ceil(waves) / max(waves, 1e-9),
     }
 
 
@@ -150,6 +186,8 @@ def _known_features(rec: dict, compile: bool, cache: Path | None, counts: dict[s
     f.update(_config_features(rec, sm_count))
     f.update(_op_features(counts, numel * rnumel, nbytes))
     f.update(_signature_traits(rec.get("signature")))
+    narrow = f["ptr_args"] > 0 and f["ptr16_args"] == f["ptr_args"]
+    f.update(_relative_features(f, nbytes, 2.0 if narrow else 4.0, sm_count))
     stats = compiled_stats(rec, cache) if compile and rec.get("source") else None
     f.update(_compiled_features(stats, f["num_warps"], f["grid"], sm_count))
     return {k: f[k] for k in FEATURE_NAMES}

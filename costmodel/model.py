@@ -2,7 +2,9 @@
 
 The estimator learns log(time / roofline) by default (`roofline_us`: bytes over bandwidth plus a
 2 µs floor); on the synthetic set that lifts held-out pairwise accuracy by 4-10 points over
-learning log(time) itself, for every estimator.
+learning log(time) itself, for every estimator. A model may also carry a `rank.PairRanker`, which
+orders the records of one group (one kernel's configs, by the records' "group") within a call of
+`predict_us`; the regressor's times are kept, handed out in the ranker's order.
 
 The model is what the tuning DB stores (pickled, with its version, feature list and a description
 of its training data) and what `LearnedPredictor` wraps. Training rows are the measurements whose
@@ -23,13 +25,16 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from .features import FEATURE_NAMES, FEATURE_SCHEMA, feature_matrix
+from .features import FEATURE_NAMES, FEATURE_SCHEMA, RELATIVE_NAMES, feature_matrix
 from .predict import DEFAULT_LAUNCH_US
 
 MODEL_FORMAT = 2
 ESTIMATORS = ("hgb", "gbr", "rf", "et")
 DEFAULT_ESTIMATOR = "hgb"
 TARGETS = ("log_over_roofline", "log_us")
+# The regressor's columns: the config-relative features help the pair ranker but cost the regressor
+# absolute accuracy on held-out H200 graphs (log-time MAE 0.27 -> 0.30, mean of 5 splits).
+REGRESSOR_NAMES = tuple(n for n in FEATURE_NAMES if n not in RELATIVE_NAMES)
 DEFAULT_TARGET = "log_over_roofline"
 ROOFLINE_FLOOR_US = 2.0
 
@@ -139,12 +144,13 @@ def _offset(x: np.ndarray, target: str) -> np.ndarray:
 
 
 def fit_matrix(x: np.ndarray, y_us: np.ndarray, estimator_name: str, seed: int = 0,
-               target: str = DEFAULT_TARGET) -> Any:
-    """A fitted estimator from a FEATURE_NAMES matrix and measured µs (see `predict_matrix`)."""
+               target: str = DEFAULT_TARGET, offset_x: np.ndarray | None = None) -> Any:
+    """A fitted estimator from a FEATURE_NAMES matrix and measured µs (see `predict_matrix`);
+    `offset_x`: the FEATURE_NAMES matrix when `x` holds other columns."""
     from threadpoolctl import threadpool_limits
     est = make_estimator(estimator_name, seed)
     with threadpool_limits(1):  # OpenMP threads make small fits slower, by 10x on a shared machine
-        est.fit(x, np.log(y_us) - _offset(x, target))
+        est.fit(x, np.log(y_us) - _offset(x if offset_x is None else offset_x, target))
     return est
 
 
@@ -167,23 +173,24 @@ class CostModel:
     target: str = DEFAULT_TARGET            # what the estimator predicts (see `roofline_us`)
     launch_overhead_us: float = DEFAULT_LAUNCH_US  # per kernel launch, added at the plan level
     trained_on: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    ranker: Any = field(default=None, repr=False, compare=False)  # rank.PairRanker, or None (a model of format 2
+                                                                  # pickled before rankers reads as None)
 
     def _columns(self, x: np.ndarray) -> np.ndarray | None:
         """The model's columns of a FEATURE_NAMES matrix (None: the same); unknown ones NaN."""
-        if tuple(self.feature_names) == FEATURE_NAMES:
-            return None
-        cols = {n: i for i, n in enumerate(FEATURE_NAMES)}
-        out = np.full((x.shape[0], len(self.feature_names)), np.nan)
-        for j, n in enumerate(self.feature_names):
-            if n in cols:
-                out[:, j] = x[:, cols[n]]
-        return out
+        return columns(x, self.feature_names)
 
     def predict_log_us(self, records: Sequence[dict]) -> np.ndarray:
         if not records:
             return np.zeros(0)
         x = feature_matrix(records, compile=self.compiled_features)
-        return predict_matrix(self.estimator, x, self.target, self._columns(x))
+        out = predict_matrix(self.estimator, x, self.target, self._columns(x))
+        if self.ranker is None:
+            return out
+        from .rank import order_within_groups
+        groups = [r.get("group") if isinstance(r, dict) else None for r in records]
+        xr = columns(x, self.ranker.feature_names)
+        return order_within_groups(out, self.ranker.scores(x if xr is None else xr, groups), groups)
 
     def predict_us(self, records: Sequence[dict]) -> np.ndarray:
         """Predicted kernel times (µs) of kernel feature records."""
@@ -201,8 +208,21 @@ class CostModel:
         return obj["model"]
 
 
+def columns(x: np.ndarray, names: Sequence[str]) -> np.ndarray | None:
+    """The columns `names` of a FEATURE_NAMES matrix (None: the same); unknown ones NaN."""
+    if tuple(names) == FEATURE_NAMES:
+        return None
+    cols = {n: i for i, n in enumerate(FEATURE_NAMES)}
+    out = np.full((x.shape[0], len(names)), np.nan)
+    for j, n in enumerate(names):
+        if n in cols:
+            out[:, j] = x[:, cols[n]]
+    return out
+
+
 def model_version(estimator_name: str, measurements: Sequence[Mapping[str, Any]], seed: int) -> str:
-    """Deterministic: the same training data, estimator and seed give the same version."""
+    """Deterministic: the same training data, estimator (with "+rank" when a ranker is trained) and
+    seed give the same version."""
     h = hashlib.sha256()
     for m in measurements:
         h.update(str(m.get("kernel_key", "")).encode())
@@ -213,17 +233,26 @@ def model_version(estimator_name: str, measurements: Sequence[Mapping[str, Any]]
 
 def fit(measurements: Sequence[Mapping[str, Any]], estimator: str = DEFAULT_ESTIMATOR, seed: int = 0,
         compile: bool = True, launch_overhead_us: float = DEFAULT_LAUNCH_US, workers: int = 1,
-        x: np.ndarray | None = None, target: str = DEFAULT_TARGET) -> CostModel:
+        x: np.ndarray | None = None, target: str = DEFAULT_TARGET, ranker: bool = True) -> CostModel:
     """Train on measurements ({"features", "stats", ...} as `TuningDB.measurements` returns them).
 
     Unusable rows (failed kernels) are dropped; `x` may pass the precomputed feature matrix of the
     usable rows (`usable(measurements)`, in order). ValueError when fewer than 2 usable rows remain.
+    `ranker`: also fit a `rank.PairRanker` on the pairs of configs within each group (none is kept
+    when the data has no such pair).
     """
     rows = usable(measurements)
     if len(rows) < 2:
         raise ValueError(f"too few usable measurements to train on ({len(rows)})")
     if x is None:
         x = feature_matrix([m["features"] for m in rows], compile=compile, workers=workers)
-    est = fit_matrix(x, measured_us(rows), estimator, seed, target)
-    return CostModel(model_version(estimator, rows, seed), estimator, FEATURE_NAMES, est, compile, target,
-                     float(launch_overhead_us), dict(describe(rows), target=target, estimator=estimator))
+    y = measured_us(rows)
+    est = fit_matrix(columns(x, REGRESSOR_NAMES), y, estimator, seed, target, offset_x=x)
+    pairs = None
+    if ranker:
+        from .rank import fit_ranker
+        pairs = fit_ranker(x, np.log(y), [m["features"].get("group") for m in rows], FEATURE_NAMES, seed)
+    name = f"{estimator}+rank" if pairs is not None else estimator
+    return CostModel(model_version(name, rows, seed), estimator, REGRESSOR_NAMES, est, compile, target,
+                     float(launch_overhead_us), dict(describe(rows), target=target, estimator=estimator,
+                                                     ranker="pairs-hgb" if pairs is not None else None), pairs)

@@ -32,6 +32,7 @@ class RetrainOptions:
     test_fraction: float = 0.25
     workers: int = 1                           # processes compiling kernels for features
     launch_overhead_us: float = DEFAULT_LAUNCH_US
+    ranker: bool = True                        # a pair ranker orders each kernel's configs (`rank`)
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,7 @@ def retrain(db: Any, device: str | None = None, force: bool = False, seed: int =
                                               workers=opts.workers))
         estimator = choose(comparison) if any(c.name != "bytes" for c in comparison) else DEFAULT_ESTIMATOR
     model = fit(train, estimator, seed, compile=opts.compile, launch_overhead_us=opts.launch_overhead_us,
-                workers=opts.workers)
+                workers=opts.workers, ranker=opts.ranker)
     new = evaluate(LearnedPredictor(model), test)
     current, current_version, load_note = _load_current(db, device, seed)
     cur = evaluate(LearnedPredictor(current), test) if current is not None else None

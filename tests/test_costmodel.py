@@ -21,7 +21,8 @@ from costmodel import cli
 from costmodel.compiled import compiled_stats, ptxas_candidates
 from costmodel.evaluate import Metrics, metrics, predict_plan_us, split_by_graph
 from costmodel.features import FEATURE_NAMES, feature_matrix, kernel_features
-from costmodel.model import CostModel, fit, usable
+from costmodel.model import REGRESSOR_NAMES, CostModel, fit, usable
+from costmodel.rank import order_within_groups, training_pairs
 from costmodel.occupancy import blocks_per_sm
 from costmodel.predict import ByteCountPredictor, LazyPredictor, LearnedPredictor, Predictor, load_predictor
 from costmodel.select import choose, compare_estimators, format_comparison
@@ -207,7 +208,7 @@ def test_dataset_is_the_generators_output(dataset):
 def test_fit_predict_roundtrip_beats_byte_counts(dataset):
     train, test = split_by_graph(dataset, 0.25, seed=0)
     model = fit(train, "hgb", compile=False)
-    assert model.feature_names == FEATURE_NAMES and model.trained_on["graphs"] < 18
+    assert model.feature_names == REGRESSOR_NAMES and model.trained_on["graphs"] < 18
     pred = model.predict_us([r["features"] for r in test])
     assert pred.shape == (len(test),) and np.all(pred > 0)
     got = metrics([r["stats"]["median_us"] for r in test], pred, [r["features"]["group"] for r in test])
@@ -224,6 +225,41 @@ def test_fit_predict_roundtrip_beats_byte_counts(dataset):
     assert plain.target == "log_us" and np.all(plain.predict_us([r["features"] for r in test[:5]]) > 0)
     with pytest.raises(ValueError, match="unknown target"):
         fit(train, "et", compile=False, target="seconds")
+
+
+def test_order_within_groups_hands_out_the_regressors_times():
+    base = np.log([10.0, 20.0, 30.0, 7.0, 5.0])
+    scores = np.array([0.1, 0.9, 0.5, np.nan, 0.3])      # higher: more likely the fastest of its group
+    out = np.exp(order_within_groups(base, scores, ["g", "g", "g", "solo", None]))
+    assert out == pytest.approx([30.0, 10.0, 20.0, 7.0, 5.0])  # g in the ranker's order; the others kept
+    tied = order_within_groups(np.zeros(3), np.array([0.2, 0.8, 0.5]), ["h"] * 3)
+    assert list(np.argsort(tied)) == [1, 2, 0]            # equal times still come out in the ranker's order
+
+
+def test_training_pairs_skip_ties():
+    a, b, label = training_pairs(np.log([10.0, 10.05, 20.0, 1.0]), ["g", "g", "g", "solo"])
+    pairs = sorted(zip(a.tolist(), b.tolist(), label.tolist()))
+    assert pairs == [(0, 2, 1), (1, 2, 1), (2, 0, 0), (2, 1, 0)]  # 10 vs 10.05 is a tie; the singleton has no pair
+
+
+def test_ranker_orders_configs_within_a_group(dataset):
+    train, test = split_by_graph(dataset, 0.25, seed=0)
+    model = fit(train, "et", compile=False)
+    plain = fit(train, "et", compile=False, ranker=False)
+    assert model.ranker is not None and plain.ranker is None and "+rank" not in plain.version != model.version
+    recs = [r["features"] for r in test]
+    t, t0 = model.predict_us(recs), plain.predict_us(recs)
+    groups = np.array([r["group"] for r in recs])
+    for g in set(groups):  # a group's times are the regressor's, reordered
+        assert np.sort(t[groups == g]) == pytest.approx(np.sort(t0[groups == g]), rel=1e-6)
+    assert model.predict_us(recs[:1]) == pytest.approx(t0[:1])  # alone in its group: the regressor's time
+    measured = [r["stats"]["median_us"] for r in test]
+    assert metrics(measured, t, groups).pairwise > 0.7
+    again = CostModel.from_bytes(model.to_bytes())
+    assert np.allclose(again.predict_us(recs), t)
+    old = CostModel.__new__(CostModel)  # a model pickled before rankers existed
+    old.__dict__.update({k: v for k, v in plain.__dict__.items() if k != "ranker"})
+    assert old.ranker is None and np.allclose(old.predict_us(recs), t0)
 
 
 def test_estimator_comparison_table(dataset):
