@@ -111,7 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     results["us_per_call"] = us
     (out / "host_probe.json").write_text(json.dumps(results, indent=1))
     prof = ["# autofuse", profile(lambda: af(*args), a.calls), "# inductor",
-            profile(variants["inductor"], a.calls)]
+            profile(variants["inductor"], a.calls), "# autofuse_cudagraphs",
+            profile(variants["autofuse_cudagraphs"], a.calls), "# inductor_cudagraphs",
+            profile(variants["inductor_cudagraphs"], a.calls)]
     (out / "host_profile.txt").write_text("\n".join(prof))
     print(json.dumps(results["launchers"]))
     return 0

@@ -80,7 +80,7 @@ def test_transposed_input_and_xblock_4():
 
 
 def test_special_values():
-    x = rand((8, 300)) * 10
+    x = rand((10, 300)) * 10
     x[0, 5] = float("-inf")                  # one -inf: contributes 0
     x[1, :] = float("-inf")                  # a row of -inf: NaN, as eager
     x[2, 17] = float("nan")                  # NaN propagates
@@ -89,6 +89,9 @@ def test_special_values():
     x[5, 1::2] = float("-inf")               # half the lanes never see a finite value
     x[6, 0] = 80.0                           # a large max first, then small values
     x[7, 299] = 80.0                         # a large max last: every lane rescales
+    x[8, :] = float("nan")                   # only NaN
+    x[9, ::3] = float("nan")                 # NaN and -inf, no finite value
+    x[9, 1::3] = float("-inf")
     for fn in (softmax, log_softmax):
         run(fn, [x])
         run(fn, [x], XBLOCK=1, RBLOCK=32)

@@ -532,6 +532,9 @@ class KernelWriter(OpsHandler):
                     self._online_update(node, v, accs)
                 if rtype == "sum":
                     self.emit(f"{acc} = {acc} + {v}")
+                elif rtype in ("max", "min") and _is_float(dt):
+                    # one NaN-propagating max/min instruction instead of compare-and-select
+                    self.emit(f"{acc} = tl.{rtype}imum({acc}, {v}, propagate_nan=tl.PropagateNan.ALL)")
                 elif rtype in ("max", "min", "prod"):
                     self.emit(f"{acc} = _{rtype}_combine({acc}, {v})")
                 elif rtype == "any":
@@ -557,11 +560,13 @@ class KernelWriter(OpsHandler):
     def _online_update(self, node: SchedulerNode, v: TV, accs: dict) -> None:
         """Before the max's update: each partner sum (of exp(v - max), online.py) relative to the
         lane's running max m. With d = v - m, one exp per element: v <= m adds exp(d); v > m
-        rescales the sum by exp(-d) and adds 1 (v is the new max). A -inf v adds nothing."""
+        rescales the sum by exp(-d) and adds 1 (v is the new max). A NaN d (v = m = -inf, or a NaN)
+        adds nothing: the non-propagating max turns it into exp(-inf) = 0 — the final step makes a
+        row with a NaN NaN. Few instructions matter: this runs on every element of a long row."""
         m, _, dt = accs[node.name]
         d = self.cse(f"{v} - {m}", dt)
         up = self.cse(f"{d} > 0", torch.bool)
-        e = self.cse(f"tl.where({v} == float(\"-inf\"), 0.0, tl.exp(tl.where({up}, -{d}, {d})))", dt)
+        e = self.cse(f"tl.exp(tl.maximum(-tl.abs({d}), float(\"-inf\")))", dt)
         for b, a in self.online.items():
             if a == node.name:
                 bacc = accs[b][0]
@@ -569,13 +574,13 @@ class KernelWriter(OpsHandler):
 
     def _online_finish(self, node: SchedulerNode, accs: dict) -> TV:
         """The sum relative to the final max: each lane's sum times exp(lane max - max); a row of
-        -inf is NaN as in eager (exp(-inf - -inf))."""
+        -inf (exp(-inf - -inf)) or with a NaN is NaN, as in eager."""
         a = self.online[node.name]
         acc, _, dt = accs[node.name]
         m = self.scope.node_value(a)
         lanes = self.cse(f"tl.where({acc} == 0, 0.0, {acc} * tl.exp({accs[a][0]} - {m}))", dt)
         total = self.cse(f"tl.reduce({lanes}, 1, _fast_sum)[:, None]", dt)
-        return self.cse(f"tl.where({m} == float(\"-inf\"), float(\"nan\"), {total})", dt)
+        return self.cse(f"tl.where({m} > float(\"-inf\"), {total}, float(\"nan\"))", dt)
 
     def _buffer_params(self, workspaces: int) -> list[str]:
         return ([f"in_ptr{i}" for i in range(len(self.inputs))] + [f"out_ptr{i}" for i in range(len(self.outputs))]
