@@ -220,14 +220,17 @@ def columns(x: np.ndarray, names: Sequence[str]) -> np.ndarray | None:
     return out
 
 
-def model_version(estimator_name: str, measurements: Sequence[Mapping[str, Any]], seed: int) -> str:
-    """Deterministic: the same training data, estimator (with "+rank" when a ranker is trained) and
-    seed give the same version."""
+def model_version(estimator_name: str, measurements: Sequence[Mapping[str, Any]], seed: int,
+                  compiled: bool = True) -> str:
+    """Deterministic: the same training data, estimator (with "+rank" when a ranker is trained), seed
+    and compile-features flag give the same version."""
     h = hashlib.sha256()
     for m in measurements:
         h.update(str(m.get("kernel_key", "")).encode())
         h.update(repr(m["stats"]["median_us"]).encode())
     h.update(f"{estimator_name}:{seed}:{FEATURE_SCHEMA}:{MODEL_FORMAT}".encode())
+    if not compiled:  # (models with compile features keep the versions they had before the flag counted)
+        h.update(b":no-compile")
     return f"cm{FEATURE_SCHEMA}-{estimator_name}-{h.hexdigest()[:10]}"
 
 
@@ -253,6 +256,6 @@ def fit(measurements: Sequence[Mapping[str, Any]], estimator: str = DEFAULT_ESTI
         from .rank import fit_ranker
         pairs = fit_ranker(x, np.log(y), [m["features"].get("group") for m in rows], FEATURE_NAMES, seed)
     name = f"{estimator}+rank" if pairs is not None else estimator
-    return CostModel(model_version(name, rows, seed), estimator, REGRESSOR_NAMES, est, compile, target,
+    return CostModel(model_version(name, rows, seed, compile), estimator, REGRESSOR_NAMES, est, compile, target,
                      float(launch_overhead_us), dict(describe(rows), target=target, estimator=estimator,
                                                      ranker="pairs-hgb" if pairs is not None else None), pairs)

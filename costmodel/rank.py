@@ -3,7 +3,8 @@
 The search asks the model one question: which configs of this kernel to measure. A regressor of
 absolute log time spends its capacity on the 1000x spread between kernels; a classifier of config
 pairs within a group (same kernel, different launch configs) learns only the question asked. On the
-held-out H200 graphs it ranks better than every regressor target tried (see costmodel/pretrained/*.json).
+held-out H200 graphs it ranks better than every regressor target tried (absolute, within-group
+deviation, clipped deviation, within-group rank): costmodel/pretrained/EXPERIMENTS.md.
 
 Note: training pairs are the ordered pairs (a, b) of one group whose measured times differ by more
 than `evaluate.TIE`, labelled "a is faster"; a pair's row is the config features of a minus b, of a,

@@ -21,7 +21,7 @@ from costmodel import cli
 from costmodel.compiled import compiled_stats, ptxas_candidates
 from costmodel.evaluate import Metrics, metrics, predict_plan_us, split_by_graph
 from costmodel.features import FEATURE_NAMES, feature_matrix, kernel_features
-from costmodel.model import REGRESSOR_NAMES, CostModel, fit, usable
+from costmodel.model import REGRESSOR_NAMES, CostModel, fit, model_version, usable
 from costmodel.rank import order_within_groups, training_pairs
 from costmodel.occupancy import blocks_per_sm
 from costmodel.predict import ByteCountPredictor, LazyPredictor, LearnedPredictor, Predictor, load_predictor
@@ -247,6 +247,7 @@ def test_ranker_orders_configs_within_a_group(dataset):
     model = fit(train, "et", compile=False)
     plain = fit(train, "et", compile=False, ranker=False)
     assert model.ranker is not None and plain.ranker is None and "+rank" not in plain.version != model.version
+    assert model_version("et", train, 0, compiled=True) != model_version("et", train, 0, compiled=False)
     recs = [r["features"] for r in test]
     t, t0 = model.predict_us(recs), plain.predict_us(recs)
     groups = np.array([r["group"] for r in recs])
