@@ -2,14 +2,12 @@
 
 Note: without it a looped kernel reads each row twice (pass 1: the max; pass 2: the sum of
 exponentials, which needs the max), which is what keeps a cross-entropy over a 32000 vocabulary
-at half the bandwidth. The max keeps its per-lane accumulator; after each r block the row's
-running max becomes the sum's reference (0 while it is -inf, so exp(-inf - ref) is 0 and not
-NaN), the lanes' sums are rescaled by exp(ref_old - ref_new) — one exp per row and block — and
-each element adds exp(v - ref). At the end the reference is the final max (when finite), so the
-lanes' sums add up to the result. Legal when the sum's input is exactly `exp(v - m)` with `v` the
-max reduction's own input (so v <= m: nothing overflows) — what softmax, log_softmax and
-cross-entropy decompose to. NaN and inf follow eager: a NaN in the row makes the sum NaN, a row of
--inf gives NaN.
+at half the bandwidth. Each lane keeps a running max `m` and a reference `ref` (m, or 0 while m is
+-inf, so that exp(-inf - ref) is 0 and not NaN), and the sum relative to `ref`; when `ref` grows
+the sum is rescaled by exp(ref_old - ref_new). At the end each lane's sum is brought to the final
+max. Legal when the sum's input is exactly `exp(v - m)` with `v` the max reduction's own input
+(so v <= m: nothing overflows) — what softmax, log_softmax and cross-entropy decompose to.
+NaN and inf follow eager: a NaN in the row makes the sum NaN, a row of -inf gives NaN.
 """
 from __future__ import annotations
 

@@ -510,8 +510,6 @@ class KernelWriter(OpsHandler):
                     idx = f"accidx_{node.name}"
                     self.emit(f"{idx} = tl.full([XBLOCK, RBLOCK], 2147483647, tl.int32)")
                 accs[node.name] = (acc, idx, dt)
-                if node.name in self.online.values():
-                    self.emit(f"ref_{node.name} = tl.full([XBLOCK, 1], 0.0, {tl_dtype(dt)})")
             if self.role == "partial":  # this program's chunk; rmask cuts the last one at rnumel
                 self.emit(f"for roffset in range(0, {self.rchunk}, RBLOCK):")
             else:
@@ -530,13 +528,13 @@ class KernelWriter(OpsHandler):
                 rtype = node.buffer.body.reduction_type
                 acc, idx, dt = accs[node.name]
                 v, _ = self._reduction_input(node, pl)
+                if node.name in self.online.values():
+                    self._online_update(node, v, accs)
                 if rtype == "sum":
                     self.emit(f"{acc} = {acc} + {v}")
                 elif rtype in ("max", "min") and _is_float(dt):
                     # one NaN-propagating max/min instruction instead of compare-and-select
                     self.emit(f"{acc} = tl.{rtype}imum({acc}, {v}, propagate_nan=tl.PropagateNan.ALL)")
-                    if node.name in self.online.values():
-                        self._online_update(node, v, accs)
                 elif rtype in ("max", "min", "prod"):
                     self.emit(f"{acc} = _{rtype}_combine({acc}, {v})")
                 elif rtype == "any":
@@ -560,30 +558,28 @@ class KernelWriter(OpsHandler):
                 self.store(node, pl, result)
 
     def _online_update(self, node: SchedulerNode, v: TV, accs: dict) -> None:
-        """After the max's lane update: each partner sum (of exp(v - max), online.py) relative to a
-        per-row reference, the row's running max (0 while it is -inf, so exp(-inf - ref) is 0, not
-        NaN). The reference moves once per r block, so the rescale exp(ref_old - ref_new) is one
-        per row and block, and each element costs one exp and one fma. NaN and +inf end as NaN,
-        as in eager (the final step checks the max)."""
+        """Before the max's update: each partner sum (of exp(v - max), online.py) relative to the
+        lane's running max m. With d = v - m, one exp per element: v <= m adds exp(d); v > m
+        rescales the sum by exp(-d) and adds 1 (v is the new max). A NaN d (v = m = -inf, or a NaN)
+        adds nothing: the non-propagating max turns it into exp(-inf) = 0 — the final step makes a
+        row with a NaN NaN. Few instructions matter: this runs on every element of a long row."""
         m, _, dt = accs[node.name]
-        ref = f"ref_{node.name}"
-        rmax = self.cse(f"tl.reduce({m}, 1, _fast_max)[:, None]", dt)
-        refn = self.cse(f"tl.where({rmax} == float(\"-inf\"), 0.0, {rmax})", dt)
-        scale = self.cse(f"tl.exp({ref} - {refn})", dt)
-        e = self.cse(f"tl.exp({v} - {refn})", dt)
+        d = self.cse(f"{v} - {m}", dt)
+        up = self.cse(f"{d} > 0", torch.bool)
+        e = self.cse(f"tl.exp(tl.maximum(-tl.abs({d}), float(\"-inf\")))", dt)
         for b, a in self.online.items():
             if a == node.name:
                 bacc = accs[b][0]
-                self.emit(f"{bacc} = {bacc} * {scale} + {e}")
-        self.emit(f"{ref} = {refn}")
+                self.emit(f"{bacc} = tl.where({up}, {bacc} * {e} + 1.0, {bacc} + {e})")
 
     def _online_finish(self, node: SchedulerNode, accs: dict) -> TV:
-        """The lanes' sums are relative to the final reference, which is the final max when that is
-        finite; a row of -inf (exp(-inf - -inf)) or with a NaN is NaN, as in eager."""
+        """The sum relative to the final max: each lane's sum times exp(lane max - max); a row of
+        -inf (exp(-inf - -inf)) or with a NaN is NaN, as in eager."""
         a = self.online[node.name]
         acc, _, dt = accs[node.name]
         m = self.scope.node_value(a)
-        total = self.cse(f"tl.reduce({acc}, 1, _fast_sum)[:, None]", dt)
+        lanes = self.cse(f"tl.where({acc} == 0, 0.0, {acc} * tl.exp({accs[a][0]} - {m}))", dt)
+        total = self.cse(f"tl.reduce({lanes}, 1, _fast_sum)[:, None]", dt)
         return self.cse(f"tl.where({m} > float(\"-inf\"), {total}, float(\"nan\"))", dt)
 
     def _buffer_params(self, workspaces: int) -> list[str]:
