@@ -1,0 +1,161 @@
+"""benchmarks/search_quality.py on the CPU: the three searches (unguided reference, two guided) run
+under the fake timer of tests/test_search.py, the stored winners are compiled from their DBs and
+re-timed by a fake re-timer that prices each compiled kernel with the same planted costs, and the
+rows, verdicts and table follow from those costs. Also: partial results are on disk before the
+re-timing, a spent budget skips cases, a failing learned model is noticed, no GPU means exit 2."""
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+import torch
+
+from autofuse.measure.timing import FakeBenchmarker
+from benchmarks import search_quality as sq
+from benchmarks.cases import Case
+from costmodel.predict import ByteCountPredictor
+from tests.helpers import seed_fn
+from tests.test_search import planted_cost, seed_args
+
+
+class PlantedPredictor:
+    """Stands in for the learned model: it knows the planted costs (num_warps=2 is best)."""
+
+    def predict_us(self, records):
+        return [planted_cost(r) for r in records]
+
+
+def kernel_us(k) -> float:
+    """The fake's price of one compiled kernel (the seed graph's only reduction is its mean), plus
+    FakeBenchmarker's launch term — what the tuner's fake timer charged for the same kernel."""
+    return planted_cost({"nodes": ["mean"] if k.kind == "reduction" else [], "source": k.source,
+                         "config": k.config.to_json()}) + 1.0
+
+
+def factories():
+    return {"byte-count": lambda db, dev: ByteCountPredictor(), "learned": lambda db, dev: PlantedPredictor()}
+
+
+def test_three_searches_rows_and_table(tmp_path, device):
+    out = tmp_path / "out"
+    benches: dict[str, FakeBenchmarker] = {}
+    seen: dict[str, object] = {}
+
+    def bench_for(v):
+        benches[v.name] = FakeBenchmarker(planted_cost)
+        return benches[v.name]
+
+    def retime(fn, args, contenders):
+        seen["on_disk"] = json.loads((out / "results.json").read_text())   # written before the re-timing
+        seen["names"] = [c.name for c in contenders]
+        return {c.name: [sum(kernel_us(k) for a in c.artifacts for k in a.kernels if k.kind != "fallback")] * 3
+                for c in contenders}
+
+    # small stand-ins for 32 trials / top-k 16 (reference) and 8, 32 trials (guided)
+    variants = sq.default_variants(ref_trials=8, ref_top_k=12, ref_explore=1.0, guided_trials=(3, 6))
+    assert [(v.name, v.predictor, v.trials, v.target) for v in variants] == [   # in the order they run
+        ("guided 3", "learned", 3, 1.05), ("guided 6", "learned", 6, 1.05), ("unguided long", "byte-count", 8, None)]
+    case = Case("seed_tiny", lambda dev, scale: (seed_fn, seed_args(dev)))
+    res = sq.run_all([case], variants, out, 600.0, device=device, factories=factories(), retime=retime,
+                     benchmarker_for=bench_for, meta={"device": "cpu (fake timer)"})
+
+    c = res["cases"][0]
+    assert "error" not in c and "retime_error" not in c, c
+    # partial results were on disk before the re-timing: all three searches, no verdicts yet
+    part = seen["on_disk"]["cases"][0]
+    assert part["partial"] and [s["name"] for s in part["searches"]] == ["guided 3", "guided 6", "unguided long"]
+    assert seen["names"] == ["guided 3", "guided 6", "unguided long", "default plan"]
+
+    rows = {r["variant"]: r for r in c["rows"]}
+    assert list(rows) == ["unguided long", "guided 3", "guided 6", "default plan"]     # the reference first
+    ref, g3, g6, default = rows["unguided long"], rows["guided 3"], rows["guided 6"], rows["default plan"]
+    # the reference finds the planted optimum: relu in its own kernel, mean fused with the epilogue,
+    # num_warps=2 everywhere: two kernels of 10 us + 1 us launch
+    assert (ref["us"], ref["kernels"], ref["ratio"]) == (pytest.approx(22.0), 2, pytest.approx(1.0))
+    # 3 trials are the default strategies' plans only; the best of them, configs tuned: three 11 us kernels
+    assert (g3["us"], g3["kernels"], g3["ratio"], g3["within"]) == (pytest.approx(33.0), 3, pytest.approx(1.5), False)
+    assert (g6["us"], g6["kernels"], g6["ratio"], g6["within"]) == (pytest.approx(22.0), 2, pytest.approx(1.0), True)
+    # the default plan: one kernel computing relu inline (+30) at the default num_warps (+7)
+    assert (default["us"], default["kernels"]) == (pytest.approx(48.0), 1)
+    assert default["ratio"] == pytest.approx(48.0 / 22.0)
+
+    searches = {s["name"]: s for s in c["searches"]}
+    for name, s in searches.items():
+        fake_kernel_calls = [k for k in benches[name].calls if k.get("kind") in ("pointwise", "reduction")]
+        assert s["kernels_measured"] == rows[name]["kernels_measured"] == len(fake_kernel_calls) > 0
+        assert s["stored"] and s["source"] == ["tuned"] and not s["cut_by_budget"]
+        assert s["tune_us"] == pytest.approx(rows[name]["us"])         # the tuner's own time agrees
+        assert rows[name]["trials"] == rows[name]["trials_asked"] == s["trials"]
+    assert searches["unguided long"]["predictor_used"] == ["ByteCountPredictor"]
+    assert searches["guided 3"]["predictor_used"] == ["PlantedPredictor"] and searches["guided 6"]["predictor_calls"] > 0
+    assert searches["unguided long"]["kernel"]["top_k"] == 12 and searches["guided 6"]["kernel"]["top_k"] == 6
+    # the wide search measures more configs per kernel than the guided one of about as many trials
+    assert searches["unguided long"]["kernels_measured"] > searches["guided 6"]["kernels_measured"]
+
+    table = (out / "results.md").read_text()
+    assert table == sq.markdown(res)
+    assert "| seed_tiny | guided 3 | learned | 3/3 |" in table and "| 1.500 | 3 | ≤ 1.05 | NO |" in table
+    assert "| seed_tiny | guided 6 | learned | 6/6 |" in table and "| 1.000 | 2 | ≤ 1.05 | yes |" in table
+    assert "guided 3 ≤ 1.05: 0/1 cases; guided 6 ≤ 1.05: 1/1 cases" in table
+    on_disk = json.loads((out / "results.json").read_text())
+    assert on_disk["cases"][0]["rows"] == json.loads(json.dumps(c["rows"])) and on_disk["device"] == "cpu (fake timer)"
+
+
+def test_spent_budget_skips_cases(tmp_path):
+    def never(*a, **k):
+        raise AssertionError("no search should run")
+
+    cases = [Case("a", never), Case("b", never)]
+    res = sq.run_all(cases, sq.default_variants(), tmp_path, 0.0, device="cpu",
+                     factories={"byte-count": never, "learned": never}, retime=never)
+    assert [c.get("skipped", "")[:12] for c in res["cases"]] == ["budget spent"] * 2
+    assert "| a | skipped: budget spent" in (tmp_path / "results.md").read_text()
+
+
+def test_budget_split_and_targets():
+    vs = sq.default_variants()
+    assert [(v.name, v.trials, v.kernel.top_k, v.kernel.explore, v.target) for v in vs] == [
+        ("guided 8", 8, 6, 0.25, 1.05), ("guided 32", 32, 6, 0.25, 1.01), ("unguided long", 32, 16, 1.0, None)]
+    assert [v.weight for v in vs] == pytest.approx([0.2, 0.4, 0.4])
+    # each search gets its weight's share of what is left; the reference, last, gets all that is left
+    assert sq.split(100.0, vs[0].weight, 1.0) == pytest.approx(20.0)
+    assert sq.split(90.0, vs[1].weight, 0.8) == pytest.approx(45.0)
+    assert sq.split(70.0, vs[2].weight, 0.4) == pytest.approx(70.0)
+    assert sq.split(-5.0, 0.5, 1.0) == sq.MIN_SEARCH_S
+
+
+def test_probe_notices_a_failing_model():
+    class Failing:
+        def predict_us(self, records):
+            warnings.warn("autofuse: cost model cm-x failed to predict (ValueError: x); using byte counts")
+            return [1.0] * len(records)
+
+    p = sq.PredictorProbe(Failing())
+    assert p.predict_us([{}, {}]) == [1.0, 1.0]
+    assert p.calls == 1 and "failed to predict" in p.problems[0] and p.describe() == "Failing"
+
+
+def test_no_gpu_exits_with_a_message(monkeypatch, capsys):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert sq.main(["--budget", "10"]) == 2
+    assert "needs a CUDA GPU" in capsys.readouterr().err
+
+
+def test_table_flags_a_guided_search_without_the_model():
+    vs = sq.default_variants(guided_trials=(8,))
+    row = {"case": "c", "searches": [
+        {"name": "guided 8", "trials": 8, "kernels_measured": 30, "seconds": 9.0, "cut_by_budget": False,
+         "predictor_used": ["ByteCountPredictor"]},
+        {"name": "unguided long", "trials": 20, "kernels_measured": 200, "seconds": 60.0, "cut_by_budget": True}],
+        "retimed": {"guided 8": {"us": 104.0, "rounds_us": [103.0, 104.0, 106.0], "kernels": 1},
+                    "unguided long": {"us": 100.0, "rounds_us": [100.0], "kernels": 2}}}
+    rows = sq.summarize(vs, row)
+    assert [r["variant"] for r in rows] == ["unguided long", "guided 8"]
+    g = rows[1]
+    assert g["ratio"] == pytest.approx(1.04) and g["within"] is True and g["spread_pct"] == pytest.approx(3 / 104 * 100)
+    assert "ranked by byte counts" in g["note"]
+    table = sq.markdown({"cases": [{**row, "rows": rows}]})
+    assert "| c | unguided long | byte-count | 20/32 (budget) | 200 | 60.0 | 100.0 | 1.000 | 2 |  |  |" in table
+    assert "| c | guided 8 | learned | 8/8 | 30 | 9.0 | 104.0 ±2.9% no learned model" in table
+    assert "guided 8 ≤ 1.05: 1/1 cases" in table
