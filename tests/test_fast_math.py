@@ -51,3 +51,20 @@ def test_fast_tanh_json():
     x, b = rand((8, 30), torch.bfloat16), rand((30,), torch.bfloat16)
     plan = fast_plan(bias_gelu, [x, b])
     assert FusionPlan.from_json(plan.to_json()) == plan
+
+
+def test_legal_options_tell_f32_and_bf16_groups_apart():
+    """The search reuses a kernel's tuned config only among groups allowing the same options: the
+    same source can come from groups where fast_tanh is legal and from groups where it is not."""
+    from autofuse.compiler import schedule
+    from autofuse.search.kernels import legal_options
+
+    def options_of(dtype):
+        x, b = rand((8, 30), dtype), rand((30,), dtype)
+        opts = CompileOptions(strict=True, use_db=False)
+        _, _, placed, *_ = schedule(trace_aten(bias_gelu, [x, b]), [x, b], opts)
+        (group, _), = placed
+        return legal_options(group)
+
+    assert options_of(torch.bfloat16) == (False, False, True)
+    assert options_of(torch.float32) == (False, False, False)

@@ -24,6 +24,7 @@ import torch
 from ..codegen.config import LaunchConfig
 from ..codegen.fast_math import why_not_fast_tanh
 from ..codegen.online import why_not_online
+from ..codegen.split import why_not_split
 from ..measure.timing import Benchmarker, Timing
 from ..measure.verify import compare
 from ..plan.apply import check_config, node_id
@@ -111,6 +112,14 @@ def group_key(default_record: dict[str, Any]) -> str:
     return _sha(default_record["source"], default_record["numel"], default_record["rnumel"], default_record["signature"])
 
 
+def legal_options(group: Any) -> tuple[bool, ...]:
+    """Which optional codegen choices (split, online softmax, fast tanh) the group allows."""
+    members = group.placements()
+    return (group.is_reduction and why_not_split(members, True) is None,
+            group.is_reduction and why_not_online(members, True) is None,
+            why_not_fast_tanh(members) is None)
+
+
 def candidate_configs(group: Any, default: LaunchConfig, interpret: bool,
                       ranges: dict[str, dict[str, tuple[int, ...]]] = CONFIG_RANGES, limit: int = 48) -> list[LaunchConfig]:
     """Legal configs for the group: the default first, then each family's nearest the default, in turn."""
@@ -193,7 +202,7 @@ class KernelTuner:
                  on_measure: Callable[[dict[str, Any], Timing | None, str | None], None] | None = None) -> None:
         self.bench, self.predictor, self.db, self.device = benchmarker, predictor, db, device
         self.traits, self.graph, self.settings, self.interpret = traits, graph, settings, interpret
-        self.choices: dict[str, KernelChoice] = {}
+        self.choices: dict[tuple, KernelChoice] = {}
         self.on_measure = on_measure
         self.rng = random.Random(settings.seed)
         self.new_measurements = 0
@@ -203,11 +212,15 @@ class KernelTuner:
         ids = [node_id(n) for n in builder.groups[gi].nodes]
         default_rec = kernel_record(info, launch, env, self.graph, "", self.traits, ids)
         gkey = group_key(default_rec)
-        if gkey in self.choices:
-            launch.run(env)
-            return self.choices[gkey]
-        default_rec["group"] = gkey
         group = builder.groups[gi]
+        # the same code can come from groups on which different configs are legal (a kernel-local
+        # f32 member makes fast_tanh illegal without changing the source): a choice is reused
+        # only where the same options are legal
+        ckey = (gkey, legal_options(group))
+        if ckey in self.choices:
+            launch.run(env)
+            return self.choices[ckey]
+        default_rec["group"] = gkey
         configs = candidate_configs(group, info.config, self.interpret, limit=self.settings.max_candidates)
         variants: dict[LaunchConfig, tuple[Any, Any, dict[str, Any]] | str] = {}
         for cfg in configs:
@@ -238,7 +251,7 @@ class KernelTuner:
         best = min(results, key=lambda c: (results[c][0], c != info.config))
         us, spread, _, rec = results[best]
         choice = KernelChoice(gkey, best, us, spread, rec, len(chosen), measured, tuple(failures))
-        self.choices[gkey] = choice
+        self.choices[ckey] = choice
         return choice
 
     def _select(self, ok: list[LaunchConfig], default: LaunchConfig, variants: dict) -> list[LaunchConfig]:
