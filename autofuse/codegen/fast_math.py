@@ -9,46 +9,15 @@ buffer (what the kernel may store) is bf16 or f16. The search measures it; it is
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Sequence
 
 import torch
 
-from ..ir.ops import OpsHandler
+from ..ir.ops import AnalysisHandler
 from ..schedule.loops import Placement
 from ..schedule.nodes import SchedulerNode
 
 HALF = (torch.bfloat16, torch.float16)
-
-
-class _OpNames(OpsHandler):
-    """Collects the math ops a body uses."""
-
-    def __init__(self) -> None:
-        self.names: set[str] = set()
-
-    def load(self, name: str, index: Any) -> None:
-        return None
-
-    def constant(self, value: Any, dtype: torch.dtype) -> None:
-        return None
-
-    def index_expr(self, expr: Any, dtype: torch.dtype) -> None:
-        return None
-
-    def to_dtype(self, value: Any, dtype: torch.dtype) -> None:
-        return None
-
-    def masked(self, mask: Any, body: Callable[[], Any], other: Any) -> None:
-        body()
-        return None
-
-    def indirect(self, value: Any, size: int) -> Any:
-        import sympy
-        return sympy.Symbol("indirect", integer=True)
-
-    def op(self, name: str, *args: Any) -> None:
-        self.names.add(name)
-        return None
 
 
 def why_not_fast_tanh(members: Sequence[tuple[SchedulerNode, Placement]]) -> str | None:
@@ -57,9 +26,9 @@ def why_not_fast_tanh(members: Sequence[tuple[SchedulerNode, Placement]]) -> str
     wide = [n.name for n, _ in members if n.buffer is not None and n.buffer.dtype not in HALF]
     if wide:
         return f"{wide[0]} is not a 16-bit float buffer (tanh.approx would show in its values)"
-    ops = _OpNames()
+    ops = AnalysisHandler()
     for node, _ in members:
         node.run_body(ops)
-    if "tanh" not in ops.names:
+    if "tanh" not in ops.op_names:
         return "the kernel has no tanh"
     return None

@@ -63,13 +63,15 @@ class OpsHandler:
 
 
 class AnalysisHandler(OpsHandler):
-    """Records every load (buffer, index) and counts ops, without generating code."""
+    """Records every load (buffer, index), counts ops and names the math ops used, without
+    generating code."""
 
     _ids = itertools.count()
 
     def __init__(self) -> None:
         self.loads: list[tuple[str, Expr]] = []
         self.op_count = 0
+        self.op_names: set[str] = set()
         self.indirect_symbols: list[sympy.Symbol] = []
 
     def load(self, name: str, index: Expr) -> object:
@@ -99,6 +101,7 @@ class AnalysisHandler(OpsHandler):
 
     def op(self, name, *args) -> object:
         self.op_count += 1
+        self.op_names.add(name)
         return None
 
     @property
