@@ -93,10 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:28s} {us[name]:8.1f} us/call", flush=True)
     if launches:
         k = launches[0]
-        env: list = [None] * program.num_slots
-        for slot, x in zip(program.input_slots, args):
-            if slot is not None:
-                env[slot] = x
+        env = program.new_env(args)
         for step in program.steps:
             step.run(env)
         us["one_launch_fast"] = per_call_us(lambda: k.run(env), a.calls)

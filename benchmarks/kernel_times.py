@@ -25,10 +25,7 @@ def kernel_rows(fn: Any, args: tuple, plan: Any, bench: Any, copy_bw: float, lab
     f(*args)
     art = rec.graphs[0][2]
     prog = art.program
-    env: list = [None] * prog.num_slots
-    for slot, a in zip(prog.input_slots, args):
-        if slot is not None:
-            env[slot] = a
+    env = prog.new_env(args)
     rows, k = [], 0
     for step in prog.steps:
         step.run(env)

@@ -170,11 +170,16 @@ class Program:
     outputs: list[Callable[[list], Any]]
     kernels: list[Any] = field(default_factory=list)
 
-    def __call__(self, args: Sequence[Any]) -> list[Any]:
+    def new_env(self, args: Sequence[Any]) -> list:
+        """The slot list of one run, holding the inputs (the search and probes run steps one by one)."""
         env: list = [None] * self.num_slots
         for slot, a in zip(self.input_slots, args):
             if slot is not None:
                 env[slot] = a
+        return env
+
+    def __call__(self, args: Sequence[Any]) -> list[Any]:
+        env = self.new_env(args)
         for step in self.steps:
             step.run(env)
         return [o(env) for o in self.outputs]

@@ -68,11 +68,7 @@ class PlanEvaluator:
         lowering, graph, placed, log, decisions, _ = schedule(self.gm, self.args, opts)
         builder = ProgramBuilder(lowering, graph, [g for g, _ in placed], opts, [c for _, c in placed])
         arts = builder.build(log)
-        env: list = [None] * arts.program.num_slots
-        for slot, a in zip(arts.program.input_slots, self.args):
-            if slot is not None:
-                env[slot] = a
-        return builder, arts, env, decisions
+        return builder, arts, arts.program.new_env(self.args), decisions
 
     def _evaluate(self, plan: FusionPlan) -> PlanEval:
         builder, arts, env, decisions = self._build(plan)
