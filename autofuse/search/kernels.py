@@ -128,8 +128,8 @@ def candidate_configs(group: Any, default: LaunchConfig, interpret: bool,
     if group.is_reduction and is_outer_reduction(group):
         kinds.append("outer")
     known = {f.name for f in fields(LaunchConfig)}
-    online = group.is_reduction and why_not_online(group.placements(), True) is None
-    fast_tanh = not interpret and why_not_fast_tanh(group.placements()) is None
+    _, online, fast_tanh = legal_options(group)
+    fast_tanh = fast_tanh and not interpret  # no inline PTX in the interpreter
     out: dict[LaunchConfig, None] = {default: None}
     xmax = next_pow2(max(group.numel, 1))
     rfull = next_pow2(max(group.rnumel, 1))
