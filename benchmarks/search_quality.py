@@ -1,26 +1,33 @@
-"""Search quality, issue 7's evidence line: does model-guided search reach, with few measured trials,
-the plan that a long unguided search finds?
+"""Search quality, issue 7's evidence lines: does model-guided search reach, with few measured trials,
+the plan that a long unguided search finds, and does the model alone, measuring nothing, come close?
 
     python3 -m benchmarks.search_quality [--cases NAME ...] [--out DIR] [--budget SECONDS]
-        [--ref-trials 32] [--ref-top-k 16] [--ref-explore 1.0] [--guided-trials 8 32] [--rounds 5] [--reps 50]
+        [--ref-trials 32] [--ref-top-k 16] [--ref-explore 1.0] [--guided-trials 8 32]
+        [--model-only-trials 32] [--rounds 5] [--reps 50]
 
-Per case, three searches, each in a fresh tuning DB (so "kernels measured" counts everything):
-  unguided long — byte-count ranking (it cannot tell configs apart), many trials, a wide kernel
-                  search (top-k large, all of it drawn at random): the reference best plan;
+Per case, four searches, each in a fresh tuning DB (so "kernels measured" counts everything):
+  model only    — the learned cost model's predictions alone pick the plan and the configs, no
+                  kernel measured: the package's no-GPU path (graph_tuner.default_benchmarker's
+                  PredictingBenchmarker over the tuner's own predictor), forced on the GPU;
   guided 8, 32  — the learned cost model (the package's default predictor), 8 and 32 trials,
-                  the default top-k and exploration share.
-Then the three stored winners (and the default plan, for context) are compiled with
+                  the default top-k and exploration share;
+  unguided long — byte-count ranking (it cannot tell configs apart), many trials, a wide kernel
+                  search (top-k large, all of it drawn at random): the reference best plan.
+Then the stored winners (and the default plan, for context) are compiled with
 `autofuse.compile(fn, db=..., on_miss="error")`, checked against eager, and re-timed side by side
 in interleaved rounds with benchmarks.run's CUDA-event timer, so every number compares alike.
-The claim holds for a case when guided 8 is within 5% of the reference and guided 32 within 1%.
+The claims hold for a case when guided 8 is within 5% of the reference, guided 32 within 1%, and
+model only ("without a GPU, the model's first pick") within 10%.
 
 Note: --budget (seconds) is split over the cases still to run (quick cases first, so what they leave
-goes to the slow ones), and within a case over the searches by weight. The guided searches run
-first: they stop at their few trials, and the reference gets all the time they leave (and Triton's
-compile cache they warmed). A search cut short by its budget is marked so. Results
-(results.json, results.md) are rewritten after every search, so a run killed at its time limit
-keeps what it finished. The core (`run_all`, `run_case`) takes the benchmarker, the re-timer and
-the predictors as arguments: tests drive it on the CPU with a fake timer.
+goes to the slow ones), and within a case over the searches by weight. The model-only search runs
+first, so a budget cut never drops it (its trials cost predictions, and a correctness run of each
+kernel's default and predicted-best configs; nothing is timed); the guided searches next: they stop
+at their few trials, and the reference gets all the time they leave (and the compile caches they
+warmed). A search cut short by its budget is marked so. Results (results.json, results.md) are
+rewritten after every search, so a run killed at its time limit keeps what it finished. The core
+(`run_all`, `run_case`) takes the benchmarker, the re-timer and the predictors as arguments: tests
+drive it on the CPU with a fake timer.
 """
 from __future__ import annotations
 
@@ -50,6 +57,7 @@ DEFAULT_CASES = ("softmax_f32_16384x4096", "rmsnorm_bf16_32768x4096", "layernorm
                  "cross_entropy_bf16_8192x32000")   # quick ones first: what they leave goes to the later ones
 REFERENCE = "unguided long"
 DEFAULT_PLAN = "default plan"
+MODEL_ONLY = "model only"
 MIN_CASE_S = 20.0      # a case is skipped when less than this is left of the budget
 MIN_SEARCH_S = 4.0     # no search gets less than this
 RETIME_SHARE = 0.12    # of a case's budget kept for compiling and re-timing the winners
@@ -57,7 +65,8 @@ RETIME_SHARE = 0.12    # of a case's budget kept for compiling and re-timing the
 
 @dataclass(frozen=True)
 class Variant:
-    """One search of a case: which predictor ranks, how many trials, how wide each kernel's search is."""
+    """One search of a case: which predictor ranks, how many trials, how wide each kernel's search is,
+    and whether kernels are measured at all (measures=False: times are the predictor's, as without a GPU)."""
 
     name: str
     predictor: str                  # "byte-count" | "learned" (a key of the predictor factories)
@@ -65,19 +74,23 @@ class Variant:
     kernel: TunerSettings = TunerSettings()
     target: float | None = None     # the ratio to the reference it must reach (1.05: within 5%)
     weight: float = 1.0             # share of the case's search budget
+    measures: bool = True
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "predictor": self.predictor, "trials": self.trials, "kernel": asdict(self.kernel),
-                "target": self.target, "weight": self.weight}
+                "target": self.target, "weight": self.weight, "measures": self.measures}
 
 
 def default_variants(ref_trials: int = 32, ref_top_k: int = 16, ref_explore: float = 1.0,
-                     guided_trials: Sequence[int] = (8, 32)) -> list[Variant]:
-    """In the order they run: the guided searches (≤ 8 trials must reach 5%, longer ones 1%; issue 7),
-    then the reference, which gets whatever the guided ones left of the case's search budget."""
+                     guided_trials: Sequence[int] = (8, 32), model_only_trials: int = 32) -> list[Variant]:
+    """In the order they run: the model-only search (no measurement, must reach 10%; 0 trials leaves
+    it out), the guided searches (≤ 8 trials must reach 5%, longer ones 1%; issue 7), then the
+    reference, which gets whatever the others left of the case's search budget."""
     roots = [math.sqrt(n) for n in guided_trials]
-    out = [Variant(f"guided {n}", "learned", n, TunerSettings(), 1.05 if n <= 8 else 1.01, 0.6 * r / sum(roots))
-           for n, r in zip(guided_trials, roots)]
+    out = [Variant(MODEL_ONLY, "learned", model_only_trials, TunerSettings(), 1.10, 0.2, measures=False)
+           ] if model_only_trials > 0 else []
+    out += [Variant(f"guided {n}", "learned", n, TunerSettings(), 1.05 if n <= 8 else 1.01, 0.6 * r / sum(roots))
+            for n, r in zip(guided_trials, roots)]
     out.append(Variant(REFERENCE, "byte-count", ref_trials, TunerSettings(top_k=ref_top_k, explore=ref_explore),
                        None, 0.4 if out else 1.0))
     return out
@@ -117,15 +130,21 @@ class PredictorProbe:
 
 
 @contextlib.contextmanager
-def searching_with(factory: PredictorFactory):
-    """The search loads its predictor through graph_tuner.load_predictor; swap it for one search."""
+def searching_with(factory: PredictorFactory, measures: bool = True):
+    """The search loads its predictor through graph_tuner.load_predictor, and picks its benchmarker
+    through graph_tuner.default_benchmarker (CUDA events on a GPU, the predictor's times without
+    one); swap them for one search. measures=False takes the no-GPU choice on any device, so the
+    search is the package's own without a GPU, kernels run (natively) only to be checked."""
+    from autofuse.measure.timing import PredictingBenchmarker
     from autofuse.search import graph_tuner
-    old = graph_tuner.load_predictor
+    old = graph_tuner.load_predictor, graph_tuner.default_benchmarker
     graph_tuner.load_predictor = factory
+    if not measures:
+        graph_tuner.default_benchmarker = lambda args, predictor: PredictingBenchmarker(predictor)
     try:
         yield
     finally:
-        graph_tuner.load_predictor = old
+        graph_tuner.load_predictor, graph_tuner.default_benchmarker = old
 
 
 def _err(e: BaseException) -> str:
@@ -135,7 +154,8 @@ def _err(e: BaseException) -> str:
 
 def run_search(fn: Callable[..., Any], args: tuple, v: Variant, db_path: Path, budget_s: float,
                factory: PredictorFactory, benchmarker: Any = None, seed: int = 0) -> dict[str, Any]:
-    """One search in a fresh DB; what it did and what it stored."""
+    """One search in a fresh DB; what it did and what it stored. A variant that measures nothing
+    ignores `benchmarker` (an injected one would take the place of the predicting one)."""
     import autofuse
     from autofuse.search.graph_tuner import TuneSettings
     for p in db_path.parent.glob(db_path.name + "*"):
@@ -151,8 +171,8 @@ def run_search(fn: Callable[..., Any], args: tuple, v: Variant, db_path: Path, b
                             compare_torch_compile=False, kernel=v.kernel)
     t0 = time.monotonic()
     try:
-        with searching_with(make):
-            res = autofuse.tune(fn, args, settings=settings, benchmarker=benchmarker)
+        with searching_with(make, v.measures):
+            res = autofuse.tune(fn, args, settings=settings, benchmarker=benchmarker if v.measures else None)
     except Exception as e:  # noqa: BLE001 - a failed search is reported; the others still run
         out.update(error=_err(e), seconds=round(time.monotonic() - t0, 1), traceback=traceback.format_exc()[-2000:])
         return out
@@ -166,6 +186,7 @@ def run_search(fn: Callable[..., Any], args: tuple, v: Variant, db_path: Path, b
         kernels_measured=sum(g.new_measurements for g in graphs),
         cut_by_budget=any(g.trials < v.trials for g in graphs),
         stored=all(g.stored_id is not None for g in graphs) and bool(graphs),
+        measured=res.measured,                                        # False: every time was a prediction
         source=sorted({g.source for g in graphs}),
         tune_us=sum(tuned) if tuned and all(t is not None for t in tuned) else None,
         why=[g.why for g in graphs],
@@ -249,8 +270,8 @@ def run_case(name: str, fn: Callable[..., Any], args: tuple, variants: Sequence[
     for i, v in enumerate(variants):
         share = split(search_end - time.monotonic(), v.weight, sum(w.weight for w in variants[i:]))
         db = workdir / (v.name.replace(" ", "_") + ".db")
-        print(f"[{name}] {v.name}: {v.trials} trials, top_k {v.kernel.top_k}, explore {v.kernel.explore}, "
-              f"{v.predictor} ranking, {share:.0f} s", flush=True)
+        print(f"[{name}] {v.name}: {v.trials} trials, " + (f"top_k {v.kernel.top_k}, explore {v.kernel.explore}, "
+              if v.measures else "nothing measured, ") + f"{v.predictor} ranking, {share:.0f} s", flush=True)
         s = run_search(fn, args, v, db, share, factories[v.predictor], benchmarker_for(v), seed)
         print(f"[{name}] {v.name}: " + (s["error"] if "error" in s else
               f"{s['trials']} trials, {s['kernels_measured']} kernels measured, {s['seconds']} s, "
@@ -285,7 +306,7 @@ def summarize(variants: Sequence[Variant], row: dict[str, Any]) -> list[dict[str
         rounds = t.get("rounds_us") or []
         out.append({"variant": v.name, "predictor": v.predictor, "trials_asked": v.trials, "trials": s.get("trials"),
                     "kernels_measured": s.get("kernels_measured"), "seconds": s.get("seconds"),
-                    "cut_by_budget": s.get("cut_by_budget"), "us": us,
+                    "cut_by_budget": s.get("cut_by_budget"), "us": us, "tuner_us": s.get("tune_us"),
                     "spread_pct": 100 * (max(rounds) - min(rounds)) / us if us and len(rounds) > 1 else None,
                     "kernels": t.get("kernels"), "ratio": ratio, "target": v.target,
                     "within": None if v.target is None or ratio is None else ratio <= v.target,
@@ -421,7 +442,8 @@ def _version(module: str) -> str | None:
 
 
 def model_info(device_key: str) -> dict[str, Any]:
-    """The learned model the guided searches will load for this device (fresh DBs: the pretrained one)."""
+    """The learned model the guided and model-only searches will load for this device (fresh DBs: the
+    pretrained one)."""
     from costmodel.predict import pretrained_path
     path = pretrained_path(device_key)
     info: dict[str, Any] = {"path": str(path), "exists": path.is_file()}
@@ -449,6 +471,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ref-top-k", type=int, default=16)
     p.add_argument("--ref-explore", type=float, default=1.0)
     p.add_argument("--guided-trials", type=int, nargs="*", default=[8, 32])
+    p.add_argument("--model-only-trials", type=int, default=32,
+                   help="trials of the search that measures nothing, the model's picks alone (0: none)")
     p.add_argument("--rounds", type=int, default=5, help="interleaved re-timing rounds")
     p.add_argument("--reps", type=int, default=50)
     p.add_argument("--seed", type=int, default=0)
@@ -471,8 +495,10 @@ def main(argv: list[str] | None = None) -> int:
             "triton": triton.__version__, "optuna": _version("optuna"), "sklearn": _version("sklearn"),
             "python": platform.python_version(), "git": _git(),
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "model": model_info(dev),
-            "claim": "guided ≤ 8 trials within 5% of the unguided long search's best plan, ≤ 32 within 1%"}
-    variants = default_variants(args.ref_trials, args.ref_top_k, args.ref_explore, args.guided_trials)
+            "claim": "guided ≤ 8 trials within 5% of the unguided long search's best plan, ≤ 32 within 1%; "
+                     "model only (the cost model's picks, no kernel measured, as without a GPU) within 10%"}
+    variants = default_variants(args.ref_trials, args.ref_top_k, args.ref_explore, args.guided_trials,
+                                args.model_only_trials)
     out = Path(args.out)
     results = run_all(cases, variants, out, args.budget, device="cuda", factories=default_factories(),
                       retime=cuda_retimer(args.reps, args.rounds), meta=meta, seed=args.seed)

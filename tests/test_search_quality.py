@@ -1,5 +1,6 @@
-"""benchmarks/search_quality.py on the CPU: the three searches (unguided reference, two guided) run
-under the fake timer of tests/test_search.py, the stored winners are compiled from their DBs and
+"""benchmarks/search_quality.py on the CPU: the four searches (model only, two guided, unguided
+reference) run under the fake timer of tests/test_search.py — the model-only one under none: it
+times with its predictor and measures nothing — the stored winners are compiled from their DBs and
 re-timed by a fake re-timer that prices each compiled kernel with the same planted costs, and the
 rows, verdicts and table follow from those costs. Also: partial results are on disk before the
 re-timing, a spent budget skips cases, a failing learned model is noticed, no GPU means exit 2."""
@@ -37,7 +38,7 @@ def factories():
     return {"byte-count": lambda db, dev: ByteCountPredictor(), "learned": lambda db, dev: PlantedPredictor()}
 
 
-def test_three_searches_rows_and_table(tmp_path, device):
+def test_four_searches_rows_and_table(tmp_path, device):
     out = tmp_path / "out"
     benches: dict[str, FakeBenchmarker] = {}
     seen: dict[str, object] = {}
@@ -52,23 +53,26 @@ def test_three_searches_rows_and_table(tmp_path, device):
         return {c.name: [sum(kernel_us(k) for a in c.artifacts for k in a.kernels if k.kind != "fallback")] * 3
                 for c in contenders}
 
-    # small stand-ins for 32 trials / top-k 16 (reference) and 8, 32 trials (guided)
-    variants = sq.default_variants(ref_trials=8, ref_top_k=12, ref_explore=1.0, guided_trials=(3, 6))
-    assert [(v.name, v.predictor, v.trials, v.target) for v in variants] == [   # in the order they run
-        ("guided 3", "learned", 3, 1.05), ("guided 6", "learned", 6, 1.05), ("unguided long", "byte-count", 8, None)]
+    # small stand-ins for 32 trials / top-k 16 (reference), 8, 32 trials (guided) and 32 (model only)
+    variants = sq.default_variants(ref_trials=8, ref_top_k=12, ref_explore=1.0, guided_trials=(3, 6),
+                                   model_only_trials=6)
+    assert [(v.name, v.predictor, v.trials, v.target, v.measures) for v in variants] == [   # in the order they run
+        ("model only", "learned", 6, 1.10, False), ("guided 3", "learned", 3, 1.05, True),
+        ("guided 6", "learned", 6, 1.05, True), ("unguided long", "byte-count", 8, None, True)]
     case = Case("seed_tiny", lambda dev, scale: (seed_fn, seed_args(dev)))
     res = sq.run_all([case], variants, out, 600.0, device=device, factories=factories(), retime=retime,
                      benchmarker_for=bench_for, meta={"device": "cpu (fake timer)"})
 
     c = res["cases"][0]
     assert "error" not in c and "retime_error" not in c, c
-    # partial results were on disk before the re-timing: all three searches, no verdicts yet
+    # partial results were on disk before the re-timing: all four searches, no verdicts yet
     part = seen["on_disk"]["cases"][0]
-    assert part["partial"] and [s["name"] for s in part["searches"]] == ["guided 3", "guided 6", "unguided long"]
-    assert seen["names"] == ["guided 3", "guided 6", "unguided long", "default plan"]
+    assert part["partial"] and [s["name"] for s in part["searches"]] == [
+        "model only", "guided 3", "guided 6", "unguided long"]
+    assert seen["names"] == ["model only", "guided 3", "guided 6", "unguided long", "default plan"]
 
     rows = {r["variant"]: r for r in c["rows"]}
-    assert list(rows) == ["unguided long", "guided 3", "guided 6", "default plan"]     # the reference first
+    assert list(rows) == ["unguided long", "model only", "guided 3", "guided 6", "default plan"]   # the reference first
     ref, g3, g6, default = rows["unguided long"], rows["guided 3"], rows["guided 6"], rows["default plan"]
     # the reference finds the planted optimum: relu in its own kernel, mean fused with the epilogue,
     # num_warps=2 everywhere: two kernels of 10 us + 1 us launch
@@ -81,10 +85,21 @@ def test_three_searches_rows_and_table(tmp_path, device):
     assert default["ratio"] == pytest.approx(48.0 / 22.0)
 
     searches = {s["name"]: s for s in c["searches"]}
+    # model only: nothing measured (the fake timer it was handed was never asked), the plan stored as
+    # predicted, its winner — the planted optimum, since the stand-in model knows the costs — re-timed
+    # like the others; its own time is the model's sum of kernel predictions, without launches
+    mo, mo_row = searches.pop("model only"), rows["model only"]
+    assert benches["model only"].calls == [] and mo["kernels_measured"] == mo_row["kernels_measured"] == 0
+    assert mo["stored"] and mo["source"] == ["predicted"] and mo["measured"] is False and not mo["cut_by_budget"]
+    assert mo["predictor_used"] == ["PlantedPredictor"] and mo["predictor_calls"] > 0
+    assert mo_row["trials"] == mo_row["trials_asked"] == 6 and c["retimed"]["model only"]["rounds_us"] == [22.0] * 3
+    assert (mo_row["us"], mo_row["kernels"], mo_row["ratio"], mo_row["within"], mo_row["target"]) == (
+        pytest.approx(22.0), 2, pytest.approx(1.0), True, 1.10)
+    assert mo_row["tuner_us"] == pytest.approx(20.0) and mo_row["note"] == ""
     for name, s in searches.items():
         fake_kernel_calls = [k for k in benches[name].calls if k.get("kind") in ("pointwise", "reduction")]
         assert s["kernels_measured"] == rows[name]["kernels_measured"] == len(fake_kernel_calls) > 0
-        assert s["stored"] and s["source"] == ["tuned"] and not s["cut_by_budget"]
+        assert s["stored"] and s["source"] == ["tuned"] and s["measured"] and not s["cut_by_budget"]
         assert s["tune_us"] == pytest.approx(rows[name]["us"])         # the tuner's own time agrees
         assert rows[name]["trials"] == rows[name]["trials_asked"] == s["trials"]
     assert searches["unguided long"]["predictor_used"] == ["ByteCountPredictor"]
@@ -97,7 +112,8 @@ def test_three_searches_rows_and_table(tmp_path, device):
     assert table == sq.markdown(res)
     assert "| seed_tiny | guided 3 | learned | 3/3 |" in table and "| 1.500 | 3 | ≤ 1.05 | NO |" in table
     assert "| seed_tiny | guided 6 | learned | 6/6 |" in table and "| 1.000 | 2 | ≤ 1.05 | yes |" in table
-    assert "guided 3 ≤ 1.05: 0/1 cases; guided 6 ≤ 1.05: 1/1 cases" in table
+    assert "| seed_tiny | model only | learned | 6/6 | 0 |" in table and "| 1.000 | 2 | ≤ 1.10 | yes |" in table
+    assert "model only ≤ 1.10: 1/1 cases; guided 3 ≤ 1.05: 0/1 cases; guided 6 ≤ 1.05: 1/1 cases" in table
     on_disk = json.loads((out / "results.json").read_text())
     assert on_disk["cases"][0]["rows"] == json.loads(json.dumps(c["rows"])) and on_disk["device"] == "cpu (fake timer)"
 
@@ -115,14 +131,18 @@ def test_spent_budget_skips_cases(tmp_path):
 
 def test_budget_split_and_targets():
     vs = sq.default_variants()
-    assert [(v.name, v.trials, v.kernel.top_k, v.kernel.explore, v.target) for v in vs] == [
-        ("guided 8", 8, 6, 0.25, 1.05), ("guided 32", 32, 6, 0.25, 1.01), ("unguided long", 32, 16, 1.0, None)]
-    assert [v.weight for v in vs] == pytest.approx([0.2, 0.4, 0.4])
-    # each search gets its weight's share of what is left; the reference, last, gets all that is left
-    assert sq.split(100.0, vs[0].weight, 1.0) == pytest.approx(20.0)
-    assert sq.split(90.0, vs[1].weight, 0.8) == pytest.approx(45.0)
-    assert sq.split(70.0, vs[2].weight, 0.4) == pytest.approx(70.0)
+    assert [(v.name, v.trials, v.kernel.top_k, v.kernel.explore, v.target, v.measures) for v in vs] == [
+        ("model only", 32, 6, 0.25, 1.10, False), ("guided 8", 8, 6, 0.25, 1.05, True),
+        ("guided 32", 32, 6, 0.25, 1.01, True), ("unguided long", 32, 16, 1.0, None, True)]
+    assert [v.weight for v in vs] == pytest.approx([0.2, 0.2, 0.4, 0.4])
+    # each search gets its weight's share of what is left; the model-only one, first, always runs;
+    # the reference, last, gets all that is left
+    assert sq.split(120.0, vs[0].weight, 1.2) == pytest.approx(20.0)
+    assert sq.split(100.0, vs[1].weight, 1.0) == pytest.approx(20.0)
+    assert sq.split(90.0, vs[2].weight, 0.8) == pytest.approx(45.0)
+    assert sq.split(70.0, vs[3].weight, 0.4) == pytest.approx(70.0)
     assert sq.split(-5.0, 0.5, 1.0) == sq.MIN_SEARCH_S
+    assert [v.name for v in sq.default_variants(model_only_trials=0)] == ["guided 8", "guided 32", "unguided long"]
 
 
 def test_probe_notices_a_failing_model():
@@ -143,7 +163,7 @@ def test_no_gpu_exits_with_a_message(monkeypatch, capsys):
 
 
 def test_table_flags_a_guided_search_without_the_model():
-    vs = sq.default_variants(guided_trials=(8,))
+    vs = sq.default_variants(guided_trials=(8,), model_only_trials=0)
     row = {"case": "c", "searches": [
         {"name": "guided 8", "trials": 8, "kernels_measured": 30, "seconds": 9.0, "cut_by_budget": False,
          "predictor_used": ["ByteCountPredictor"]},
@@ -159,3 +179,28 @@ def test_table_flags_a_guided_search_without_the_model():
     assert "| c | unguided long | byte-count | 20/32 (budget) | 200 | 60.0 | 100.0 | 1.000 | 2 |  |  |" in table
     assert "| c | guided 8 | learned | 8/8 | 30 | 9.0 | 104.0 ±2.9% no learned model" in table
     assert "guided 8 ≤ 1.05: 1/1 cases" in table
+
+
+def test_model_only_takes_the_no_gpu_path(monkeypatch):
+    """searching_with(measures=False) makes the tuner's own benchmarker choice the no-GPU one even
+    with CUDA inputs (a stand-in here), over the predictor the tuner loaded; both swaps are undone."""
+    from unittest import mock
+
+    from autofuse.measure.timing import PredictingBenchmarker
+    from autofuse.search import graph_tuner
+
+    class OnGpu:
+        measures = True
+
+    monkeypatch.setattr(graph_tuner, "CudaEventBenchmarker", OnGpu)
+    cuda_arg = mock.MagicMock(spec=torch.Tensor, is_cuda=True)
+    choose, load = graph_tuner.default_benchmarker, graph_tuner.load_predictor
+    pred = PlantedPredictor()
+    assert isinstance(choose([cuda_arg], pred), OnGpu)
+    with sq.searching_with(lambda db, dev: pred, measures=True):
+        assert isinstance(graph_tuner.default_benchmarker([cuda_arg], pred), OnGpu)
+    with sq.searching_with(lambda db, dev: pred, measures=False):
+        b = graph_tuner.default_benchmarker([cuda_arg], pred)
+        assert isinstance(b, PredictingBenchmarker) and b.predictor is pred and not b.measures
+        assert graph_tuner.load_predictor(None, "cuda:x") is pred
+    assert (graph_tuner.default_benchmarker, graph_tuner.load_predictor) == (choose, load)
