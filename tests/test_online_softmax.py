@@ -2,7 +2,9 @@
 loop. Softmax, log_softmax and cross-entropy against eager on poisoned buffers — rows longer than
 RBLOCK with a partial last block, partial x blocks, a transposed input, bf16 logits, -inf, +inf and
 NaN entries, whole rows of -inf — one r loop fewer than without it, the default heuristics' choice,
-the config's JSON, and the rule rejecting kernels without the pattern."""
+the config's JSON, and the rule rejecting kernels without the pattern. Each correctness test runs
+both update forms: per-element lanes (4 warps: one element per thread and r block) and chunks
+(1 warp: each thread holds 4 contiguous elements, online.chunk_width)."""
 from dataclasses import replace
 
 import pytest
@@ -17,6 +19,12 @@ from autofuse.plan.plan import FusionPlan, PlanError
 from tests.helpers import assert_close, kernels_of, rand
 
 LOOPED = dict(persistent=False, XBLOCK=2, RBLOCK=64)
+FORMS = {"lanes": dict(num_warps=4), "chunks": dict(num_warps=1)}
+
+
+@pytest.fixture(params=list(FORMS))
+def form(request):
+    return request.param
 
 
 def online_plan(fn, args, online=True, **config):
@@ -31,11 +39,14 @@ def online_plan(fn, args, online=True, **config):
     return replace(art.plan, kernels=tuple(graph_kernels))
 
 
-def run(fn, args, online=True, **config):
-    plan = online_plan(fn, args, online, **{**LOOPED, **config})
+def run(fn, args, online=True, form="lanes", **config):
+    plan = online_plan(fn, args, online, **{**LOOPED, **FORMS[form], **config})
     compiled = compile_traced(fn, args, CompileOptions(strict=True, use_db=False, poison=True, plan=plan))
     expected = fn(*args)
     actual = compiled(*args)
+    for k in kernels_of(compiled):
+        if k.config.online:  # the form asked for is the form generated
+            assert ("tl.reshape(" in k.source) == (form == "chunks"), k.source
     assert_close(actual if isinstance(expected, (list, tuple)) else actual[0], expected)
     return compiled
 
@@ -58,28 +69,28 @@ def cross_entropy(logits, target):
 
 @pytest.mark.parametrize("fn", [softmax, log_softmax], ids=["softmax", "log_softmax"])
 @pytest.mark.parametrize("shape", [(37, 1000), (5, 64), (3, 1), (9, 4099)])
-def test_online_matches_eager_and_saves_a_loop(fn, shape):
+def test_online_matches_eager_and_saves_a_loop(fn, shape, form):
     x = rand(shape) * 4
-    online = run(fn, [x])
+    online = run(fn, [x], form=form)
     plain = run(fn, [x], online=False)
     assert any(k.config.online for k in kernels_of(online))
     assert loops(online) == loops(plain) - 1
 
 
-def test_cross_entropy_bf16_one_loop():
+def test_cross_entropy_bf16_one_loop(form):
     logits = rand((37, 1000), torch.bfloat16) * 3
     target = torch.randint(0, 1000, (37,)).to(logits.device)
-    compiled = run(cross_entropy, [logits, target])
+    compiled = run(cross_entropy, [logits, target], form=form)
     fused = [k for k in kernels_of(compiled) if k.config.online]
     assert len(fused) == 1 and fused[0].source.count("for roffset") == 1
 
 
-def test_transposed_input_and_xblock_4():
+def test_transposed_input_and_xblock_4(form):
     x = rand((1000, 37)).t()
-    run(softmax, [x], XBLOCK=4, RBLOCK=128)
+    run(softmax, [x], XBLOCK=4, RBLOCK=128, form=form, num_warps=16 if form == "lanes" else 1)
 
 
-def test_special_values():
+def test_special_values(form):
     x = rand((10, 300)) * 10
     x[0, 5] = float("-inf")                  # one -inf: contributes 0
     x[1, :] = float("-inf")                  # a row of -inf: NaN, as eager
@@ -93,8 +104,17 @@ def test_special_values():
     x[9, ::3] = float("nan")                 # NaN and -inf, no finite value
     x[9, 1::3] = float("-inf")
     for fn in (softmax, log_softmax):
-        run(fn, [x])
-        run(fn, [x], XBLOCK=1, RBLOCK=32)
+        run(fn, [x], form=form)
+        run(fn, [x], XBLOCK=1, RBLOCK=32 if form == "lanes" else 128, form=form)
+
+
+@pytest.mark.parametrize("fn", [softmax, log_softmax], ids=["softmax", "log_softmax"])
+def test_large_magnitudes(fn, form):
+    """Values near 5000: each chunk's reference R = m·log2(e) is rounded by about 2^-24·7200; the
+    sums stay relative to that same R, so outputs keep eager's precision."""
+    x = rand((7, 1000)) * 30 + 5000
+    x[3] -= 10000
+    run(fn, [x], form=form)
 
 
 def test_default_heuristics_choose_online_for_looped_kernels():

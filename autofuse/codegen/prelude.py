@@ -25,6 +25,12 @@ def _max_combine(a, b):
 
 
 @triton.jit
+def _max_nan(a, b):
+    # one NaN-propagating max instruction (the online update's chunk max)
+    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
 def _min_combine(a, b):
     return tl.where((a < b) | (a != a), a, b)
 
@@ -99,6 +105,12 @@ def _tanh(x):
 def _tanh_approx(x):
     # the SFU's tanh (relative error about 2^-11): only where every output is 16-bit (fast_math.py)
     return tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True, pack=1)
+
+
+@triton.jit
+def _exp2_ftz(x):
+    # ex2 without the denormal fix-up around it (online.py: results below 2^-126 add nothing to a sum >= 1)
+    return tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True, pack=1)
 
 
 @triton.jit
@@ -197,6 +209,11 @@ def _tanh(x):
 def _tanh_approx(x):
     # no inline PTX in the interpreter: the accurate tanh stands in
     return _tanh(x)
+
+
+@triton.jit
+def _exp2_ftz(x):
+    return tl.exp2(x)
 
 
 @triton.jit

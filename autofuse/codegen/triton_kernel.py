@@ -24,7 +24,7 @@ from .config import LaunchConfig
 from .prelude import prelude
 from .printer import print_expr, tl_dtype
 from .fast_math import why_not_fast_tanh
-from .online import online_pairs, why_not_online
+from .online import LOG2E, chunk_width, online_pairs, why_not_online
 from .split import SplitCombine, combine_header, combine_xblock, partial_header, split_chunk, why_not_split
 
 INT32_MAX = 2**31 - 1
@@ -172,12 +172,20 @@ class KernelWriter(OpsHandler):
             why = why_not_online(self.members, reduction_kernel)
             assert why is None and not self.persistent and self.split == 1, f"online on kernel {name}: {why}"
             self.online = online_pairs(self.members)
+        self.chunk = self._online_chunk() if self.online else 1
         if config.fast_tanh:
             why = why_not_fast_tanh(self.members)
             assert why is None, f"fast_tanh on kernel {name}: {why}"
         self.workspaces: dict[str, torch.dtype] = {}  # partial kernel: reduction -> its workspace's dtype
         span = max(numel * max(rnumel, 1), numel * self.split, self.split * self.rchunk)
         self.use_int64 = span > INT32_MAX or any(v > INT32_MAX for v in spans.values())
+
+    def _online_chunk(self) -> int:
+        """online.chunk_width for the widest buffer the r loop reads (its load sets the thread layout)."""
+        reads = {r for n, p in self.members if p.cls in ("r", "red") for r in n.read_names} - set(self.by_buffer)
+        size = max((self.dtypes[r].itemsize for r in reads if r in self.dtypes), default=4)
+        c = self.config
+        return chunk_width(c.XBLOCK, c.RBLOCK, c.num_warps, size)
 
     # ---- emission helpers ---------------------------------------------------------------
     def emit(self, line: str) -> None:
@@ -504,7 +512,9 @@ class KernelWriter(OpsHandler):
                 dt = node.buffer.body.src_dtype if rtype not in ("any", "all") else torch.int8
                 if dt == torch.bool:
                     dt = torch.int8  # bools reduce as int8 (see _reduction_input): a loop-carried type must not change
-                self.emit(f"{acc} = tl.full([XBLOCK, RBLOCK], {self._default(rtype, dt)}, {tl_dtype(dt)})")
+                chunked = self.chunk > 1 and (node.name in self.online or node.name in self.online.values())
+                shape = f"[XBLOCK, RBLOCK // {self.chunk}]" if chunked else "[XBLOCK, RBLOCK]"
+                self.emit(f"{acc} = tl.full({shape}, {self._default(rtype, dt)}, {tl_dtype(dt)})")
                 idx = None
                 if rtype in ("argmax", "argmin"):
                     idx = f"accidx_{node.name}"
@@ -529,6 +539,9 @@ class KernelWriter(OpsHandler):
                 acc, idx, dt = accs[node.name]
                 v, _ = self._reduction_input(node, pl)
                 if node.name in self.online.values():
+                    if self.chunk > 1:
+                        self._online_chunk_update(node, v, accs)
+                        continue  # the max's own update is the chunk's
                     self._online_update(node, v, accs)
                 if rtype == "sum":
                     self.emit(f"{acc} = {acc} + {v}")
@@ -572,13 +585,42 @@ class KernelWriter(OpsHandler):
                 bacc = accs[b][0]
                 self.emit(f"{bacc} = tl.where({up}, {bacc} * {e} + 1.0, {bacc} + {e})")
 
+    def _online_chunk_update(self, node: SchedulerNode, v: TV, accs: dict) -> None:
+        """online.py's chunked update: per chunk of `self.chunk` elements its max m' (NaN-propagating),
+        R = m'·log2(e) (0 for a chunk of -inf, so -inf adds exp2(-inf) = 0), then each partner sum
+        s·2^(R_old − R) + Σ 2^(v·log2(e) − R), with R_old = -inf (scale 0, s is 0) while the lane
+        has seen only -inf; the max's accumulator becomes m'."""
+        m, _, dt = accs[node.name]
+        f32 = "" if dt == torch.float32 else ".to(tl.float32)"
+        v3 = self.cse(f"tl.reshape({v}, [XBLOCK, RBLOCK // {self.chunk}, {self.chunk}])", dt)
+        mn = self.cse(f"tl.maximum({m}, tl.reduce({v3}, 2, _max_nan), propagate_nan=tl.PropagateNan.ALL)", dt)
+        ref = self.cse(f"tl.where({mn} == float(\"-inf\"), 0.0, {mn}){f32} * {LOG2E}", torch.float32)
+        old = self.cse(f"{m}{f32} * {LOG2E}", torch.float32)  # -inf before the first finite value: scale 0
+        scale = self.cse(f"_exp2_ftz({old} - {ref})", torch.float32)
+        # one FMA: the product v·log2(e) unrounded, so the error is that of ref alone (online.py)
+        total = self.cse(f"tl.reduce(_exp2_ftz(tl.fma({v3}{f32}, {LOG2E}, -{ref}[:, :, None])), 2, _fast_sum)",
+                         torch.float32)
+        for b, a in self.online.items():
+            if a == node.name:
+                bacc, _, bdt = accs[b]
+                cast = "" if bdt == torch.float32 else f".to({tl_dtype(bdt)})"
+                self.emit(f"{bacc} = ({bacc} * {scale} + {total}){cast}")
+        self.emit(f"{m} = {mn}")
+
     def _online_finish(self, node: SchedulerNode, accs: dict) -> TV:
-        """The sum relative to the final max: each lane's sum times exp(lane max - max); a row of
-        -inf (exp(-inf - -inf)) or with a NaN is NaN, as in eager."""
+        """The sum relative to the final max: each lane's sum times exp(lane max - max) (chunked:
+        2^(R - max·log2(e)), R the lane's reference); a row of -inf (exp(-inf - -inf)) or with a
+        NaN is NaN, as in eager."""
         a = self.online[node.name]
         acc, _, dt = accs[node.name]
         m = self.scope.node_value(a)
-        lanes = self.cse(f"tl.where({acc} == 0, 0.0, {acc} * tl.exp({accs[a][0]} - {m}))", dt)
+        if self.chunk > 1:
+            f32 = "" if accs[a][2] == torch.float32 else ".to(tl.float32)"
+            ref = self.cse(f"tl.where({accs[a][0]} == float(\"-inf\"), 0.0, {accs[a][0]}){f32} * {LOG2E}",
+                           torch.float32)
+            lanes = self.cse(f"tl.where({acc} == 0, 0.0, {acc} * tl.exp2(tl.fma(-{m}{f32}, {LOG2E}, {ref})))", dt)
+        else:
+            lanes = self.cse(f"tl.where({acc} == 0, 0.0, {acc} * tl.exp({accs[a][0]} - {m}))", dt)
         total = self.cse(f"tl.reduce({lanes}, 1, _fast_sum)[:, None]", dt)
         return self.cse(f"tl.where({m} > float(\"-inf\"), {total}, float(\"nan\"))", dt)
 
