@@ -108,6 +108,14 @@ def _tanh_approx(x):
 
 
 @triton.jit
+def _log2e_mul(x):
+    # x·log2(e) rounded as written: an explicit .rn is never contracted into an FMA, so every use of
+    # an online reference R sees the same rounded value (online.py)
+    return tl.inline_asm_elementwise("mul.rn.f32 $0, $1, 0f3FB8AA3B;", "=f,f", [x], dtype=tl.float32,
+                                     is_pure=True, pack=1)
+
+
+@triton.jit
 def _exp2_ftz(x):
     # ex2 without the denormal fix-up around it (online.py: results below 2^-126 add nothing to a sum >= 1)
     return tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True, pack=1)
@@ -214,6 +222,11 @@ def _tanh_approx(x):
 @triton.jit
 def _exp2_ftz(x):
     return tl.exp2(x)
+
+
+@triton.jit
+def _log2e_mul(x):
+    return x * 1.4426950408889634
 
 
 @triton.jit

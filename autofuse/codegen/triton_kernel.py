@@ -594,8 +594,9 @@ class KernelWriter(OpsHandler):
         f32 = "" if dt == torch.float32 else ".to(tl.float32)"
         v3 = self.cse(f"tl.reshape({v}, [XBLOCK, RBLOCK // {self.chunk}, {self.chunk}])", dt)
         mn = self.cse(f"tl.maximum({m}, tl.reduce({v3}, 2, _max_nan), propagate_nan=tl.PropagateNan.ALL)", dt)
-        ref = self.cse(f"tl.where({mn} == float(\"-inf\"), 0.0, {mn}){f32} * {LOG2E}", torch.float32)
-        old = self.cse(f"{m}{f32} * {LOG2E}", torch.float32)  # -inf before the first finite value: scale 0
+        # _log2e_mul: one rounding, the same wherever R is used (a compiler-fused FMA would differ)
+        ref = self.cse(f"_log2e_mul(tl.where({mn} == float(\"-inf\"), 0.0, {mn}){f32})", torch.float32)
+        old = self.cse(f"_log2e_mul({m}{f32})", torch.float32)  # -inf before the first finite value: scale 0
         scale = self.cse(f"_exp2_ftz({old} - {ref})", torch.float32)
         # one FMA: the product v·log2(e) unrounded, so the error is that of ref alone (online.py)
         total = self.cse(f"tl.reduce(_exp2_ftz(tl.fma({v3}{f32}, {LOG2E}, -{ref}[:, :, None])), 2, _fast_sum)",
@@ -616,7 +617,7 @@ class KernelWriter(OpsHandler):
         m = self.scope.node_value(a)
         if self.chunk > 1:
             f32 = "" if accs[a][2] == torch.float32 else ".to(tl.float32)"
-            ref = self.cse(f"tl.where({accs[a][0]} == float(\"-inf\"), 0.0, {accs[a][0]}){f32} * {LOG2E}",
+            ref = self.cse(f"_log2e_mul(tl.where({accs[a][0]} == float(\"-inf\"), 0.0, {accs[a][0]}){f32})",
                            torch.float32)
             lanes = self.cse(f"tl.where({acc} == 0, 0.0, {acc} * tl.exp2(tl.fma(-{m}{f32}, {LOG2E}, {ref})))", dt)
         else:
