@@ -174,6 +174,9 @@ def test_default_heuristics_split_on_gpu_only():
     assert h.launch_config("reduction", 4096, 16384, True, True, splittable=True).split == 1  # interpreter
     assert h.launch_config("reduction", 32768, 4096, False, False, splittable=True).split == 1  # big x grid
     assert h.launch_config("reduction", 8, 1024, False, False, splittable=True).split == 1  # short rows
+    # a small reduction (cross-entropy's mean over 8192 rows): one program, no combine launch
+    assert h.launch_config("reduction", 1, 8192, False, False, splittable=True).split == 1
+    assert h.launch_config("reduction", 1, 1 << 20, False, False, splittable=True).split > 1
     # on the CPU the default plan never splits; softmax is not splittable even on the GPU heuristics' terms
     art = compile_graph(trace_aten(colsum, [rand((64, 8))]), [rand((64, 8))], CompileOptions(strict=True, use_db=False))
     assert all(k.config is None or k.config.split == 1 for k in art.plan.kernels)

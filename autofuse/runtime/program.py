@@ -15,12 +15,39 @@ from ..ir.values import Layout
 from .launcher import FastLauncher
 
 
+try:  # torch's C++ fast path for a CUDA allocation on the current device (what Inductor's wrappers call)
+    from torch._C._dynamo.guards import _empty_strided_cuda
+except ImportError:  # pragma: no cover - older torch
+    _empty_strided_cuda = None
+
+
+def allocator(lay: Layout) -> Callable[[], torch.Tensor]:
+    """A new tensor of the layout. torch.empty_strided parses its arguments in Python each call
+    (3-4 µs on the H200's host, per buffer, per call: benchmarks/sync_probe.py); a CUDA buffer on
+    the current device goes through the C++ fast path instead."""
+    size, stride, dtype, device = tuple(lay.size), tuple(lay.stride), lay.dtype, lay.device
+    dev = torch.device(device)
+    if _empty_strided_cuda is None or dev.type != "cuda":
+        return lambda: torch.empty_strided(size, stride, dtype=dtype, device=device)
+    index = dev.index if dev.index is not None else 0
+
+    def alloc() -> torch.Tensor:
+        if torch._C._cuda_getDevice() != index:
+            return torch.empty_strided(size, stride, dtype=dtype, device=dev)
+        return _empty_strided_cuda(size, stride, dtype)
+    return alloc
+
+
 @dataclass
 class Alloc:
     slot: int
     layout: Layout
     reuse: int | None = None  # slot whose storage this allocation takes over
     poison: bool = False
+    _new: Any = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._new = allocator(self.layout)
 
     def run(self, env: list) -> None:
         lay = self.layout
@@ -35,7 +62,7 @@ class Alloc:
         if base is not None:
             t = base.as_strided(lay.size, lay.stride, 0)
         else:
-            t = torch.empty_strided(lay.size, lay.stride, dtype=lay.dtype, device=lay.device)
+            t = self._new()
         if self.poison:
             _poison(t)
         env[self.slot] = t
@@ -87,6 +114,10 @@ class KernelLaunch:
         self._grid = ((self.numel + self.xblock - 1) // self.xblock,)
         self._sizes = (self.numel, self.rnumel) if self.is_reduction else (self.numel,)
         self._consts = {"XBLOCK": self.xblock, "RBLOCK": self.rblock} if self.is_reduction else {"XBLOCK": self.xblock}
+        if self.split > 1:
+            self._workspaces = [allocator(Layout.contiguous(torch.device(self.device or "cpu"), dt, (self.split, self.numel)))
+                                for dt in self.workspace_dtypes]
+            self._cgrid = ((self.numel + self.combine_xblock - 1) // self.combine_xblock,)
 
     def run(self, env: list) -> None:
         if self.numel == 0:
@@ -99,13 +130,12 @@ class KernelLaunch:
 
     def _run_split(self, xgrid: int, args: list, env: list) -> None:
         # per call: a workspace is a few KB to MB, and the caching allocator makes this cheap on the GPU
-        ws = [torch.empty((self.split, self.numel), dtype=dt, device=self.device) for dt in self.workspace_dtypes]
+        ws = [new() for new in self._workspaces]
         self._launch.launch((xgrid, self.split), (*args, *ws, self.numel, self.rnumel),
                             {"XBLOCK": self.xblock, "RBLOCK": self.rblock}, self.num_warps, self.num_stages)
         if self._combine is not None:
             cargs = [env[s] for s in self.combine_slots]
-            cgrid = ((self.numel + self.combine_xblock - 1) // self.combine_xblock,)
-            self._combine.launch(cgrid, (*cargs, *ws, self.numel), {"XBLOCK": self.combine_xblock}, 4, 1)
+            self._combine.launch(self._cgrid, (*cargs, *ws, self.numel), {"XBLOCK": self.combine_xblock}, 4, 1)
 
 
 @dataclass

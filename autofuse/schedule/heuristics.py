@@ -64,6 +64,10 @@ class Heuristics:
     split_target_programs: int = 4 * 132
     split_min_chunk: int = 1024          # r elements per chunk, at least
     split_max: int = 64
+    # a reduction over fewer elements is a few µs in one program: the combine's extra launch (and
+    # the workspace) cost the host more than the split saves on the GPU (cross-entropy's mean over
+    # 8192 rows: 30 µs of host time split, 10 µs not; benchmarks/sync_probe.py)
+    split_min_elements: int = 1 << 20
 
     # ---- lowering ---------------------------------------------------------------------
     def should_realize(self, num_uses: int, num_reads: int, op_count: int) -> bool:
@@ -104,9 +108,10 @@ class Heuristics:
 
     def choose_split(self, cfg: LaunchConfig, numel: int, rnumel: int) -> int:
         """A power of two bringing the grid near `split_target_programs`; 1 when the x grid is
-        already large enough or the rows too short (or the kernel persistent)."""
+        already large enough, the rows too short, the whole reduction small (or the kernel persistent)."""
         xprograms = -(-max(numel, 1) // cfg.XBLOCK)
-        if cfg.persistent or rnumel < self.split_min_rnumel or xprograms >= self.split_below_programs:
+        if (cfg.persistent or rnumel < self.split_min_rnumel or xprograms >= self.split_below_programs
+                or numel * rnumel < self.split_min_elements):
             return 1
         limit = min(self.split_max, self.split_target_programs // xprograms,
                     rnumel // max(cfg.RBLOCK, self.split_min_chunk))
