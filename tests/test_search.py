@@ -18,7 +18,7 @@ from autofuse.measure.verify import compare
 from autofuse.search import finalists as finalists_mod
 from autofuse.search.finalists import Finalist, pick
 from autofuse.search.graph_tuner import TuneSettings
-from autofuse.search.kernels import TunerSettings
+from autofuse.search.kernels import TunerSettings, best_config
 from autofuse.search.study import study_name
 from tests.helpers import rand, seed_fn
 from tests.test_tuning_db import db_url, pg_admin_url  # noqa: F401 - the tuning DB's backend fixtures
@@ -210,7 +210,7 @@ WORKER = textwrap.dedent("""
     import torch, autofuse
     from autofuse.measure.timing import FakeBenchmarker
     from autofuse.search.graph_tuner import TuneSettings
-    from autofuse.search.kernels import TunerSettings
+    from autofuse.search.kernels import TunerSettings, best_config
     from tests.test_search import planted_cost
     from tests.helpers import seed_fn
     g = torch.Generator().manual_seed(0)
@@ -328,3 +328,15 @@ def test_finalists_are_checked_poisoned_but_timed_unpoisoned(device):
     assert f.error is None and f.program is not None
     allocs = [s for s in f.program.steps if type(s).__name__ == "Alloc"]
     assert allocs and not any(s.poison for s in allocs)   # a fill per buffer per call would be timed too
+
+
+def test_split_config_pays_for_its_extra_launch():
+    from autofuse.codegen.config import LaunchConfig
+    plain = LaunchConfig(XBLOCK=1, RBLOCK=2048, persistent=False)
+    split = LaunchConfig(XBLOCK=1, RBLOCK=2048, persistent=False, split=4)
+    # a few µs faster on the GPU is not worth one more launch from the host
+    assert best_config({plain: 6.0, split: 4.0}, plain, 10.0) == plain
+    # a long reduction the split makes much faster keeps it
+    assert best_config({plain: 120.0, split: 65.0}, plain, 10.0) == split
+    assert best_config({plain: 6.0, split: 4.0}, plain, 0.0) == split
+    assert best_config({plain: 5.0, split: 5.0}, split, 0.0) == split  # ties: the default
