@@ -113,3 +113,15 @@ def test_fast_path_is_taken_after_the_first_launch(device):
             for s in launches:
                 del s._launch.fn.run
     assert jit_calls == []
+
+
+def test_allocator_gives_the_layout(device):
+    """runtime.program.allocator: CUDA buffers through torch's C++ fast path, others through
+    empty_strided; either way the size, stride, dtype and device the program was compiled for."""
+    from autofuse.ir.values import Layout
+    from autofuse.runtime.program import allocator
+    for lay in (Layout(torch.device(device), torch.bfloat16, (3, 5), (1, 3)),
+                Layout.contiguous(torch.device(device), torch.float32, (7, 2, 4))):
+        t = allocator(lay)()
+        assert (tuple(t.shape), tuple(t.stride()), t.dtype, t.device.type) == (lay.size, lay.stride, lay.dtype,
+                                                                                 lay.device.type)
