@@ -424,15 +424,32 @@ class KernelWriter(OpsHandler):
         self.store(node, pl, result)
 
     # ---- whole kernel ---------------------------------------------------------------------------
+    def _full(self, n: int, block: int, persistent: bool = False) -> bool:
+        """Every lane of every block is in range, so the mask is a constant Triton folds away (no
+        compare, no select, unpredicated loads): the sizes are fixed per specialization. Only for
+        the whole kernel, whose launch uses the config's blocks (a split's chunks, a combine's
+        XBLOCK differ)."""
+        if self.role != "kernel" or block <= 0:
+            return False
+        return n == block if persistent else n % block == 0
+
+    def _mask_line(self, name: str, cond: str, full: bool, shape: str) -> str:
+        return f"{name} = tl.full({shape}, True, tl.int1)" if full else f"{name} = {cond}"
+
+    def _rmask(self) -> str:
+        full = self._full(self.rnumel, self.config.RBLOCK, persistent=self.persistent)
+        return self._mask_line("rmask", "rindex < rnumel", full, "[1, RBLOCK]")
+
     def _loop_header(self) -> list[str]:
         i64 = ".to(tl.int64)" if self.use_int64 else ""
+        full_x = self._full(self.numel, self.config.XBLOCK)
         if not self.reduction_kernel:
             return [f"xoffset = tl.program_id(0){i64} * XBLOCK",
                     "xindex = xoffset + tl.arange(0, XBLOCK)",
-                    "xmask = xindex < xnumel"]
+                    self._mask_line("xmask", "xindex < xnumel", full_x, "[XBLOCK]")]
         lines = [f"xoffset = tl.program_id(0){i64} * XBLOCK",
                  "xindex = xoffset + tl.arange(0, XBLOCK)[:, None]",
-                 "xmask = xindex < xnumel"]
+                 self._mask_line("xmask", "xindex < xnumel", full_x, "[XBLOCK, 1]")]
         if self.role == "partial":
             lines += partial_header(self.rchunk, i64)
         elif self.role == "combine":
@@ -462,7 +479,7 @@ class KernelWriter(OpsHandler):
         elif self.persistent:
             base = "rsplit_start + " if self.role == "partial" else ""
             self.emit(f"rindex = {base}tl.arange(0, RBLOCK)[None, :]{i64}")
-            self.emit("rmask = rindex < rnumel")
+            self.emit(self._rmask())
             self.emit("xrmask = xmask & rmask")
             for node, pl in self.members:
                 if pl.cls == "red":
@@ -527,7 +544,7 @@ class KernelWriter(OpsHandler):
             self.push_scope()
             base = "rsplit_start + " if self.role == "partial" else ""
             self.emit(f"rindex = {base}roffset + tl.arange(0, RBLOCK)[None, :]{i64}")
-            self.emit("rmask = rindex < rnumel")
+            self.emit(self._rmask())
             self.emit("xrmask = xmask & rmask")
             for node, pl in in_pass:
                 if pl.cls == "r":
