@@ -70,6 +70,24 @@ def host_overhead_us(fn: Callable[..., Any], args: tuple, calls: int = 200) -> f
     return (time.perf_counter() - t0) / calls * 1e6
 
 
+def host_us(fn: Callable[..., Any], args: tuple, calls: int = 50) -> float:
+    """Host microseconds per call, back to back, read before the final synchronize: what the
+    Python side costs while the GPU queue is not full (calls × launches stays far below its depth).
+    A variant whose host time reaches its GPU time is host-bound in time_fn's loop."""
+    for _ in range(3):
+        fn(*args)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn(*args)
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) / calls * 1e6
+
+
+HOST_VARIANTS = ("inductor", "autofuse_inductor_plan", "autofuse_tuned")
+
+
 def close(a: Any, b: Any) -> bool:
     if isinstance(b, (list, tuple)):
         return all(close(x, y) for x, y in zip(a, b))
@@ -130,6 +148,8 @@ def run_case(case, reps: int, bw: float, tune: tuple[str, int, float] | None = N
                 ms = time_fn(f, input_sets, reps)
                 entry["ms"] = ms
                 entry["bw_share"] = min_bytes / (ms * 1e-3) / bw
+                if name in HOST_VARIANTS:
+                    entry["host_us"] = host_us(f, args)
         except Exception as e:  # noqa: BLE001 - a failing variant is reported, the run goes on
             entry["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
         row["variants"][name] = entry
@@ -168,6 +188,19 @@ def markdown(results: dict[str, Any]) -> str:
             else:
                 cells.append("wrong" if e.get("correct") is False else e.get("error", "—")[:40])
         lines.append(f"| {row['case']} | {row['min_bytes'] / 1e6:.0f} | " + " | ".join(cells) + " |")
+    host = [row for row in results["cases"] if any("host_us" in e for e in row["variants"].values())]
+    if host:
+        lines += ["", "Host µs per call, back to back (a variant is host-bound in the timed loop when this "
+                  "reaches its time above):", ""]
+        lines.append("| case | " + " | ".join(HOST_VARIANTS) + " |")
+        lines.append("|---|" + "---|" * len(HOST_VARIANTS))
+        for row in host:
+            cells = []
+            for n in HOST_VARIANTS:
+                e = row["variants"].get(n, {})
+                bound = " (host-bound)" if "host_us" in e and e["host_us"] >= 1e3 * e["ms"] * 0.9 else ""
+                cells.append(f"{e['host_us']:.1f}{bound}" if "host_us" in e else "—")
+            lines.append(f"| {row['case']} | " + " | ".join(cells) + " |")
     for row in results["cases"]:
         if "host_overhead_us" in row:
             lines.append("")

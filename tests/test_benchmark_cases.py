@@ -9,3 +9,12 @@ from tests.helpers import DEFAULT_DEVICE, compile_and_compare
 def test_case_matches_eager(case):
     fn, args = case.build(DEFAULT_DEVICE, 0.0005)
     compile_and_compare(fn, args, check_stride=True)
+
+
+def test_markdown_flags_host_bound_variants():
+    from benchmarks.run import markdown
+    variants = {"inductor": {"ms": 0.1, "bw_share": 0.9, "speedup_vs_inductor": 1.0, "host_us": 95.0},
+                "autofuse_tuned": {"ms": 0.2, "bw_share": 0.5, "speedup_vs_inductor": 0.5, "host_us": 40.0}}
+    md = markdown({"device": "d", "torch": "t", "triton": "tr", "date": "x", "copy_bandwidth_TBps": 4.2,
+                   "cases": [{"case": "c", "min_bytes": 5e8, "variants": variants}]})
+    assert "| c | 95.0 (host-bound) | — | 40.0 |" in md
