@@ -59,27 +59,27 @@ def time_fn(fn: Callable[..., Any], input_sets: list[tuple], reps: int) -> float
 
 
 def host_overhead_us(fn: Callable[..., Any], args: tuple, calls: int = 200) -> float:
-    """Wall-clock microseconds per call of back-to-back calls (host overhead once the GPU is idle-bound)."""
-    for _ in range(5):
-        fn(*args)
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn(*args)
-    torch.cuda.synchronize()
-    return (time.perf_counter() - t0) / calls * 1e6
+    """Wall-clock microseconds per call of back-to-back calls, until the GPU is done (host overhead
+    once the GPU is idle-bound: the seed 1024² case)."""
+    return _per_call_us(fn, args, calls, warmup=5, until_gpu_done=True)
 
 
 def host_us(fn: Callable[..., Any], args: tuple, calls: int = 50) -> float:
     """Host microseconds per call, back to back, read before the final synchronize: what the
     Python side costs while the GPU queue is not full (calls × launches stays far below its depth).
     A variant whose host time reaches its GPU time is host-bound in time_fn's loop."""
-    for _ in range(3):
+    return _per_call_us(fn, args, calls, warmup=3, until_gpu_done=False)
+
+
+def _per_call_us(fn: Callable[..., Any], args: tuple, calls: int, warmup: int, until_gpu_done: bool) -> float:
+    for _ in range(warmup):
         fn(*args)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     for _ in range(calls):
         fn(*args)
+    if until_gpu_done:
+        torch.cuda.synchronize()
     t1 = time.perf_counter()
     torch.cuda.synchronize()
     return (t1 - t0) / calls * 1e6
