@@ -3,6 +3,7 @@ knows every kernel's true time, score against labels that are single noisy measu
 
     python -m benchmarks.costmodel_noise [--data PATH] [--sims 200] [--seed 0] [--out FILE]
         [--rel 0.0025 0.005 ... 0.05] [--split-seed 0] [--test-fraction 0.25] [--model PKL|none]
+        [--repeats EXPORT.jsonl.gz ...]
 
 Note: the recorded medians are taken as the true times t. Each simulation draws labels
 y = t * exp(sigma * z), z ~ N(0, 1) independently per measurement, and scores the predictor p = t
@@ -14,6 +15,8 @@ peak@5, regret), over all groups and over the held-out groups of the split `auto
   rel X%      one log-normal run-to-run sigma for every row.
 Run-to-run noise is not in the data (every (kernel_key, device) is measured once: decision 3 of
 ARCHITECTURE.md); the script counts repeats and reports them, so the rel rows are a sensitivity scan.
+--repeats adds exports that share kernels (two `benchmarks.collect` runs of one corpus into fresh
+folders): their differences give the run-to-run sigma.
 Two biases: the recorded medians already carry noise, so their near-ties are farther apart than the
 true times' are, which makes the ceiling optimistic; and noise is drawn independently per row, while
 drift shared by a group's configs (measured back to back) cancels in a ranking, so sigma stands for
@@ -135,7 +138,8 @@ def repeats(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Rows measured more than once (same kernel_key and device), and their relative differences."""
     seen: dict[tuple[str, str], list[float]] = defaultdict(list)
     for r in rows:
-        seen[(str(r.get("kernel_key")), str(r.get("device")))].append(float(r["stats"]["median_us"]))
+        if r["stats"].get("median_us"):  # a failed measurement has none
+            seen[(str(r.get("kernel_key")), str(r.get("device")))].append(float(r["stats"]["median_us"]))
     twice = [v for v in seen.values() if len(v) > 1]
     diffs = [abs(math.log(v[a] / v[b])) for v in twice for a in range(len(v)) for b in range(a + 1, len(v))]
     return {"keys": len(seen), "measured_more_than_once": len(twice),
@@ -262,13 +266,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--model", default=str(DEFAULT_MODEL), help="cost model pickle scored on the held-out graphs "
                                                                  "for comparison, or 'none'")
     ap.add_argument("--out", default=None, help="write the results as JSON here (default: stdout only)")
+    ap.add_argument("--repeats", nargs="*", default=[], help="more measurement exports (e.g. two `benchmarks.collect` "
+                    "runs of one corpus into fresh folders): kernels they share with each other or with --data "
+                    "give the run-to-run sigma directly")
     a = ap.parse_args(argv)
     start = time.time()
     model = None
     if a.model != "none" and Path(a.model).exists():
         from costmodel.model import CostModel
         model = CostModel.from_bytes(Path(a.model).read_bytes())
-    res = run(load(a.data), a.sims, a.seed, a.rel, a.split_seed, a.test_fraction, model)
+    rows = load(a.data)
+    res = run(rows, a.sims, a.seed, a.rel, a.split_seed, a.test_fraction, model)
+    if a.repeats:
+        res["repeats"] = repeats(rows + [r for f in a.repeats for r in load(f)])
     res["seconds"] = round(time.time() - start, 1)
     print(report(res))
     print(f"\n({res['seconds']} s)")

@@ -69,3 +69,12 @@ def test_repeats_and_ties():
     ties = cn.tie_structure(np.array([r["stats"]["median_us"] for r in rows]), g)
     assert ties["second_within_0.005"] == 0.0 and ties["second_within_0.01"] == 1.0
     assert ties["configs_within_0.01"] == 2.0 and ties["configs_within_0.02"] == 3.0
+
+
+def test_repeats_give_the_run_to_run_sigma():
+    from benchmarks.costmodel_noise import repeats
+    rows = [{"kernel_key": k, "device": "d", "stats": {"median_us": us}}
+            for k, us in [("a", 100.0), ("a", 102.0), ("b", 50.0), ("b", 49.0), ("c", 7.0)]]
+    rp = repeats(rows)
+    assert rp["keys"] == 3 and rp["measured_more_than_once"] == 2
+    assert 0.01 < rp["sigma_rel_from_repeats"] < 0.02
