@@ -3,7 +3,7 @@ knows every kernel's true time, score against labels that are single noisy measu
 
     python -m benchmarks.costmodel_noise [--data PATH] [--sims 200] [--seed 0] [--out FILE]
         [--rel 0.0025 0.005 ... 0.05] [--split-seed 0] [--test-fraction 0.25] [--model PKL|none]
-        [--repeats EXPORT.jsonl.gz ...]
+        [--repeats EXPORT.jsonl.gz ...] [--bins 8 30]
 
 Note: the recorded medians are taken as the true times t. Each simulation draws labels
 y = t * exp(sigma * z), z ~ N(0, 1) independently per measurement, and scores the predictor p = t
@@ -16,7 +16,15 @@ peak@5, regret), over all groups and over the held-out groups of the split `auto
 Run-to-run noise is not in the data (every (kernel_key, device) is measured once: decision 3 of
 ARCHITECTURE.md); the script counts repeats and reports them, so the rel rows are a sensitivity scan.
 --repeats adds exports that share kernels (two `benchmarks.collect` runs of one corpus into fresh
-folders): their differences give the run-to-run sigma.
+folders): their differences give the run-to-run sigma, raw and group-centred (`run_to_run`), overall
+and by kernel-time bin (--bins, µs edges), and one more noise model:
+  measured repeats  per row, the group-centred run-to-run sigma of its kernel-time bin (the row's
+              recorded median picks the bin): what a perfect model scores under the measured noise.
+Group-centred: a shift shared by all of a group's kernels in one run (its configs are measured back
+to back) does not change their order, so each group's log(a/b) differences are centred on the group's
+mean before the sigma is taken; the centring removes one degree of freedom per group, which the
+estimator puts back (`centred_sigma`; per bin the group mean is weighted by 1/sigma^2, since a group's
+kernels may fall in different bins and a noisy small kernel would otherwise blur its neighbours).
 Two biases: the recorded medians already carry noise, so their near-ties are farther apart than the
 true times' are, which makes the ceiling optimistic; and noise is drawn independently per row, while
 drift shared by a group's configs (measured back to back) cancels in a ranking, so sigma stands for
@@ -147,6 +155,132 @@ def repeats(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "sigma_rel_from_repeats": float(np.sqrt(np.mean(np.square(diffs)) / 2)) if diffs else None}
 
 
+DEFAULT_BINS = (8.0, 30.0)
+
+
+def _bin_of(us: np.ndarray, edges: Sequence[float]) -> np.ndarray:
+    return np.searchsorted(np.asarray(edges, dtype=np.float64), us, side="right")
+
+
+def _bin_labels(edges: Sequence[float]) -> list[str]:
+    e = [0.0, *edges]
+    return [f"< {edges[0]:g} us" if k == 0 else f">= {e[k]:g} us" if k == len(edges) else f"{e[k]:g}-{e[k + 1]:g} us"
+            for k in range(len(edges) + 1)]
+
+
+def centred_sigma(d: np.ndarray, groups: np.ndarray, bins: np.ndarray, nbins: int,
+                  iters: int = 200) -> tuple[np.ndarray, float | None]:
+    """Group-centred run-to-run sigma per bin, and one sigma for all (NaN / None without data).
+
+    Model: d_i = s_g + e_i, e_i ~ N(0, 2 sigma_{bin i}^2) independent, s_g a group's common shift.
+    One sigma: r_i = d_i - mean_g(d), sigma^2 = sum r^2 / 2 / sum_g (n_g - 1) (groups of one kernel
+    carry nothing). Per bin: a plain group mean would carry a noisy small kernel's error into every
+    residual of its group, so the mean is weighted by w_i = 1 / sigma_i^2 and
+    sigma_b^2 = sum_{i in b} r_i^2 / 2 / sum_{i in b} (1 - w_i / W_g) (E[r_i^2] = 2 sigma_i^2 (1 - w_i / W_g)
+    with the right weights), iterated from equal weights to its fixed point (REML-like). With one
+    sigma for all it is the one-sigma formula."""
+    _, gi = np.unique(groups, return_inverse=True)
+    n = np.bincount(gi)[gi]
+    multi = n >= 2
+    out = np.full(nbins, np.nan)
+    if not multi.any():
+        return out, None
+    d, gi, bins = d[multi], np.unique(gi[multi], return_inverse=True)[1], bins[multi]
+    r = d - (np.bincount(gi, d) / np.bincount(gi))[gi]
+    dof = 1 - 1 / np.bincount(gi)[gi]
+    one = float(np.sqrt(np.sum(r * r) / 2 / np.sum(dof)))
+    present = np.bincount(bins, minlength=nbins) > 0
+    var = np.full(nbins, one * one)
+    for _ in range(iters):
+        w = 1 / np.maximum(var[bins], 1e-12)
+        wsum = np.bincount(gi, w)
+        r = d - (np.bincount(gi, w * d) / wsum)[gi]
+        dof = 1 - w / wsum[gi]
+        new = np.bincount(bins, r * r, minlength=nbins) / 2 / np.maximum(np.bincount(bins, dof, minlength=nbins), 1e-300)
+        new = np.where(present, new, one * one)
+        done = np.allclose(new, var, rtol=1e-9, atol=1e-16)
+        var = new
+        if done:
+            break
+    out[present] = np.sqrt(var[present])
+    return out, one
+
+
+def _centre(d: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    _, gi = np.unique(groups, return_inverse=True)
+    return d - (np.bincount(gi, d) / np.bincount(gi))[gi]
+
+
+def run_to_run(runs: Sequence[Sequence[Mapping[str, Any]]], edges: Sequence[float] = DEFAULT_BINS,
+               boot: int = 200, seed: int = 0) -> dict[str, Any]:
+    """Run-to-run sigma (relative, log) from kernels measured in two or more runs (exports).
+
+    For each pair of runs, each shared (kernel_key, device) gives d = log(t_run1 / t_run2) at the
+    kernel time sqrt(t1 t2). Raw: sqrt(mean d^2 / 2). Group-centred: d minus its (group, run pair)
+    mean, degrees of freedom restored (`centred_sigma`); kernels alone in their group carry no
+    information on it. Both overall and per bin of kernel time (`edges`, µs); 90% intervals from
+    resampling the groups (`boot` times)."""
+    per_run = []
+    for rows in runs:
+        by_key: dict[tuple[str, str], Mapping[str, Any]] = {}
+        for r in usable(rows):
+            by_key.setdefault((str(r.get("kernel_key")), str(r.get("device"))), r)
+        per_run.append(by_key)
+    d, us, grp = [], [], []
+    for a in range(len(per_run)):
+        for b in range(a + 1, len(per_run)):
+            for key in sorted(per_run[a].keys() & per_run[b].keys()):
+                ta, tb = (float(per_run[x][key]["stats"]["median_us"]) for x in (a, b))
+                d.append(math.log(ta / tb))
+                us.append(math.sqrt(ta * tb))
+                grp.append(f"{a}:{b}:{per_run[a][key]['features'].get('group')}")
+    labels = _bin_labels(edges)
+    out: dict[str, Any] = {"pairs": len(d), "bins_us": list(edges), "bin_labels": labels}
+    if not d:
+        return out
+    d_, us_, grp_ = np.array(d), np.array(us), np.array(grp)
+    bins = _bin_of(us_, edges)
+    nb = len(labels)
+    sizes = {g: int(n) for g, n in zip(*np.unique(grp_, return_counts=True))}
+    multi = np.array([sizes[g] >= 2 for g in grp_])
+    sig_bins, one = centred_sigma(d_, grp_, bins, nb)
+    out.update(groups=len(sizes), groups_multi=sum(n >= 2 for n in sizes.values()), pairs_in_multi=int(multi.sum()),
+               mean_log_diff=float(d_.mean()),
+               sigma_raw=float(np.sqrt(np.mean(d_ ** 2) / 2)),
+               sigma_centred_uncorrected=float(np.sqrt(np.sum(_centre(d_, grp_)[multi] ** 2) / 2 / multi.sum()))
+               if multi.any() else None,
+               sigma_centred=one)
+    rng = np.random.default_rng(seed)
+    names = np.array(sorted(sizes))
+    members = {g: np.flatnonzero(grp_ == g) for g in names}
+    boot_all, boot_bins = [], []
+    for _ in range(boot):
+        pick = rng.integers(0, len(names), len(names))
+        ix = np.concatenate([members[names[k]] for k in pick])
+        tags = np.concatenate([np.full(len(members[names[k]]), j) for j, k in enumerate(pick)])
+        sb, ob = centred_sigma(d_[ix], tags, bins[ix], nb)
+        boot_all.append(np.nan if ob is None else ob)
+        boot_bins.append(sb)
+    q = lambda v, p: float(np.nanquantile(v, p)) if np.isfinite(v).any() else None  # noqa: E731
+    out["sigma_centred_ci90"] = [q(np.array(boot_all), 0.05), q(np.array(boot_all), 0.95)]
+    bb = np.array(boot_bins).reshape(-1, nb)
+    out["bins"] = [{"bin": labels[k], "pairs": int(np.sum(bins == k)), "pairs_in_multi": int(np.sum((bins == k) & multi)),
+                    "sigma_raw": float(np.sqrt(np.mean(d_[bins == k] ** 2) / 2)) if np.any(bins == k) else None,
+                    "sigma_centred": None if math.isnan(sig_bins[k]) else float(sig_bins[k]),
+                    "sigma_centred_ci90": [q(bb[:, k], 0.05), q(bb[:, k], 0.95)]} for k in range(nb)]
+    return out
+
+
+def sigma_by_time(us: np.ndarray, rr: Mapping[str, Any], upper: bool = False) -> np.ndarray:
+    """Each kernel's run-to-run sigma from its time: its bin's group-centred sigma (`run_to_run`), or
+    the overall group-centred sigma for a bin without data; `upper`: the bins' upper 90% bounds."""
+    def pick(b: Mapping[str, Any]) -> float:
+        v = b["sigma_centred_ci90"][1] if upper else b["sigma_centred"]
+        return v if v is not None else (rr["sigma_centred_ci90"][1] if upper else rr["sigma_centred"])
+    per_bin = np.array([pick(b) for b in rr["bins"]], dtype=np.float64)
+    return per_bin[_bin_of(np.asarray(us, dtype=np.float64), rr["bins_us"])]
+
+
 def tie_structure(t: np.ndarray, g: Groups) -> dict[str, Any]:
     """Share of groups whose second-best recorded time is within each level of the best, and the mean
     number of a group's configs within that level of its best (the best included)."""
@@ -172,8 +306,13 @@ def load(path: str | Path) -> list[Mapping[str, Any]]:
 
 
 def run(rows: Sequence[Mapping[str, Any]], sims: int = 200, seed: int = 0, rel: Sequence[float] = (0.005, 0.01, 0.02),
-        split_seed: int = 0, test_fraction: float = 0.25, model: Any = None) -> dict[str, Any]:
-    """The ceiling of a perfect predictor under each noise model, on all groups and on the held-out ones."""
+        split_seed: int = 0, test_fraction: float = 0.25, model: Any = None,
+        runs: Sequence[Sequence[Mapping[str, Any]]] = (), bins: Sequence[float] = DEFAULT_BINS) -> dict[str, Any]:
+    """The ceiling of a perfect predictor under each noise model, on all groups and on the held-out ones.
+    `runs`: more exports (see `run_to_run`); with them, `rows` and `runs` give the measured run-to-run
+    sigma and the "measured repeats" noise model."""
+    rr = run_to_run([rows, *runs], bins) if runs else None
+    rep = repeats([*rows, *(r for run_ in runs for r in run_)]) if runs else None
     rows = usable(rows)
     _, held = split_by_graph(rows, test_fraction, split_seed)
     held_graphs = {str(r["features"].get("graph")) for r in held}
@@ -183,7 +322,14 @@ def run(rows: Sequence[Mapping[str, Any]], sims: int = 200, seed: int = 0, rel: 
     sets = {"all": np.arange(len(rows)), "heldout": np.flatnonzero(held_mask)}
     index = {name: (ix, [groups[i] for i in ix], Groups.of([groups[i] for i in ix])) for name, ix in sets.items()}
     sig_a = within_run_sigma(rows)
-    noise = {"within-run": sig_a, **{f"rel {x * 100:g}%": np.full(len(rows), x) for x in rel}}
+    noise = {"within-run": sig_a}
+    if rr is not None and rr.get("sigma_centred") is not None:
+        noise["measured repeats"] = sigma_by_time(t, rr)
+        noise["measured repeats, bins' upper 90% bound"] = sigma_by_time(t, rr, upper=True)
+        for name, ix in sets.items():
+            rr.setdefault("rows_by_bin", {})[name] = np.bincount(_bin_of(t[ix], rr["bins_us"]),
+                                                                 minlength=len(rr["bins"])).tolist()
+    noise.update({f"rel {x * 100:g}%": np.full(len(rows), x) for x in rel})
     z = np.random.default_rng(seed).standard_normal((sims, len(rows)))
     out: dict[str, Any] = {
         "data": {"rows": len(rows), "graphs": len({str(r["features"].get("graph")) for r in rows}),
@@ -191,11 +337,13 @@ def run(rows: Sequence[Mapping[str, Any]], sims: int = 200, seed: int = 0, rel: 
                  "split_seed": split_seed, "test_fraction": test_fraction, "sims": sims, "seed": seed},
         "within_run_sigma_rel": {"p10": float(np.quantile(sig_a, 0.1)), "median": float(np.median(sig_a)),
                                  "mean": float(np.mean(sig_a)), "p90": float(np.quantile(sig_a, 0.9))},
-        "repeats": repeats(rows),
+        "repeats": rep or repeats(rows),
         "ties": {name: tie_structure(t[ix], g) for name, (ix, _, g) in index.items()},
         "groups": {name: {"groups": int(len(g.sizes)), "pairs": int(len(g.pair_i))} for name, (_, _, g) in index.items()},
         "ceiling": {},
     }
+    if rr is not None:
+        out["run_to_run"] = rr
     for label, sigma in noise.items():
         y = t * np.exp(sigma * z)
         out["ceiling"][label] = {}
@@ -231,6 +379,29 @@ def table(res: Mapping[str, Any], name: str) -> str:
     return "\n".join(lines)
 
 
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x * 100:.2f}%"
+
+
+def _run_to_run_lines(rr: Mapping[str, Any] | None) -> list[str]:
+    if not rr or not rr.get("pairs"):
+        return [] if rr is None else ["run-to-run: no kernel measured in two runs"]
+    lo, hi = rr["sigma_centred_ci90"]
+    lines = [f"run-to-run (kernels in two runs): {rr['pairs']} pairs in {rr['groups']} groups; mean log(a/b) "
+             f"{rr['mean_log_diff'] * 100:+.2f}%; raw sigma {_pct(rr['sigma_raw'])}; group-centred ({rr['groups_multi']} "
+             f"groups, {rr['pairs_in_multi']} pairs with >= 2 shared kernels) {_pct(rr['sigma_centred'])} "
+             f"[90%: {_pct(lo)}, {_pct(hi)}] ({_pct(rr['sigma_centred_uncorrected'])} before the degrees-of-freedom correction)",
+             "", "| kernel time | pairs | in groups >= 2 | raw sigma | group-centred sigma [90%] |", "|---|---|---|---|---|"]
+    for k, b in enumerate(rr["bins"]):
+        lo, hi = b["sigma_centred_ci90"]
+        lines.append(f"| {b['bin']} | {b['pairs']} | {b['pairs_in_multi']} | {_pct(b['sigma_raw'])} | "
+                     f"{_pct(b['sigma_centred'])} [{_pct(lo)}, {_pct(hi)}] |")
+    if rr.get("rows_by_bin"):
+        lines.append("\n--data rows per bin (all / held out): " + ", ".join(
+            f"{lab} {a} / {h}" for lab, a, h in zip(rr["bin_labels"], rr["rows_by_bin"]["all"], rr["rows_by_bin"]["heldout"])))
+    return lines
+
+
 def report(res: Mapping[str, Any]) -> str:
     d, s, rp = res["data"], res["within_run_sigma_rel"], res["repeats"]
     parts = [f"data: {d['rows']} usable rows, {d['graphs']} graphs; held out (split seed {d['split_seed']}, "
@@ -242,6 +413,7 @@ def report(res: Mapping[str, Any]) -> str:
              f"mean {s['mean'] * 100:.2f}%, p90 {s['p90'] * 100:.2f}%",
              f"repeat measurements (same kernel_key + device): {rp['measured_more_than_once']} of {rp['keys']} keys"
              + ("" if rp["sigma_rel_from_repeats"] is None else f", sigma from their differences {rp['sigma_rel_from_repeats'] * 100:.2f}%"),
+             *_run_to_run_lines(res.get("run_to_run")),
              "", "Tie structure (groups with >= 2 configs, recorded medians):", "",
              "| groups | n | 2nd best within 0.5% | within 1% | within 2% | configs within 0.5% / 1% / 2% of best |",
              "|---|---|---|---|---|---|"]
@@ -269,6 +441,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--repeats", nargs="*", default=[], help="more measurement exports (e.g. two `benchmarks.collect` "
                     "runs of one corpus into fresh folders): kernels they share with each other or with --data "
                     "give the run-to-run sigma directly")
+    ap.add_argument("--bins", type=float, nargs="+", default=list(DEFAULT_BINS),
+                    help="kernel-time bin edges (µs) of the run-to-run sigma and the measured-repeats noise model")
     a = ap.parse_args(argv)
     start = time.time()
     model = None
@@ -276,9 +450,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from costmodel.model import CostModel
         model = CostModel.from_bytes(Path(a.model).read_bytes())
     rows = load(a.data)
-    res = run(rows, a.sims, a.seed, a.rel, a.split_seed, a.test_fraction, model)
-    if a.repeats:
-        res["repeats"] = repeats(rows + [r for f in a.repeats for r in load(f)])
+    res = run(rows, a.sims, a.seed, a.rel, a.split_seed, a.test_fraction, model,
+              runs=[load(f) for f in a.repeats], bins=a.bins)
     res["seconds"] = round(time.time() - start, 1)
     print(report(res))
     print(f"\n({res['seconds']} s)")

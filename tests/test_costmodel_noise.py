@@ -78,3 +78,70 @@ def test_repeats_give_the_run_to_run_sigma():
     rp = repeats(rows)
     assert rp["keys"] == 3 and rp["measured_more_than_once"] == 2
     assert 0.01 < rp["sigma_rel_from_repeats"] < 0.02
+
+
+def two_runs(groups: int = 900, size: int = 4, sigmas=(0.03, 0.01, 0.002), shift: float = 0.1, seed: int = 5):
+    """Two runs of the same kernels: run b = run a x a per-group common factor exp(U(-shift, shift)) x an
+    independent factor exp(sigma_bin * sqrt(2) * z), so that sigma_bin is each run's own sigma. Kernel
+    times sit well inside the bins < 8, 8-30, >= 30 µs, and each group mixes kernels of all bins."""
+    rng = np.random.default_rng(seed)
+    levels = [(2.0, 4.0, 6.0), (10.0, 15.0, 20.0), (40.0, 80.0, 160.0)]
+    a, b = [], []
+    for g in range(groups):
+        s = rng.uniform(-shift, shift)
+        for k in range(size):
+            b_ix = int(rng.integers(0, 3))
+            t = float(rng.choice(levels[b_ix]))
+            noise = sigmas[b_ix] * np.sqrt(2) * rng.standard_normal()
+            base = {"kernel_key": f"k{g}-{k}", "device": "cuda:fake",
+                    "features": {"group": f"g{g}", "graph": f"graph{g % 8}", "config": {"XBLOCK": k}}}
+            a.append({**base, "stats": {"median_us": t, "error": None}})
+            b.append({**base, "stats": {"median_us": t * np.exp(s + noise), "error": None}})
+    return a, b
+
+
+def test_run_to_run_recovers_sigma_and_ignores_group_shift():
+    sigmas = (0.03, 0.01, 0.002)
+    a, b = two_runs(sigmas=sigmas)
+    rr = cn.run_to_run([a, b], boot=20)
+    assert rr["pairs"] == len(a) and rr["groups_multi"] == 900
+    # raw: dominated by the shift (sd 0.1/sqrt(3) of the difference, / sqrt(2) per run, ~4%)
+    assert rr["sigma_raw"] > 0.035
+    for got, want in zip(rr["bins"], sigmas):
+        assert abs(got["sigma_centred"] / want - 1) < 0.1, (got, want)
+        assert got["sigma_raw"] > 0.03                    # the shift is in every raw bin
+        lo, hi = got["sigma_centred_ci90"]
+        assert lo < got["sigma_centred"] < hi
+    pooled = np.sqrt(np.mean(np.square([sigmas[int(np.searchsorted((8, 30), r['stats']['median_us'], 'right'))]
+                                        for r in a])))
+    assert abs(rr["sigma_centred"] / pooled - 1) < 0.1
+
+
+def test_centred_sigma_has_the_degrees_of_freedom_correction():
+    a, b = two_runs(groups=3000, size=2, sigmas=(0.01, 0.01, 0.01))   # pairs: centring halves the variance
+    rr = cn.run_to_run([a, b], boot=0)
+    assert abs(rr["sigma_centred"] / 0.01 - 1) < 0.05
+    assert abs(rr["sigma_centred_uncorrected"] / (0.01 / np.sqrt(2)) - 1) < 0.05
+    assert all(abs(x["sigma_centred"] / 0.01 - 1) < 0.08 for x in rr["bins"])
+
+
+def test_run_to_run_without_shared_kernels_and_singletons():
+    a, b = two_runs(groups=3)
+    assert cn.run_to_run([a, [dict(r, kernel_key="other" + r["kernel_key"]) for r in b]])["pairs"] == 0
+    lone = cn.run_to_run([a[:1], b[:1]], boot=5)        # one kernel in its group: no centred information
+    assert lone["pairs"] == 1 and lone["groups_multi"] == 0 and lone["sigma_centred"] is None
+
+
+def test_measured_repeats_noise_model():
+    sigmas = (0.03, 0.01, 0.002)
+    a, b = two_runs(groups=200, sigmas=sigmas)
+    res = cn.run(a, sims=20, rel=(0.01,), runs=[b])
+    assert list(res["ceiling"]) == ["within-run", "measured repeats", "measured repeats, bins' upper 90% bound", "rel 1%"]
+    rr = res["run_to_run"]
+    assert sum(rr["rows_by_bin"]["all"]) == len(a)
+    s = cn.sigma_by_time(np.array([3.0, 12.0, 100.0]), rr)
+    assert np.allclose(s, [x["sigma_centred"] for x in rr["bins"]])
+    assert res["repeats"]["measured_more_than_once"] == len(a)
+    text = cn.report(res)
+    assert "group-centred" in text and "| measured repeats |" in text
+    assert "measured repeats" not in cn.run(a, sims=5, rel=(0.01,))["ceiling"]     # without runs: as before
