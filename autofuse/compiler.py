@@ -211,18 +211,13 @@ class ProgramBuilder:
                               config, interpret)
         src: KernelSource = writer.generate()
         fn = load_kernel(name, src.source, interpret)
-        cmb = src.combine
-        split = {}
-        if cmb is not None:  # split reduction: the partials' combine kernel and its workspaces
-            split = dict(split=cmb.split, device=device, combine_fn=load_kernel(cmb.name, src.source, interpret),
-                         combine_slots=tuple(self.slot(a) for a in cmb.arg_names),
-                         workspace_dtypes=cmb.workspace_dtypes, combine_xblock=cmb.xblock)
-        split.setdefault("device", device)  # the launcher's fast path is per device
+        sp = src.split  # a split reduction's workspaces and counters (codegen/split.py)
         launch = KernelLaunch(name, fn, tuple(self.slot(a) for a in src.arg_names), g.numel, g.rnumel,
                               config.XBLOCK, config.RBLOCK, config.num_warps, config.num_stages, g.is_reduction,
-                              **split)
-        reads = tuple(dict.fromkeys(writer.inputs + list(cmb.inputs if cmb is not None else ())))
-        writes = tuple(writer.outputs) + (cmb.outputs if cmb is not None else ())
+                              split=sp.split if sp else 1, device=device,  # the launcher's fast path is per device
+                              workspace_dtypes=sp.workspace_dtypes if sp else ())
+        reads = tuple(dict.fromkeys(writer.inputs))
+        writes = tuple(writer.outputs)
         info = KernelInfo(name, kind, tuple(sorted(origins)), tuple(n.name for n in g.nodes), g.numel, g.rnumel,
                           config, reads, writes,
                           sum(self._bytes(r) for r in reads), sum(self._bytes(w) for w in writes), src.source)

@@ -7,8 +7,9 @@ from dataclasses import asdict, dataclass
 @dataclass(frozen=True)
 class LaunchConfig:
     """`split` > 1 (reductions only): the r range is cut into `split` chunks reduced by separate
-    programs (grid x-blocks × split) into a workspace, then a second kernel combines the partials —
-    more programs for a reduction whose x grid alone cannot fill the GPU (see codegen/split.py).
+    programs (grid x-blocks × split) into a workspace, and each x block's last program combines the
+    partials — more programs for a reduction whose x grid alone cannot fill the GPU, in one launch
+    (see codegen/split.py).
     `online` (looped reductions only): a sum(exp(v - max(v))) runs in the max's r loop, so the row
     is read once less (see codegen/online.py). `fast_tanh`: tanh through the hardware's approximation,
     for kernels whose every value is 16-bit (see codegen/fast_math.py)."""

@@ -1,14 +1,19 @@
 """Split reductions: a reduction whose x grid is too small to fill the GPU (a column sum, a few long
 rows) cuts its r range into `split` chunks, one program per (x block, chunk).
 
-Note: the kernel becomes two @triton.jit functions in one module. The first ("partial") runs on
-grid (x blocks, split): program (x, s) reduces r in [s * chunk, (s + 1) * chunk), chunk =
-ceil(rnumel / split) rounded up to a multiple of RBLOCK (exactly one RBLOCK when persistent), and
-stores each reduction's partial, in the accumulator dtype, to a workspace [split, numel] (an empty
-chunk stores the identity); it also stores the r-loop nodes (a prologue that is an output). The
-second ("combine") runs on x blocks only: it reduces the partials along s with the same rules as
-the first kernel's final step (NaN propagation included), then runs the x-loop nodes (the
-epilogue: a dtype cast, a mean's division, a bias) and stores. No atomics: deterministic.
+Note: one launch on grid (x blocks, split). Program (x, s) reduces r in [s * chunk, (s + 1) * chunk),
+chunk = ceil(rnumel / split) rounded up to a multiple of RBLOCK (exactly one RBLOCK when
+persistent), and stores each reduction's partial, in the accumulator dtype, to a workspace
+[split, numel] (an empty chunk stores the identity); it also stores the r-loop nodes (a prologue
+that is an output). Then it takes a ticket from its x block's counter (a CTA barrier, then one
+acq_rel atomic add, the pattern of Inductor's grid barrier): the program that arrives last reduces
+the block's partials along s in index order with the same rules as the r loop's final step (NaN
+propagation included), runs the x-loop nodes (the epilogue: a dtype cast, a mean's division, a
+bias), stores, and sets the counter back to 0. Deterministic: the combine order never depends on
+which program arrives last. One launch instead of a partial and a combine kernel: the combine's
+launch, its gap on the GPU and its host time are gone. The counters and workspaces belong to the
+launch site (runtime/program.py), allocated once: calls of one program must not overlap on two
+streams (as with its CUDA graph's static buffers).
 Legal when every reduction combines from partials (sum, prod, max, min, any, all) and no node in
 the r loop (another reduction, a softmax's exp(x - max)) needs a reduction's value.
 """
@@ -54,33 +59,32 @@ def split_chunk(rnumel: int, split: int, rblock: int) -> int:
     return -(-per // rblock) * rblock
 
 
-def combine_xblock(numel: int, split: int, interpret: bool) -> int:
-    """x block of the combine kernel: [XBLOCK, next_pow2(split)] partials per program."""
-    budget = (1 << 16) if interpret else 2048
-    return max(1, min(next_pow2(max(numel, 1)), budget // next_pow2(split)))
-
-
 def partial_header(chunk: int, i64: str) -> list[str]:
     """Lines after the x header of the partial kernel: which chunk of r this program reduces."""
     return [f"rsplit_id = tl.program_id(1){i64}", f"rsplit_start = rsplit_id * {chunk}"]
 
 
+def last_program_header(split: int) -> list[str]:
+    """Lines after the partials are stored: the ticket, and the opening of the last program's block."""
+    return ["tl.debug_barrier()  # every thread's partials are stored before the ticket releases them",
+            'split_ticket = tl.atomic_add(split_counter + tl.program_id(0), 1, sem="acq_rel")',
+            f"if split_ticket == {split - 1}:"]
+
+
 def combine_header(split: int, i64: str) -> list[str]:
-    """Lines after the x header of the combine kernel: the partials' row index and mask."""
+    """First lines of the last program's block: the partials' row index and mask."""
     return [f"sindex = tl.arange(0, {next_pow2(split)})[None, :]{i64}", f"xsmask = xmask & (sindex < {split})"]
 
 
+def counter_reset() -> str:
+    """Last line of the last program's block: the counter is 0 again for the next launch."""
+    return "tl.store(split_counter + tl.program_id(0), 0)"
+
+
 @dataclass(frozen=True)
-class SplitCombine:
-    """What the runtime needs for the second kernel of a split reduction."""
+class SplitWorkspaces:
+    """What the runtime allocates for a split reduction, once per launch site: one workspace
+    [split, numel] per reduction, in order, and an int32 counter per x block (zeros)."""
 
-    name: str
     split: int
-    inputs: tuple[str, ...]
-    outputs: tuple[str, ...]
-    workspace_dtypes: tuple[torch.dtype, ...]  # one workspace [split, numel] per reduction, in order
-    xblock: int
-
-    @property
-    def arg_names(self) -> tuple[str, ...]:
-        return self.inputs + self.outputs
+    workspace_dtypes: tuple[torch.dtype, ...]

@@ -5,8 +5,8 @@ buffer produced inside the kernel returns the producer's value (legality guarant
 same element), so such a buffer is stored only if something outside the kernel reads it. In a
 looped reduction, nodes are split into passes by how many in-kernel reductions they depend on;
 pass k is one r loop, a reduction's value exists after its loop, and an r-loop producer needed
-by a later pass is recomputed there. A split reduction (config.split > 1) is written twice, by a
-"partial" and a "combine" writer of the same members (see split.py).
+by a later pass is recomputed there. A split reduction (config.split > 1) stores partials, and its
+last program per x block combines them and runs the epilogue (see split.py).
 """
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ from .prelude import prelude
 from .printer import print_expr, tl_dtype
 from .fast_math import why_not_fast_tanh
 from .online import LOG2E, chunk_width, online_pairs, why_not_online
-from .split import SplitCombine, combine_header, combine_xblock, partial_header, split_chunk, why_not_split
+from .split import (SplitWorkspaces, combine_header, counter_reset, last_program_header, partial_header, split_chunk,
+                    why_not_split)
 
 INT32_MAX = 2**31 - 1
 
@@ -41,7 +42,7 @@ class KernelSource:
     numel: int
     rnumel: int
     config: LaunchConfig
-    combine: SplitCombine | None = None  # the second kernel of a split reduction (same module)
+    split: SplitWorkspaces | None = None  # a split reduction's workspaces and counters
 
 
 @dataclass
@@ -136,12 +137,12 @@ class Scope:
 
 class KernelWriter(OpsHandler):
     """Emits one kernel. Acts as the ops handler while a node body runs. `role`: "kernel" (the
-    whole group), or for a split reduction "partial" (r loop, partials to workspaces) and
-    "combine" (partials to values, then the x-loop nodes)."""
+    whole group), or for a split reduction "partial" (r loop, partials to workspaces), then
+    "combine" in the last program's block (partials to values, then the x-loop nodes)."""
 
     def __init__(self, name: str, members: Sequence[tuple[SchedulerNode, Placement]], numel: int, rnumel: int,
                  reduction_kernel: bool, stored: set[str], dtypes: dict[str, torch.dtype], spans: dict[str, int],
-                 config: LaunchConfig, interpret: bool, combine: bool = False) -> None:
+                 config: LaunchConfig, interpret: bool) -> None:
         self.name = name
         self.members = list(members)
         self.by_buffer = {n.name: (n, p) for n, p in members}
@@ -161,7 +162,7 @@ class KernelWriter(OpsHandler):
         self.indirect_names: dict[sympy.Symbol, str] = {}
         self.persistent = config.persistent or not reduction_kernel
         self.split = config.split if reduction_kernel else 1
-        self.role = "combine" if combine else ("partial" if self.split > 1 else "kernel")
+        self.role = "partial" if self.split > 1 else "kernel"
         self.rchunk = split_chunk(rnumel, self.split, config.RBLOCK) if self.split > 1 else 0
         if config.split > 1:
             why = why_not_split(self.members, reduction_kernel)
@@ -353,8 +354,9 @@ class KernelWriter(OpsHandler):
         """The reduction's value from its partials, reduced like the r loop's final step."""
         k, dtype = list(workspaces).index(node.name), workspaces[node.name]
         rtype = node.buffer.body.reduction_type
+        # .cg: from L2, where the other programs' partials are (the acq_rel ticket orders them)
         vals = self.cse(f"tl.load(ws_ptr{k} + (sindex * xnumel + xindex), xsmask, "
-                        f"other={self._default(rtype, dtype)})", dtype)
+                        f"other={self._default(rtype, dtype)}, cache_modifier=\".cg\")", dtype)
         result = self._finish(rtype, vals, None)
         self.scope.node_values[node.name] = result
         self.store(node, pl, result)
@@ -424,25 +426,28 @@ class KernelWriter(OpsHandler):
         self.store(node, pl, result)
 
     # ---- whole kernel ---------------------------------------------------------------------------
-    def _full(self, n: int, block: int, persistent: bool = False) -> bool:
-        """Every lane of every block is in range, so the mask is a constant Triton folds away (no
-        compare, no select, unpredicated loads): the sizes are fixed per specialization. Only for
-        the whole kernel, whose launch uses the config's blocks (a split's chunks, a combine's
-        XBLOCK differ)."""
-        if self.role != "kernel" or block <= 0:
-            return False
-        return n == block if persistent else n % block == 0
+    def _full_x(self) -> bool:
+        """Every x lane of every block is in range, so the mask is a constant Triton folds away (no
+        compare, no select, unpredicated loads): the sizes are fixed per specialization."""
+        return self.config.XBLOCK > 0 and self.numel % self.config.XBLOCK == 0
+
+    def _full_r(self) -> bool:
+        """The same along r: a persistent row fits RBLOCK exactly, or the loop's steps (a split's
+        chunks, each a multiple of RBLOCK) tile rnumel exactly."""
+        rb = self.config.RBLOCK
+        if self.split > 1:
+            return self.rchunk * self.split == self.rnumel
+        return self.rnumel == rb if self.persistent else rb > 0 and self.rnumel % rb == 0
 
     def _mask_line(self, name: str, cond: str, full: bool, shape: str) -> str:
         return f"{name} = tl.full({shape}, True, tl.int1)" if full else f"{name} = {cond}"
 
     def _rmask(self) -> str:
-        full = self._full(self.rnumel, self.config.RBLOCK, persistent=self.persistent)
-        return self._mask_line("rmask", "rindex < rnumel", full, "[1, RBLOCK]")
+        return self._mask_line("rmask", "rindex < rnumel", self._full_r(), "[1, RBLOCK]")
 
     def _loop_header(self) -> list[str]:
         i64 = ".to(tl.int64)" if self.use_int64 else ""
-        full_x = self._full(self.numel, self.config.XBLOCK)
+        full_x = self._full_x()
         if not self.reduction_kernel:
             return [f"xoffset = tl.program_id(0){i64} * XBLOCK",
                     "xindex = xoffset + tl.arange(0, XBLOCK)",
@@ -452,8 +457,6 @@ class KernelWriter(OpsHandler):
                  self._mask_line("xmask", "xindex < xnumel", full_x, "[XBLOCK, 1]")]
         if self.role == "partial":
             lines += partial_header(self.rchunk, i64)
-        elif self.role == "combine":
-            lines += combine_header(self.split, i64)
         return lines
 
     def phases(self) -> dict[str, int]:
@@ -472,7 +475,7 @@ class KernelWriter(OpsHandler):
         for line in self._loop_header():
             self.emit(line)
         i64 = ".to(tl.int64)" if self.use_int64 else ""
-        x_loop = self.role != "partial"  # a split kernel's x-loop nodes run in the combine kernel
+        x_loop = self.role != "partial"  # a split kernel's x-loop nodes run in its last program's block
         if not self.reduction_kernel:
             for node, pl in self.members:
                 self.emit_pointwise(node, pl)
@@ -488,20 +491,27 @@ class KernelWriter(OpsHandler):
                     self.emit_pointwise(node, pl)
         else:
             self._generate_looped(i64, x_loop)
+        if self.role == "partial":
+            self._emit_last_program(i64)
         return self._assemble()
 
-    def generate_combine(self, workspaces: dict[str, torch.dtype]) -> str:
-        """The combine kernel's source (no prelude): each reduction from its workspace, then the
-        x-loop nodes, in member order."""
-        for line in self._loop_header():
+    def _emit_last_program(self, i64: str) -> None:
+        """split.py's tail: the x block's last program reduces each reduction's partials, then runs
+        the x-loop nodes, in member order."""
+        for line in last_program_header(self.split):
+            self.emit(line)
+        self.role = "combine"
+        self.push_scope()
+        for line in combine_header(self.split, i64):
             self.emit(line)
         for node, pl in self.members:
             if pl.cls == "red":
-                self._combine_partials(node, pl, workspaces)
+                self._combine_partials(node, pl, self.workspaces)
             elif pl.cls == "x":
                 self.emit_pointwise(node, pl)
-        params = self._buffer_params(len(workspaces)) + ["xnumel", "XBLOCK: tl.constexpr"]
-        return self._function(params)
+        self.emit(counter_reset())
+        self.pop_scope()
+        self.role = "partial"
 
     def _generate_looped(self, i64: str, x_loop: bool) -> None:
         phase = self.phases()
@@ -651,20 +661,14 @@ class KernelWriter(OpsHandler):
         return f"\n\n@triton.jit\ndef {self.name}({', '.join(params)}):\n{body}\n"
 
     def _assemble(self) -> KernelSource:
-        params = self._buffer_params(len(self.workspaces)) + ["xnumel"] + (["rnumel"] if self.reduction_kernel else [])
+        split = SplitWorkspaces(self.split, tuple(self.workspaces.values())) if self.role == "partial" else None
+        params = self._buffer_params(len(self.workspaces)) + (["split_counter"] if split else [])
+        params += ["xnumel"] + (["rnumel"] if self.reduction_kernel else [])
         params += ["XBLOCK: tl.constexpr"] + (["RBLOCK: tl.constexpr"] if self.reduction_kernel else [])
         src = prelude(self.interpret) + self._function(params)
-        combine = None
-        if self.role == "partial":
-            cw = KernelWriter(f"{self.name}_combine", self.members, self.numel, self.rnumel, True, self.stored,
-                              self.dtypes, {}, self.config, self.interpret, combine=True)
-            cw.use_int64 = self.use_int64
-            src += cw.generate_combine(self.workspaces)
-            combine = SplitCombine(cw.name, self.split, tuple(cw.inputs), tuple(cw.outputs),
-                                   tuple(self.workspaces.values()), combine_xblock(self.numel, self.split, self.interpret))
         return KernelSource(self.name, src, tuple(self.inputs) + tuple(self.outputs),
                             "reduction" if self.reduction_kernel else "pointwise", self.numel, self.rnumel,
-                            self.config, combine)
+                            self.config, split)
 
 
 def kernel_name(kind: str, persistent: bool, origins: Sequence[str], index: int, max_ops: int = 8) -> str:

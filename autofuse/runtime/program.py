@@ -84,9 +84,10 @@ def _poison(t: torch.Tensor) -> None:
 
 @dataclass
 class KernelLaunch:
-    """One generated kernel. With `split` > 1 (a split reduction) the grid is (x blocks, split): the
-    first kernel writes partials to fresh workspaces [split, numel], then `combine_fn` (buffer
-    arguments `combine_slots`, then the workspaces) reduces them and writes the outputs."""
+    """One generated kernel. With `split` > 1 (a split reduction, codegen/split.py) the grid is
+    (x blocks, split) and the kernel also takes its workspaces [split, numel] and a counter per x
+    block: both allocated once here (the counters zeroed; the kernel leaves them at zero), so a
+    split costs no host time per call beyond its launch."""
 
     name: str
     fn: Any
@@ -100,42 +101,28 @@ class KernelLaunch:
     is_reduction: bool
     split: int = 1
     device: Any = None
-    combine_fn: Any = None
-    combine_slots: tuple[int, ...] = ()
     workspace_dtypes: tuple[torch.dtype, ...] = ()
-    combine_xblock: int = 1
     _launch: Any = field(default=None, repr=False, compare=False)
-    _combine: Any = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._launch = FastLauncher(self.fn, self.device)
-        self._combine = FastLauncher(self.combine_fn, self.device) if self.combine_fn is not None else None
         # fixed per launch site: computed once, not on every call (host time shows on small graphs)
         self._grid = ((self.numel + self.xblock - 1) // self.xblock,)
         self._sizes = (self.numel, self.rnumel) if self.is_reduction else (self.numel,)
         self._consts = {"XBLOCK": self.xblock, "RBLOCK": self.rblock} if self.is_reduction else {"XBLOCK": self.xblock}
+        self._extra: tuple = ()
         if self.split > 1:
-            self._workspaces = [allocator(Layout.contiguous(torch.device(self.device or "cpu"), dt, (self.split, self.numel)))
-                                for dt in self.workspace_dtypes]
-            self._cgrid = ((self.numel + self.combine_xblock - 1) // self.combine_xblock,)
+            dev = torch.device(self.device or "cpu")
+            ws = [torch.empty((self.split, self.numel), dtype=dt, device=dev) for dt in self.workspace_dtypes]
+            self._extra = (*ws, torch.zeros(self._grid[0], dtype=torch.int32, device=dev))
+            self._grid = (self._grid[0], self.split)
 
     def run(self, env: list) -> None:
         if self.numel == 0:
             return
         args = [env[s] for s in self.arg_slots]
-        if self.split > 1:
-            self._run_split(self._grid[0], args, env)
-        else:
-            self._launch.launch(self._grid, (*args, *self._sizes), self._consts, self.num_warps, self.num_stages)
-
-    def _run_split(self, xgrid: int, args: list, env: list) -> None:
-        # per call: a workspace is a few KB to MB, and the caching allocator makes this cheap on the GPU
-        ws = [new() for new in self._workspaces]
-        self._launch.launch((xgrid, self.split), (*args, *ws, self.numel, self.rnumel),
-                            {"XBLOCK": self.xblock, "RBLOCK": self.rblock}, self.num_warps, self.num_stages)
-        if self._combine is not None:
-            cargs = [env[s] for s in self.combine_slots]
-            self._combine.launch(self._cgrid, (*cargs, *ws, self.numel), {"XBLOCK": self.combine_xblock}, 4, 1)
+        self._launch.launch(self._grid, (*args, *self._extra, *self._sizes), self._consts, self.num_warps,
+                            self.num_stages)
 
 
 @dataclass

@@ -64,9 +64,9 @@ class Heuristics:
     split_target_programs: int = 4 * 132
     split_min_chunk: int = 1024          # r elements per chunk, at least
     split_max: int = 64
-    # a reduction over fewer elements is a few µs in one program: the combine's extra launch (and
-    # the workspace) cost the host more than the split saves on the GPU (cross-entropy's mean over
-    # 8192 rows: 30 µs of host time split, 10 µs not; benchmarks/sync_probe.py)
+    # a reduction over fewer elements is a few µs in one program; splitting it saves the GPU little
+    # (set when a split was two launches: cross-entropy's mean over 8192 rows cost 30 µs of host
+    # time split, 10 µs not, benchmarks/sync_probe.py; the search may still split it)
     split_min_elements: int = 1 << 20
 
     # ---- lowering ---------------------------------------------------------------------

@@ -57,7 +57,6 @@ class TunerSettings:
     explore: float = 0.25          # share of top_k drawn at random from the rest of the candidates
     max_candidates: int = 48       # configs considered (nearest the default first) before ranking
     kernel_timeout_s: float = 2.0  # a first run longer than this scores infinity
-    launch_us: float = 10.0        # host µs of one more launch, charged to a split config (best_config)
     seed: int = 0
 
 
@@ -80,8 +79,8 @@ def arg_types(launch: Any, env: list) -> list[str]:
     """Triton types of the launch's non-constexpr arguments, in order (pointers, then sizes)."""
     types = ["*" + _TRITON_DTYPES.get(t.dtype, str(t.dtype)) if isinstance(t, torch.Tensor) else "i64"
              for t in (env[s] for s in launch.arg_slots)]
-    if getattr(launch, "split", 1) > 1:  # a split reduction's partial kernel also takes its workspaces
-        types += ["*" + _TRITON_DTYPES.get(dt, str(dt)) for dt in getattr(launch, "workspace_dtypes", ())]
+    if getattr(launch, "split", 1) > 1:  # a split reduction also takes its workspaces and counters
+        types += ["*" + _TRITON_DTYPES.get(dt, str(dt)) for dt in getattr(launch, "workspace_dtypes", ())] + ["*i32"]
     types.append("i32" if launch.numel <= 2**31 - 1 else "i64")
     if launch.is_reduction:
         types.append("i32" if launch.rnumel <= 2**31 - 1 else "i64")
@@ -195,12 +194,12 @@ def _distance(a: LaunchConfig, b: LaunchConfig) -> tuple:
     return (d, json.dumps(da, sort_keys=True))
 
 
-def best_config(times: dict[LaunchConfig, float], default: LaunchConfig, launch_us: float) -> LaunchConfig:
-    """The fastest config, a split one charged `launch_us` for its combine kernel's launch. The timer
-    hides host time, which a program pays per launch (10-17 µs a launch on the H200's hosts,
-    benchmarks/sync_probe.py): a split that saves the GPU a few µs on a small reduction made
-    cross-entropy host-bound (188 µs a call against 155 µs unsplit). Ties go to the default."""
-    return min(times, key=lambda c: (times[c] + (launch_us if c.split > 1 else 0.0), c != default))
+def best_config(times: dict[LaunchConfig, float], default: LaunchConfig) -> LaunchConfig:
+    """The fastest config; ties go to the default. A split config is one launch like any other
+    (codegen/split.py), so its time compares as is: the tuner's timer hides host time, and the
+    two-launch split it replaced had to be charged one launch (cross-entropy's split mean: 188 µs
+    a call against 155 µs unsplit, benchmarks/sync_probe.py)."""
+    return min(times, key=lambda c: (times[c], c != default))
 
 
 class KernelTuner:
@@ -257,7 +256,7 @@ class KernelTuner:
             if isinstance(v, str):
                 failures.append((str(cfg), v))
         launch.run(env)  # leave the default's outputs for the kernels that follow
-        best = best_config({c: r[0] for c, r in results.items()}, info.config, self.settings.launch_us)
+        best = best_config({c: r[0] for c, r in results.items()}, info.config)
         us, spread, _, rec = results[best]
         choice = KernelChoice(gkey, best, us, spread, rec, len(chosen), measured, tuple(failures))
         self.choices[ckey] = choice
