@@ -42,13 +42,17 @@ def pytest_generate_tests(metafunc):
 @dataclass(frozen=True)
 class SmallBlocks(Heuristics):
     """Tiny blocks: several programs per kernel and partial blocks; reductions either looped in
-    steps of 8 (`looped`, online softmax where legal) or persistent with 4 rows per program."""
+    steps of 8 (`looped`, online softmax where legal; cut into `split` chunks where the kernel is
+    splittable, codegen/split.py) or persistent with 4 rows per program."""
 
     looped: bool = True
+    split: int = 1
 
     def launch_config(self, kind, numel, rnumel, interpret, outer=False, splittable=False, online=False):
         if kind == "pointwise":
             return LaunchConfig(XBLOCK=16)
+        if self.looped and splittable and self.split > 1:
+            return LaunchConfig(XBLOCK=2, RBLOCK=8, persistent=False, split=self.split)
         if self.looped:
             return LaunchConfig(XBLOCK=2, RBLOCK=8, persistent=False, online=online)
         rblock = 1
@@ -88,7 +92,7 @@ def test_random_graph_unfused(seed, device):
 
 def test_random_graph_small_blocks(seed, device):
     _check(seed, device, lambda fn, args: _compile_with(
-        fn, args, heuristics=SmallBlocks(looped=seed % 2 == 1), poison=True))
+        fn, args, heuristics=SmallBlocks(looped=seed % 2 == 1, split=3 if seed % 4 == 3 else 1), poison=True))
 
 
 def test_random_graph_reuse(seed, device):

@@ -61,7 +61,9 @@ class Heuristics:
     interpreter_block_elems: int = 1 << 16
     split_below_programs: int = 2 * 132  # split a reduction whose x grid is smaller (H200: 132 SMs)...
     split_min_rnumel: int = 4096         # ...and whose rows are at least this long
-    split_target_programs: int = 4 * 132
+    # warps in flight the split aims for (4 programs of 8 warps per SM): a program of fewer warps
+    # gets proportionally more programs
+    split_target_warps: int = 4 * 132 * 8
     split_min_chunk: int = 1024          # r elements per chunk, at least
     split_max: int = 64
     # a reduction over fewer elements is a few µs in one program; splitting it saves the GPU little
@@ -107,13 +109,13 @@ class Heuristics:
         return cfg
 
     def choose_split(self, cfg: LaunchConfig, numel: int, rnumel: int) -> int:
-        """A power of two bringing the grid near `split_target_programs`; 1 when the x grid is
+        """A power of two bringing the grid near `split_target_warps` in flight; 1 when the x grid is
         already large enough, the rows too short, the whole reduction small (or the kernel persistent)."""
         xprograms = -(-max(numel, 1) // cfg.XBLOCK)
         if (cfg.persistent or rnumel < self.split_min_rnumel or xprograms >= self.split_below_programs
                 or numel * rnumel < self.split_min_elements):
             return 1
-        limit = min(self.split_max, self.split_target_programs // xprograms,
+        limit = min(self.split_max, self.split_target_warps // cfg.num_warps // xprograms,
                     rnumel // max(cfg.RBLOCK, self.split_min_chunk))
         split = 1
         while split * 2 <= limit:
@@ -128,9 +130,12 @@ class Heuristics:
             return LaunchConfig(XBLOCK=xblock, num_warps=4 if xblock <= 512 else 8)
         rblock_full = next_pow2(max(rnumel, 1))
         if outer and not interpret:
-            xblock = min(128, next_pow2(max(numel, 1)))
-            rblock = min(rblock_full, 32)
-            return LaunchConfig(XBLOCK=xblock, RBLOCK=rblock, num_warps=8, persistent=rblock == rblock_full)
+            # 64 lanes of 4 warps, 16-row steps: the fastest of 95 column-sum configs on the H200
+            # (16384x4096 f32, split 16: 65.2 us against 70.8 us for 128 lanes of 8 warps, 32-row
+            # steps; benchmarks/colsum_probe.py, results 2026-11-29-h200-s12)
+            xblock = min(64, next_pow2(max(numel, 1)))
+            rblock = min(rblock_full, 16)
+            return LaunchConfig(XBLOCK=xblock, RBLOCK=rblock, num_warps=4, persistent=rblock == rblock_full)
         if interpret:
             persistent = rblock_full <= 4096
             rblock = rblock_full if persistent else 4096
