@@ -2,7 +2,8 @@
 held-out graphs of split seed 0 (s0) and the mean over split seeds 0-4 (mean5).
 
     python -m benchmarks.costmodel_variants [--data PATH] [--repeats A.jsonl.gz B.jsonl.gz]
-        [--extra EXPORT.jsonl.gz ...] [--seeds 0 1 2 3 4] [--only NAME ...] [--out FILE]
+        [--extra EXPORT.jsonl.gz ...] [--seeds 0 1 2 3 4] [--only NAME ...] [--leaky-extra] [--out FILE]
+    python -m benchmarks.costmodel_variants --breakdown costmodel/pretrained/cuda-nvidia-h200-sm90.pkl
 
 Note: the ranker alone orders a group's configs (`CostModel.predict_log_us` hands the regressor's
 times out in the ranker's order), so pairwise, peak@1/@5 and regret depend on the ranker only; the
@@ -42,6 +43,7 @@ NOISE = ROOT / "benchmarks" / "results" / "2026-11-29-h200-s12" / "noise"
 DEFAULT_REPEATS = (NOISE / "a.jsonl.gz", NOISE / "b.jsonl.gz")
 COLS = ("pairwise", "pairwise_sig", "peak1", "peak1_tol", "peak5", "regret")
 TINY_US = 8.0
+UNREAD_CONFIG = ("online", "fast_tanh")   # LaunchConfig flags with no feature in costmodel/features.py
 
 
 def merge_exports(exports: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict]:
@@ -248,6 +250,32 @@ def table(res: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def breakdown(rows: Sequence[Mapping[str, Any]], model: Any, seed: int = 0) -> list[tuple[str, int, float]]:
+    """Where a model's held-out pairs go wrong: (pair class, pairs, pairwise accuracy) by which config
+    keys differ, kind and measured gap, with `evaluate.metrics`'s pairs (more than 1% apart)."""
+    from costmodel.evaluate import TIE
+    _, test = split_by_graph(usable(rows), 0.25, seed)
+    p = model.predict_us([r["features"] for r in test])
+    y = measured_us(test)
+    acc: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for ix in group_indices([str(r["features"].get("group")) for r in test]):
+        for u in range(len(ix)):
+            for v in range(u + 1, len(ix)):
+                i, j = ix[u], ix[v]
+                gap = abs(y[i] - y[j]) / min(y[i], y[j])
+                if gap <= TIE:
+                    continue
+                ok = int((p[i] < p[j]) == (y[i] < y[j])) if p[i] != p[j] else 0
+                ci, cj = test[i]["features"]["config"], test[j]["features"]["config"]
+                diff = sorted(k for k in set(ci) | set(cj) if ci.get(k) != cj.get(k))
+                for cls in ("differ in " + ("+".join(diff) if len(diff) <= 2 else "3+ keys"),
+                            "kind " + str(test[i]["features"].get("kind")),
+                            "gap " + ("1-2%" if gap <= 0.02 else "2-5%" if gap <= 0.05 else "5-20%" if gap <= 0.2 else "> 20%")):
+                    acc[cls][0] += ok
+                    acc[cls][1] += 1
+    return [(k, n, c / n) for k, (c, n) in sorted(acc.items())]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.costmodel_variants", description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default=str(DEFAULT_DATA))
@@ -260,13 +288,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--leaky-extra", action="store_true",
                     help="keep --extra rows of held-out graphs in training (a leak; for the record only)")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--breakdown", metavar="PKL", default=None,
+                    help="instead: the pairwise accuracy of this model's s0 held-out pairs by class of pair")
     a = ap.parse_args(argv)
     start = time.time()
     rows = load(a.data)
+    if a.breakdown:
+        from costmodel.model import CostModel
+        model = CostModel.from_bytes(Path(a.breakdown).read_bytes())
+        print(f"{model.version}, held-out pairs of split seed 0 (more than 1% apart; a predicted tie counts 0 here)")
+        print("| pairs that | n | pairwise |\n|---|---|---|")
+        for cls, n, acc in breakdown(rows, model):
+            print(f"| {cls} | {n} | {acc:.3f} |")
+        return 0
     reps = [load(p) for p in a.repeats]
     rr = run_to_run([rows, *reps])
     print("per-bin sigma: " + ", ".join(f"{b['bin']} {b['sigma_centred'] * 100:.2f}%" for b in rr["bins"]))
-    extra = merge_exports(reps if a.extra is None else [load(p) for p in a.extra])
+    raw_extra = reps if a.extra is None else [load(p) for p in a.extra]
+    flagged = sum(any(k in (r["features"].get("config") or {}) for k in UNREAD_CONFIG) for e in raw_extra for r in e)
+    print(f"extra exports: {sum(map(len, raw_extra))} rows, {flagged} with a config flag features.py does not read "
+          f"({', '.join(UNREAD_CONFIG)})")
+    extra = merge_exports(raw_extra)
     res = run(rows, extra, rr, a.seeds, a.only, a.leaky_extra)
     res["leaky_extra"] = a.leaky_extra
     res["seconds"] = round(time.time() - start, 1)
