@@ -381,3 +381,17 @@ def test_load_predictor_from_a_real_db(tmp_path, dataset, dataset_db):
         p = load_predictor(db, H200["name"]).resolve()
         assert isinstance(p, LearnedPredictor) and p.model.version == db.latest_cost_model(H200["name"])["version"]
         assert len(usable(db.measurements())) == len(dataset)
+
+
+def test_online_and_fast_tanh_flags_are_config_features():
+    # two configs that differ only in a codegen flag must not look the same to the model
+    from costmodel.features import FEATURE_NAMES, kernel_features
+    from costmodel.rank import CONFIG_NAMES
+    base = {"kind": "reduction", "numel": 8192, "rnumel": 32000, "bytes_read": 524288000, "bytes_written": 32768,
+            "config": {"XBLOCK": 1, "RBLOCK": 4096, "num_warps": 8, "num_stages": 1, "persistent": False}}
+    plain = kernel_features(base, compile=False)
+    online = kernel_features({**base, "config": {**base["config"], "online": True}}, compile=False)
+    tanh = kernel_features({**base, "config": {**base["config"], "fast_tanh": True}}, compile=False)
+    assert (plain["online"], online["online"], tanh["fast_tanh"], plain["fast_tanh"]) == (0.0, 1.0, 1.0, 0.0)
+    assert {"online", "fast_tanh"} <= CONFIG_NAMES and {"online", "fast_tanh"} <= set(FEATURE_NAMES)
+    assert [k for k in FEATURE_NAMES if plain[k] != online[k] and plain[k] == plain[k]] == ["online"]
