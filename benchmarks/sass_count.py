@@ -9,7 +9,8 @@ Counts the whole kernel and each loop body (a backward branch) of:
   - cross-entropy's generated online kernel at the same config, in lane form (chunk width forced to
     1) and in chunk form (what codegen emits);
   - rmsnorm's generated persistent kernel (XBLOCK 1, RBLOCK 4096, 8 warps) as emitted (sizes divide:
-    constant masks) and with its masks restored as compares.
+    constant masks) and with its masks restored as compares; and where its global loads fall around
+    the reduction's CTA barrier, as emitted and with early_loads (codegen/early_loads.py).
 Kernels are compiled as the JIT would specialize them on the GPU: every pointer 16-byte aligned and
 every size a multiple of 16 (`tt.divisibility`), which is what lets Triton vectorize the loads.
 """
@@ -133,6 +134,13 @@ def unmasked(source: str) -> str:
             .replace("rmask = tl.full([1, RBLOCK], True, tl.int1)", "rmask = rindex < rnumel"))
 
 
+def loads_around_barrier(text: str) -> tuple[int, int]:
+    """(global loads before the kernel's first CTA barrier, global loads after it)."""
+    ops = [m.group(2) for m in map(INSTR_RE.match, text.splitlines()) if m]
+    bar = next((i for i, op in enumerate(ops) if op.startswith("BAR")), len(ops))
+    return (sum(op.startswith("LDG") for op in ops[:bar]), sum(op.startswith("LDG") for op in ops[bar:]))
+
+
 def line(label: str, text: str) -> str:
     total, loops = counts(text)
     loop = "; ".join(f"loop {n} ({', '.join(f'{k} {v}' for k, v in list(ops.items())[:8])})" for n, ops in loops)
@@ -155,6 +163,11 @@ def main() -> int:
     rms = generated("rmsnorm_bf16_32768x4096", {"XBLOCK": 1, "RBLOCK": 4096, "num_warps": 8})[0]
     print(line("rmsnorm kernel, masks as compares (r4096 w8)", record_sass(rms, unmasked(rms["source"]))), flush=True)
     print(line("rmsnorm kernel, constant masks (r4096 w8)", record_sass(rms)), flush=True)
+    early = generated("rmsnorm_bf16_32768x4096", {"XBLOCK": 1, "RBLOCK": 4096, "num_warps": 8, "early_loads": True})[0]
+    for label, rec in (("as emitted", rms), ("early_loads", early)):
+        before, after = loads_around_barrier(record_sass(rec))
+        print(f"rmsnorm kernel, {label}: {before} global loads before the reduction's barrier, {after} after",
+              flush=True)
     return 0
 
 

@@ -11,9 +11,9 @@ occupancy, and with the thread limit alone (`waves_nominal`, known without compi
 `RELATIVE_NAMES` (schema 2) put the config in proportion to its kernel, since the search ranks
 configs of one kernel: the block's share of numel and rnumel, whether RBLOCK covers the row, threads
 per row, values each thread holds and how many pointers it holds them for (a register estimate),
-programs per SM, the last wave's fill, bytes per program and per thread. Schema 3 adds the config's
-`online` and `fast_tanh` flags (0 in data measured before them; a stored model reads only its own
-columns, so models of schema 2 predict as before).
+programs per SM, the last wave's fill, bytes per program and per thread. Schema 3 adds the
+config's `online`, `fast_tanh` and `early_loads` flags (0 in data measured before them; a stored
+model reads only its own columns, so models of schema 2 predict as before).
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from .compiled import CompiledStats, compiled_stats
 from .occupancy import blocks_per_sm, nominal_blocks_per_sm
 from .source_ops import COUNT_NAMES, count_ops
 
-FEATURE_SCHEMA = 3  # 3: the online-softmax and fast-tanh flags of the launch config
+FEATURE_SCHEMA = 3  # 3: the online-softmax, fast-tanh and early-loads flags of the launch config
 DEFAULT_SM_COUNT = 132
 DEFAULT_COPY_BW = 4.27e12
 OP_WEIGHTS = {"arith": 1.0, "compare": 1.0, "select": 1.0, "cast": 1.0, "division": 4.0, "transcendental": 8.0}
@@ -49,7 +49,8 @@ FEATURE_NAMES: tuple[str, ...] = (
     "ideal_us", "log_ideal_us",
     *COUNT_NAMES, "log_op_elements", "op_intensity",
     "ptr_args", "ptr16_args", "ptr64_args", "int64_sizes",
-    "XBLOCK", "RBLOCK", "num_warps", "num_stages", "split", "online", "fast_tanh", "log_XBLOCK", "log_RBLOCK",
+    "XBLOCK", "RBLOCK", "num_warps", "num_stages", "split", "online", "fast_tanh", "early_loads",
+    "log_XBLOCK", "log_RBLOCK",
     "block_elems", "elems_per_thread", "grid", "log_grid", "r_iters", "x_util", "r_util", "waves_nominal",
     *COMPILED_NAMES,
     "sm_count", "copy_bw",
@@ -92,6 +93,7 @@ def _config_features(rec: dict, sm_count: float) -> dict[str, float]:
         "is_reduction": float(reduction), "persistent": float(persistent), "looped": float(not persistent),
         "XBLOCK": xb, "RBLOCK": rb, "num_warps": warps, "num_stages": _num(cfg.get("num_stages"), 1.0),
         "split": split, "online": float(bool(cfg.get("online"))), "fast_tanh": float(bool(cfg.get("fast_tanh"))),
+        "early_loads": float(bool(cfg.get("early_loads"))),
         "log_XBLOCK": _log2(xb), "log_RBLOCK": _log2(rb),
         "block_elems": xb * rb, "elems_per_thread": xb * rb / (32.0 * warps), "grid": float(grid),
         "log_grid": _log2(grid), "r_iters": r_iters,

@@ -383,7 +383,7 @@ def test_load_predictor_from_a_real_db(tmp_path, dataset, dataset_db):
         assert len(usable(db.measurements())) == len(dataset)
 
 
-def test_online_and_fast_tanh_flags_are_config_features():
+def test_codegen_flags_are_config_features():
     # two configs that differ only in a codegen flag must not look the same to the model
     from costmodel.features import FEATURE_NAMES, kernel_features
     from costmodel.rank import CONFIG_NAMES
@@ -393,5 +393,8 @@ def test_online_and_fast_tanh_flags_are_config_features():
     online = kernel_features({**base, "config": {**base["config"], "online": True}}, compile=False)
     tanh = kernel_features({**base, "config": {**base["config"], "fast_tanh": True}}, compile=False)
     assert (plain["online"], online["online"], tanh["fast_tanh"], plain["fast_tanh"]) == (0.0, 1.0, 1.0, 0.0)
-    assert {"online", "fast_tanh"} <= CONFIG_NAMES and {"online", "fast_tanh"} <= set(FEATURE_NAMES)
+    early = kernel_features({**base, "config": {**base["config"], "early_loads": True}}, compile=False)
+    assert early["early_loads"] == 1.0 and plain["early_loads"] == 0.0
+    flags = {"online", "fast_tanh", "early_loads"}
+    assert flags <= CONFIG_NAMES and flags <= set(FEATURE_NAMES)
     assert [k for k in FEATURE_NAMES if plain[k] != online[k] and plain[k] == plain[k]] == ["online"]

@@ -12,7 +12,9 @@ class LaunchConfig:
     (see codegen/split.py).
     `online` (looped reductions only): a sum(exp(v - max(v))) runs in the max's r loop, so the row
     is read once less (see codegen/online.py). `fast_tanh`: tanh through the hardware's approximation,
-    for kernels whose every value is 16-bit (see codegen/fast_math.py)."""
+    for kernels whose every value is 16-bit (see codegen/fast_math.py). `early_loads` (persistent
+    reductions): the loads of nodes after a reduction are issued before it (see
+    codegen/early_loads.py)."""
 
     XBLOCK: int
     RBLOCK: int = 1
@@ -22,12 +24,13 @@ class LaunchConfig:
     split: int = 1
     online: bool = False
     fast_tanh: bool = False
+    early_loads: bool = False
 
     def to_json(self) -> dict:
         d = asdict(self)
         if self.split == 1:
             del d["split"]  # plans written before split existed keep their exact JSON
-        for flag in ("online", "fast_tanh"):
+        for flag in ("online", "fast_tanh", "early_loads"):
             if not d[flag]:
                 del d[flag]
         return d
@@ -36,4 +39,4 @@ class LaunchConfig:
         kind = "persistent" if self.persistent else "looped"
         text = f"XBLOCK={self.XBLOCK} RBLOCK={self.RBLOCK} num_warps={self.num_warps} num_stages={self.num_stages} {kind}"
         return text + (f" split={self.split}" if self.split > 1 else "") + (" online" if self.online else "") \
-            + (" fast_tanh" if self.fast_tanh else "")
+            + (" fast_tanh" if self.fast_tanh else "") + (" early_loads" if self.early_loads else "")

@@ -23,6 +23,7 @@ from ..schedule.nodes import SchedulerNode
 from .config import LaunchConfig
 from .prelude import prelude
 from .printer import print_expr, tl_dtype
+from .early_loads import early_loads, why_not_early_loads
 from .fast_math import why_not_fast_tanh
 from .online import LOG2E, chunk_width, online_pairs, why_not_online
 from .split import (SplitWorkspaces, combine_header, counter_reset, last_program_header, partial_header, split_chunk,
@@ -177,6 +178,9 @@ class KernelWriter(OpsHandler):
         if config.fast_tanh:
             why = why_not_fast_tanh(self.members)
             assert why is None, f"fast_tanh on kernel {name}: {why}"
+        if config.early_loads:
+            why = why_not_early_loads(self.members, reduction_kernel, self.persistent, self.split)
+            assert why is None, f"early_loads on kernel {name}: {why}"
         self.workspaces: dict[str, torch.dtype] = {}  # partial kernel: reduction -> its workspace's dtype
         span = max(numel * max(rnumel, 1), numel * self.split, self.split * self.rchunk)
         self.use_int64 = span > INT32_MAX or any(v > INT32_MAX for v in spans.values())
@@ -484,6 +488,8 @@ class KernelWriter(OpsHandler):
             self.emit(f"rindex = {base}tl.arange(0, RBLOCK)[None, :]{i64}")
             self.emit(self._rmask())
             self.emit("xrmask = xmask & rmask")
+            if self.config.early_loads:
+                self._emit_early_loads()
             for node, pl in self.members:
                 if pl.cls == "red":
                     self.emit_persistent_reduction(node, pl)
@@ -512,6 +518,18 @@ class KernelWriter(OpsHandler):
         self.emit(counter_reset())
         self.pop_scope()
         self.role = "partial"
+
+    def _emit_early_loads(self) -> None:
+        """early_loads.py: the loads of nodes after a reduction, first; the nodes' bodies find them in
+        the CSE cache of this (the kernel's) scope when they run."""
+        for node, pl, loads in early_loads(self.members):
+            saved = self.current
+            self.current = (node, pl)
+            try:
+                for name, index in loads:
+                    self.load(name, index)
+            finally:
+                self.current = saved
 
     def _generate_looped(self, i64: str, x_loop: bool) -> None:
         phase = self.phases()

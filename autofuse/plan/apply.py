@@ -7,6 +7,7 @@ from typing import Any, Sequence
 import torch
 
 from ..codegen.config import LaunchConfig
+from ..codegen.early_loads import why_not_early_loads
 from ..codegen.fast_math import why_not_fast_tanh
 from ..codegen.online import why_not_online
 from ..codegen.split import MAX_SPLIT, why_not_split
@@ -58,6 +59,10 @@ def check_config(cfg: LaunchConfig, group: FusionGroup) -> str | None:
         why = why_not_online(group.placements(), group.is_reduction)
         if why is not None:
             return f"online softmax is impossible: {why}"
+    if cfg.early_loads:
+        why = why_not_early_loads(group.placements(), group.is_reduction, cfg.persistent, cfg.split)
+        if why is not None:
+            return f"early_loads is impossible: {why}"
     if cfg.fast_tanh:
         why = why_not_fast_tanh(group.placements())
         if why is not None:
