@@ -3,21 +3,21 @@ pointwise kernel under many launch configs, against Inductor's max-autotune in t
 tuned plans of these cases reached 94-95% of copy bandwidth while max-autotune reached 96-97% of it
 (rmsnorm 133.9 µs against 130.0 µs; SwiGLU 250.7 µs against 249.4 µs): is a config outside what the search tried faster, or does
 Inductor's kernel differ in a way no config of ours expresses (its weight loads carry
-`eviction_policy='evict_last'`, ours carry no cache hint)?
+`eviction_policy='evict_last'`; ours carried no cache hint)?
 
     python3 -m benchmarks.rows_probe [--out DIR] [--reps 50] [--cases NAME ...]
 
 For each case: eager, Inductor default and max-autotune-no-cudagraphs (the configs its autotuner
 picked and its generated source are written to DIR), then autofuse's default plan with every
-config of the grid on its reduction (or pointwise) kernels, then the fastest three again with cache
-hints on their loads (`evict_last` on loads that do not vary along x, as Inductor's persistent
-kernels do, and that plus `evict_first` on the rest). Every variant is checked against eager before
+config of the grid on its reduction (or pointwise) kernels, then the fastest three again with
+`cache_hints` (codegen/cache_hints.py: evict_last on the weights, as Inductor's persistent kernels
+have it), and looped configs of one row per program with and without them (Inductor's max-autotune
+layernorm is a looped kernel whose first read of the row is evict_last, its second evict_first). Every variant is checked against eager before
 it is timed. Prints one table per case (fastest first) and writes DIR/rows_probe.json.
 """
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
 import itertools
 import json
@@ -35,35 +35,6 @@ DEFAULT_CASES = ("rmsnorm_bf16_32768x4096", "layernorm_bf16_32768x4096", "seed_f
 POINTWISE = ("swiglu_bf16_16384x11008",)   # cases whose kernels are pointwise
 
 
-@contextlib.contextmanager
-def cache_hints(streaming: str | None) -> Iterator[None]:
-    """Loads whose pointer does not vary along x get evict_last; the others `streaming` (None: no hint).
-    A probe-only patch of the kernel writer's load: codegen has no such choice yet."""
-    from autofuse.codegen.triton_kernel import KernelWriter
-    orig = KernelWriter.load
-
-    def load(self: Any, name: str, index: Any) -> Any:
-        inner = self.cse
-
-        def cse(text: str, dtype: Any) -> Any:
-            if text.startswith("tl.load(") and ", other=0)" in text:
-                pointer = text[: text.index(", other=0)")]
-                policy = "evict_last" if "xindex" not in pointer else streaming
-                if policy:
-                    text = text.replace(", other=0)", f", other=0, eviction_policy='{policy}')", 1)
-            return inner(text, dtype)
-        self.cse = cse
-        try:
-            return orig(self, name, index)
-        finally:
-            del self.cse
-    KernelWriter.load = load
-    try:
-        yield
-    finally:
-        KernelWriter.load = orig
-
-
 def inductor_picks(seen: set[int] = frozenset()) -> list[dict[str, Any]]:
     """The configs Inductor's autotuners settled on, by kernel name (the launchers left after
     benchmarking), leaving out the autotuners whose id is in `seen`."""
@@ -73,11 +44,15 @@ def inductor_picks(seen: set[int] = frozenset()) -> list[dict[str, Any]]:
         return []
     out = []
     for obj in gc.get_objects():
-        if isinstance(obj, CachingAutotuner) and id(obj) not in seen and len(getattr(obj, "launchers", []) or []) == 1:
-            cfg = getattr(obj.launchers[0], "config", None)
-            if cfg is not None:
-                out.append({"id": id(obj), "kernel": obj.fn.__name__, "kwargs": dict(cfg.kwargs), "num_warps": cfg.num_warps,
-                            "num_stages": cfg.num_stages})
+        try:   # gc also hands out dead weak proxies, which raise on any use
+            if not isinstance(obj, CachingAutotuner) or id(obj) in seen:
+                continue
+            if len(obj.launchers or []) == 1 and getattr(obj.launchers[0], "config", None) is not None:
+                cfg = obj.launchers[0].config
+                out.append({"id": id(obj), "kernel": obj.fn.__name__, "kwargs": dict(cfg.kwargs),
+                            "num_warps": cfg.num_warps, "num_stages": cfg.num_stages})
+        except (ReferenceError, AttributeError):
+            continue
     return out
 
 
@@ -130,14 +105,9 @@ def probe_case(case: Any, reps: int, bw: float, out: Path) -> list[dict[str, Any
         except Exception as e:  # a config that fails to compile, launch or check is reported, not fatal
             rows.append({"variant": name, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"})
 
-    def ours(cfg: Any, hints: tuple[str | None] | None = None) -> Callable[..., Any]:
-        """`hints`: None, or (the streaming loads' policy,) for cache_hints."""
+    def ours(cfg: Any) -> Callable[..., Any]:
         plan = plan_with(fn, args, cfg, kind)
-        opts = CompileOptions(strict=True, use_db=False, plan=plan)
-        with cache_hints(*hints) if hints else contextlib.nullcontext():
-            f = compile_traced(fn, list(args), opts)
-            f(*args)   # kernels are generated at the first call
-        return f
+        return compile_traced(fn, list(args), CompileOptions(strict=True, use_db=False, plan=plan))
 
     timed("eager", lambda: fn)
     timed("inductor", lambda: torch.compile(fn))
@@ -151,13 +121,16 @@ def probe_case(case: Any, reps: int, bw: float, out: Path) -> list[dict[str, Any
     timed("inductor max-autotune", lambda: ma, picks=inductor_picks(seen))
     for cfg in grid(kind, args[0].shape[-1]):
         timed(str(cfg), lambda cfg=cfg: ours(cfg), config=cfg.to_json())
-    best = sorted((r for r in rows if "config" in r and "error" not in r), key=lambda r: r["us"])[:3]
+    if kind == "pointwise":
+        return rows
     from autofuse.codegen.config import LaunchConfig
-    for r in best:
-        cfg = LaunchConfig(**r["config"])
-        timed(f"{cfg} +evict_last", lambda cfg=cfg: ours(cfg, (None,)), config=cfg.to_json(), hints="evict_last")
-        timed(f"{cfg} +evict_last/first", lambda cfg=cfg: ours(cfg, ("evict_first",)), config=cfg.to_json(),
-              hints="evict_last/first")
+    best = sorted((r for r in rows if "config" in r and "error" not in r), key=lambda r: r["us"])[:3]
+    looped = [LaunchConfig(XBLOCK=1, RBLOCK=rb, num_warps=w, num_stages=s, persistent=False)
+              for rb, w, s in itertools.product((1024, 2048), (4, 8, 16), (1, 2))]
+    for cfg in [LaunchConfig(**r["config"]) for r in best] + looped:
+        for hints in (False, True) if not cfg.persistent else (True,):
+            c = replace(cfg, cache_hints=hints)
+            timed(str(c), lambda c=c: ours(c), config=c.to_json())
     return rows
 
 
@@ -171,7 +144,8 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     bw = copy_bandwidth("cuda", a.reps)
     res: dict[str, Any] = {"copy_bw": bw, "cases": {}}
-    for case in (c for c in CASES if c.name in a.cases):
+    by_name = {c.name: c for c in CASES}
+    for case in (by_name[n] for n in a.cases):   # in the order given: a run cut short keeps the first
         res["cases"][case.name] = probe_case(case, a.reps, bw, out)
         (out / "rows_probe.json").write_text(json.dumps(res, indent=1))
         torch._dynamo.reset()

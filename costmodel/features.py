@@ -12,8 +12,8 @@ occupancy, and with the thread limit alone (`waves_nominal`, known without compi
 configs of one kernel: the block's share of numel and rnumel, whether RBLOCK covers the row, threads
 per row, values each thread holds and how many pointers it holds them for (a register estimate),
 programs per SM, the last wave's fill, bytes per program and per thread. Schema 3 adds the
-config's `online`, `fast_tanh` and `early_loads` flags (0 in data measured before them; a stored
-model reads only its own columns, so models of schema 2 predict as before).
+config's `online`, `fast_tanh` and `early_loads` flags, schema 4 its `cache_hints` flag (0 in data
+measured before them; a stored model reads only its own columns, so older models predict as before).
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from .compiled import CompiledStats, compiled_stats
 from .occupancy import blocks_per_sm, nominal_blocks_per_sm
 from .source_ops import COUNT_NAMES, count_ops
 
-FEATURE_SCHEMA = 3  # 3: the online-softmax, fast-tanh and early-loads flags of the launch config
+FEATURE_SCHEMA = 4  # 3: the online-softmax, fast-tanh and early-loads flags of the launch config; 4: cache hints
 DEFAULT_SM_COUNT = 132
 DEFAULT_COPY_BW = 4.27e12
 OP_WEIGHTS = {"arith": 1.0, "compare": 1.0, "select": 1.0, "cast": 1.0, "division": 4.0, "transcendental": 8.0}
@@ -50,7 +50,7 @@ FEATURE_NAMES: tuple[str, ...] = (
     *COUNT_NAMES, "log_op_elements", "op_intensity",
     "ptr_args", "ptr16_args", "ptr64_args", "int64_sizes",
     "XBLOCK", "RBLOCK", "num_warps", "num_stages", "split", "online", "fast_tanh", "early_loads",
-    "log_XBLOCK", "log_RBLOCK",
+    "cache_hints", "log_XBLOCK", "log_RBLOCK",
     "block_elems", "elems_per_thread", "grid", "log_grid", "r_iters", "x_util", "r_util", "waves_nominal",
     *COMPILED_NAMES,
     "sm_count", "copy_bw",
@@ -93,7 +93,7 @@ def _config_features(rec: dict, sm_count: float) -> dict[str, float]:
         "is_reduction": float(reduction), "persistent": float(persistent), "looped": float(not persistent),
         "XBLOCK": xb, "RBLOCK": rb, "num_warps": warps, "num_stages": _num(cfg.get("num_stages"), 1.0),
         "split": split, "online": float(bool(cfg.get("online"))), "fast_tanh": float(bool(cfg.get("fast_tanh"))),
-        "early_loads": float(bool(cfg.get("early_loads"))),
+        "early_loads": float(bool(cfg.get("early_loads"))), "cache_hints": float(bool(cfg.get("cache_hints"))),
         "log_XBLOCK": _log2(xb), "log_RBLOCK": _log2(rb),
         "block_elems": xb * rb, "elems_per_thread": xb * rb / (32.0 * warps), "grid": float(grid),
         "log_grid": _log2(grid), "r_iters": r_iters,

@@ -27,7 +27,7 @@ from .features import COMPILED_NAMES, RELATIVE_NAMES
 
 CONFIG_NAMES = frozenset({
     "persistent", "looped", "XBLOCK", "RBLOCK", "num_warps", "num_stages", "split", "online", "fast_tanh",
-    "early_loads", "log_XBLOCK", "log_RBLOCK", "block_elems", "elems_per_thread", "grid", "log_grid", "r_iters",
+    "early_loads", "cache_hints", "log_XBLOCK", "log_RBLOCK", "block_elems", "elems_per_thread", "grid", "log_grid", "r_iters",
     "x_util", "r_util", "waves_nominal",
     *COMPILED_NAMES, *RELATIVE_NAMES})
 

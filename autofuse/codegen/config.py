@@ -14,7 +14,8 @@ class LaunchConfig:
     is read once less (see codegen/online.py). `fast_tanh`: tanh through the hardware's approximation,
     for kernels whose every value is 16-bit (see codegen/fast_math.py). `early_loads` (persistent
     reductions): the loads of nodes after a reduction are issued before it (see
-    codegen/early_loads.py)."""
+    codegen/early_loads.py). `cache_hints` (reductions): L2 eviction hints on the loads, as Inductor
+    gives them (see codegen/cache_hints.py)."""
 
     XBLOCK: int
     RBLOCK: int = 1
@@ -25,12 +26,13 @@ class LaunchConfig:
     online: bool = False
     fast_tanh: bool = False
     early_loads: bool = False
+    cache_hints: bool = False
 
     def to_json(self) -> dict:
         d = asdict(self)
         if self.split == 1:
             del d["split"]  # plans written before split existed keep their exact JSON
-        for flag in ("online", "fast_tanh", "early_loads"):
+        for flag in ("online", "fast_tanh", "early_loads", "cache_hints"):
             if not d[flag]:
                 del d[flag]
         return d
@@ -39,4 +41,5 @@ class LaunchConfig:
         kind = "persistent" if self.persistent else "looped"
         text = f"XBLOCK={self.XBLOCK} RBLOCK={self.RBLOCK} num_warps={self.num_warps} num_stages={self.num_stages} {kind}"
         return text + (f" split={self.split}" if self.split > 1 else "") + (" online" if self.online else "") \
-            + (" fast_tanh" if self.fast_tanh else "") + (" early_loads" if self.early_loads else "")
+            + (" fast_tanh" if self.fast_tanh else "") + (" early_loads" if self.early_loads else "") \
+            + (" cache_hints" if self.cache_hints else "")

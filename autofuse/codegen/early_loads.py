@@ -63,6 +63,13 @@ class _TopLevelLoads(AnalysisHandler):
         return _VALUE
 
 
+def top_level_loads(node: SchedulerNode) -> list[tuple[str, sympy.Expr]]:
+    """The node's direct loads outside masked() regions, in body order (also cache_hints.py's)."""
+    h = _TopLevelLoads()
+    node.run_body(h)
+    return h.top
+
+
 def early_loads(members: Sequence[tuple[SchedulerNode, Placement]]) -> list[tuple[SchedulerNode, Placement,
                                                                                  list[tuple[str, sympy.Expr]]]]:
     """For each member that uses a reduction's value (directly or through another member), in member
@@ -75,9 +82,7 @@ def early_loads(members: Sequence[tuple[SchedulerNode, Placement]]) -> list[tupl
             after.add(node.name)
         if pl.cls == "red" or node.name not in after:
             continue
-        h = _TopLevelLoads()
-        node.run_body(h)
-        loads = [(name, index) for name, index in h.top if name not in inside]
+        loads = [(name, index) for name, index in top_level_loads(node) if name not in inside]
         if loads:
             out.append((node, pl, loads))
     return out

@@ -23,6 +23,7 @@ from ..schedule.nodes import SchedulerNode
 from .config import LaunchConfig
 from .prelude import prelude
 from .printer import print_expr, tl_dtype
+from .cache_hints import hint, last_passes, varies_along_x, why_not_cache_hints
 from .early_loads import early_loads, why_not_early_loads
 from .fast_math import why_not_fast_tanh
 from .online import LOG2E, chunk_width, online_pairs, why_not_online
@@ -181,6 +182,11 @@ class KernelWriter(OpsHandler):
         if config.early_loads:
             why = why_not_early_loads(self.members, reduction_kernel, self.persistent, self.split)
             assert why is None, f"early_loads on kernel {name}: {why}"
+        if config.cache_hints:
+            why = why_not_cache_hints(self.members, reduction_kernel, self.persistent)
+            assert why is None, f"cache_hints on kernel {name}: {why}"
+        self.pass_index = 0   # the looped reduction's pass being emitted (cache hints)
+        self.last_pass: dict[str, int] = {}
         self.workspaces: dict[str, torch.dtype] = {}  # partial kernel: reduction -> its workspace's dtype
         span = max(numel * max(rnumel, 1), numel * self.split, self.split * self.rchunk)
         self.use_int64 = span > INT32_MAX or any(v > INT32_MAX for v in spans.values())
@@ -257,13 +263,24 @@ class KernelWriter(OpsHandler):
         ptr = f"in_ptr{self.inputs.index(name)}"
         dtype = self.dtypes[name]
         node, pl = self.current
-        text = f"tl.load({ptr} + ({self.pointer_index(index, pl.cls)}), {self._mask(pl.cls)}, other=0)"
+        policy = self._cache_hint(name, index)
+        ep = f", eviction_policy='{policy}'" if policy else ""
+        text = f"tl.load({ptr} + ({self.pointer_index(index, pl.cls)}), {self._mask(pl.cls)}, other=0{ep})"
         if dtype == torch.bool:
             text += ".to(tl.int1)"
         elif dtype in (torch.float16, torch.bfloat16):
             text += ".to(tl.float32)"
         cdt = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
         return self.cse(text, cdt)
+
+    def _cache_hint(self, name: str, index: sympy.Expr) -> str | None:
+        """cache_hints.py's policy for a direct load of an r-loop node outside masked() regions."""
+        node, pl = self.current
+        if (not self.config.cache_hints or pl.cls not in ("r", "red") or self.mask_stack
+                or sympy.sympify(index).free_symbols & set(self.indirect_names)):
+            return None
+        return hint(not varies_along_x(index, node, pl), self.persistent, self.pass_index,
+                    self.last_pass.get(name, self.pass_index))
 
     def constant(self, value: Any, dtype: torch.dtype) -> TV:
         # rank of the kernel's blocks: tl.broadcast_to and tl.store do not add leading dims
@@ -533,6 +550,7 @@ class KernelWriter(OpsHandler):
 
     def _generate_looped(self, i64: str, x_loop: bool) -> None:
         phase = self.phases()
+        self.last_pass = last_passes(self.members, phase)
         rnodes = [(n, p) for n, p in self.members if p.cls in ("r", "red")]
         npasses = 1 + max([phase[n.name] for n, _ in rnodes], default=0)
         read_in_loop = set().union(*(n.read_names for n, p in rnodes))
@@ -565,6 +583,7 @@ class KernelWriter(OpsHandler):
                     idx = f"accidx_{node.name}"
                     self.emit(f"{idx} = tl.full([XBLOCK, RBLOCK], 2147483647, tl.int32)")
                 accs[node.name] = (acc, idx, dt)
+            self.pass_index = k
             if self.role == "partial":  # this program's chunk; rmask cuts the last one at rnumel
                 self.emit(f"for roffset in range(0, {self.rchunk}, RBLOCK):")
             else:

@@ -7,6 +7,7 @@ from typing import Any, Sequence
 import torch
 
 from ..codegen.config import LaunchConfig
+from ..codegen.cache_hints import why_not_cache_hints
 from ..codegen.early_loads import why_not_early_loads
 from ..codegen.fast_math import why_not_fast_tanh
 from ..codegen.online import why_not_online
@@ -63,6 +64,10 @@ def check_config(cfg: LaunchConfig, group: FusionGroup) -> str | None:
         why = why_not_early_loads(group.placements(), group.is_reduction, cfg.persistent, cfg.split)
         if why is not None:
             return f"early_loads is impossible: {why}"
+    if cfg.cache_hints:
+        why = why_not_cache_hints(group.placements(), group.is_reduction, cfg.persistent)
+        if why is not None:
+            return f"cache_hints is impossible: {why}"
     if cfg.fast_tanh:
         why = why_not_fast_tanh(group.placements())
         if why is not None:

@@ -22,6 +22,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from ..codegen.config import LaunchConfig
+from ..codegen.cache_hints import why_not_cache_hints
 from ..codegen.early_loads import why_not_early_loads
 from ..codegen.fast_math import why_not_fast_tanh
 from ..codegen.online import why_not_online
@@ -131,6 +132,7 @@ def candidate_configs(group: Any, default: LaunchConfig, interpret: bool,
     known = {f.name for f in fields(LaunchConfig)}
     _, online, fast_tanh = legal_options(group)
     early = group.is_reduction and why_not_early_loads(group.placements(), True, True, 1) is None
+    hints = {p: group.is_reduction and why_not_cache_hints(group.placements(), True, p) is None for p in (False, True)}
     fast_tanh = fast_tanh and not interpret  # no inline PTX in the interpreter
     out: dict[LaunchConfig, None] = {default: None}
     xmax = next_pow2(max(group.numel, 1))
@@ -162,13 +164,15 @@ def candidate_configs(group: Any, default: LaunchConfig, interpret: bool,
                 out[replace(cfg, fast_tanh=True)] = None
             if early and cfg.persistent and cfg.split == 1:
                 out[replace(cfg, early_loads=True)] = None  # both: the search measures whether it pays
+            if hints[cfg.persistent]:
+                out[replace(cfg, cache_hints=True)] = None
     near = sorted(list(out)[1:], key=lambda c: _distance(c, default))
     return [default] + _interleave_families(near)[: max(0, limit - 1)]
 
 
 def _family(c: LaunchConfig) -> tuple:
     return (c.persistent, c.split > 1, c.XBLOCK >= 16 and c.RBLOCK <= 64 and not c.persistent, c.online, c.fast_tanh,
-            c.early_loads)
+            c.early_loads, c.cache_hints)
 
 
 def _interleave_families(ranked: list[LaunchConfig]) -> list[LaunchConfig]:

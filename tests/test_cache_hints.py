@@ -1,0 +1,113 @@
+"""cache_hints (LaunchConfig.cache_hints): L2 eviction hints on a reduction kernel's loads — evict_last
+on loads every program reads (a weight) and on a looped reduction's reads that a later pass repeats,
+evict_first on a buffer's last pass, none on a persistent row; masked and gathered loads carry none.
+Outputs match eager on poisoned buffers (non-power-of-two rows, partial blocks, a transposed input);
+plans that ask for it where no load gets a hint are rejected with a reason; the search offers it."""
+import re
+from dataclasses import replace
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from autofuse import CompileOptions
+from autofuse.capture.trace import compile_traced, trace_aten
+from autofuse.codegen.config import LaunchConfig
+from autofuse.compiler import compile_graph
+from autofuse.plan.plan import KernelPlan, PlanError
+from autofuse.schedule.heuristics import Heuristics
+from tests.helpers import assert_close, kernels_of, rand
+
+
+def rmsnorm(x, w):
+    return (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype) * w
+
+
+def layernorm(x, w, b):
+    return F.layer_norm(x, x.shape[-1:], w, b)
+
+
+def check(fn, args, **config):
+    art = compile_graph(trace_aten(fn, args), args, CompileOptions(strict=True, use_db=False))
+    kernels = tuple(replace(kp, config=replace(kp.config, cache_hints=True, **config)) if info.kind == "reduction"
+                    else kp for kp, info in zip(art.plan.kernels, art.kernels))
+    plan = replace(art.plan, kernels=kernels)
+    compiled = compile_traced(fn, args, CompileOptions(strict=True, use_db=False, poison=True, plan=plan))
+    expected = fn(*args)
+    actual = compiled(*args)
+    assert_close(actual if isinstance(expected, (list, tuple)) else actual[0], expected)
+    (k,) = [k for k in kernels_of(compiled) if k.kind == "reduction"]
+    return k.source.split(f"def {k.name}(")[1]
+
+
+def policies(src):
+    """in_ptr name -> the eviction policies of its loads, in source order ('' for none)."""
+    out = {}
+    for m in re.finditer(r"tl\.load\((in_ptr\d+) [^\n]*?(?:eviction_policy='(\w+)')?\)(?:\.to\([^)]*\))?\n", src):
+        out.setdefault(m.group(1), []).append(m.group(2) or "")
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_persistent_rmsnorm_hints_only_the_weight(dtype):
+    x, w = rand((37, 300), dtype), rand((300,), dtype)
+    p = policies(check(rmsnorm, [x, w], XBLOCK=4, RBLOCK=512, persistent=True))
+    assert p == {"in_ptr0": [""], "in_ptr1": ["evict_last"]}
+
+
+def test_looped_layernorm_keeps_the_row_for_its_second_pass():
+    x = rand((20, 300), noncontig=True)   # a transposed input: its loads stride along x
+    w, b = rand((300,)), rand((300,))
+    p = policies(check(layernorm, [x, w, b], XBLOCK=2, RBLOCK=64, persistent=False))
+    assert p["in_ptr0"] == ["evict_last", "evict_last", "evict_first"]   # mean, variance, then the last pass
+    assert p["in_ptr1"] == ["evict_last"] and p["in_ptr2"] == ["evict_last"]
+
+
+def test_looped_single_pass_streams_and_split():
+    x = rand((6, 1000))
+    p = policies(check(lambda x: x.sum(-1), [x], XBLOCK=2, RBLOCK=128, persistent=False))
+    assert p == {"in_ptr0": ["evict_first"]}
+    y = rand((1000, 5))   # a column sum in split form: partial programs stream, no pass repeats
+    p = policies(check(lambda y: y.sum(0), [y], XBLOCK=8, RBLOCK=16, persistent=False, split=4))
+    assert p == {"in_ptr0": ["evict_first"]}
+
+
+def test_masked_and_indirect_loads_carry_no_hint():
+    def fn(x, y, idx):
+        s = x.sum(-1, keepdim=True)
+        return x / s + F.pad(y, (0, 3)) + torch.gather(y, 1, idx)[:, :1]
+    x, y = rand((9, 40), low=1, high=2), rand((9, 37))
+    idx = torch.randint(0, 37, (9, 40), device=x.device)
+    src = check(fn, [x, y, idx], XBLOCK=2, RBLOCK=16, persistent=False)
+    for line in src.splitlines():
+        if "tl.load(" in line and ("& tmp" in line or "broadcast_to((tmp" in line):
+            assert "eviction_policy" not in line, line   # the padded (masked) load and the gather
+    assert "eviction_policy='evict_first'" in src   # x's last pass and the gather's index
+
+
+def test_rejected_where_no_load_gets_a_hint():
+    x = rand((8, 64))
+    with pytest.raises(PlanError, match="cache_hints is impossible: no load in the reduction's block"):
+        check(lambda x: x.sum(-1), [x], XBLOCK=2, RBLOCK=64, persistent=True)
+
+
+def test_config_json_and_the_search_offers_it():
+    cfg = LaunchConfig(XBLOCK=1, RBLOCK=4096, num_warps=8, cache_hints=True)
+    kp = KernelPlan(("a",), cfg)
+    assert KernelPlan.from_json(kp.to_json()) == kp and "cache_hints" in str(cfg)
+    assert "cache_hints" not in replace(cfg, cache_hints=False).to_json()
+    from autofuse.compiler import schedule
+    from autofuse.search.kernels import candidate_configs
+
+    def configs_of(fn, args):
+        _, _, placed, *_ = schedule(trace_aten(fn, args), args, CompileOptions(strict=True, use_db=False))
+        group = next(g for g, _ in placed if g.is_reduction)
+        default = Heuristics().launch_config("reduction", group.numel, group.rnumel, False)
+        return candidate_configs(group, default, interpret=False, limit=500)
+
+    configs = configs_of(rmsnorm, [rand((64, 4096)), rand((4096,))])
+    assert any(c.cache_hints and c.persistent for c in configs)
+    assert any(c.cache_hints and not c.persistent for c in configs)
+    row_sum = configs_of(lambda x: x.sum(-1), [rand((64, 4096))])
+    assert not any(c.cache_hints and c.persistent for c in row_sum)   # its row is read once, by one program
+    assert any(c.cache_hints and not c.persistent for c in row_sum)
