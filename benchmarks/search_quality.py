@@ -87,9 +87,10 @@ def default_variants(ref_trials: int = 32, ref_top_k: int = 16, ref_explore: flo
     it out), the guided searches (≤ 8 trials must reach 5%, longer ones 1%; issue 7), then the
     reference, which gets whatever the others left of the case's search budget."""
     roots = [math.sqrt(n) for n in guided_trials]
-    out = [Variant(MODEL_ONLY, "learned", model_only_trials, TunerSettings(), 1.10, 0.2, measures=False)
+    guided = TunerSettings(refine=0)   # the model's ranking alone decides what is measured
+    out = [Variant(MODEL_ONLY, "learned", model_only_trials, guided, 1.10, 0.2, measures=False)
            ] if model_only_trials > 0 else []
-    out += [Variant(f"guided {n}", "learned", n, TunerSettings(), 1.05 if n <= 8 else 1.01, 0.6 * r / sum(roots))
+    out += [Variant(f"guided {n}", "learned", n, guided, 1.05 if n <= 8 else 1.01, 0.6 * r / sum(roots))
             for n, r in zip(guided_trials, roots)]
     out.append(Variant(REFERENCE, "byte-count", ref_trials, TunerSettings(top_k=ref_top_k, explore=ref_explore),
                        None, 0.4 if out else 1.0))

@@ -54,7 +54,7 @@ def planted_cost(rec):
 def settings(db, **kw):
     kw.setdefault("trials", 16)
     return TuneSettings(db=str(db), progress=False, compare_torch_compile=False,
-                        kernel=TunerSettings(top_k=kw.pop("top_k", 6), explore=0.0), **kw)
+                        kernel=TunerSettings(top_k=kw.pop("top_k", 6), explore=0.0, refine=kw.pop("refine", 0)), **kw)
 
 
 def kernel_calls(fb):
@@ -339,3 +339,36 @@ def test_best_config_is_the_fastest_ties_to_the_default():
     assert best_config({plain: 4.0, split: 6.0}, split) == plain
     assert best_config({plain: 5.0, split: 5.0}, split) == split  # ties: the default
     assert best_config({plain: 5.0, split: 5.0}, plain) == plain
+
+
+class FlatPredictor:
+    """Predicts one time for every config: the ranking cannot see what the planted cost rewards."""
+
+    def predict_us(self, records):
+        return [10.0 for _ in records]
+
+
+def hints_cost(rec):
+    """A reduction kernel gains 4 us from cache hints and 2 more at 8 warps; nothing else matters."""
+    cfg = rec["config"]
+    if rec["kind"] != "reduction":
+        return 10.0
+    return 20.0 - 4 * bool(cfg.get("cache_hints")) - 2 * (cfg["num_warps"] == 8) * bool(cfg.get("cache_hints"))
+
+
+@pytest.mark.parametrize("refine", [0, 12])
+def test_refine_descends_from_the_best_measured_config(tmp_path, device, monkeypatch, refine):
+    monkeypatch.setattr("autofuse.search.graph_tuner.load_predictor", lambda db, dev: FlatPredictor())
+    fb = FakeBenchmarker(hints_cost)
+    res = autofuse.tune(seed_fn, seed_args(device), benchmarker=fb,
+                        settings=settings(tmp_path / "t.db", trials=2, top_k=1, refine=refine))
+    per_group: dict[str, list] = {}
+    for c in kernel_calls(fb):
+        if c["kind"] == "reduction":
+            per_group.setdefault(c["group"], []).append(c["config"])
+    assert per_group and all(len(v) <= 2 + refine for v in per_group.values())
+    (red,) = [k.config for k in res.graphs[0].plan.kernels if "mean" in k.nodes]
+    if refine:   # the flag toggled, then num_warps stepped to 8: two moves away from what was ranked
+        assert red.cache_hints and red.num_warps == 8, red
+    else:
+        assert all(len(v) <= 2 for v in per_group.values())

@@ -60,6 +60,7 @@ class TunerSettings:
     max_candidates: int = 48       # configs considered (nearest the default first) before ranking
     kernel_timeout_s: float = 2.0  # a first run longer than this scores infinity
     seed: int = 0
+    refine: int = 12               # then up to this many neighbours of the best (one knob each) measured
 
 
 def device_traits(device: torch.device, copy_bw: float | None) -> dict[str, Any]:
@@ -170,6 +171,46 @@ def candidate_configs(group: Any, default: LaunchConfig, interpret: bool,
     return [default] + _interleave_families(near)[: max(0, limit - 1)]
 
 
+def neighbour_configs(cfg: LaunchConfig, group: Any) -> list[LaunchConfig]:
+    """Legal configs one step from cfg: XBLOCK, num_warps (and a looped reduction's RBLOCK) doubled
+    or halved, a looped reduction's num_stages one up or down, a flag (cache_hints, early_loads)
+    toggled, persistent <-> looped (at half the row; with the flags kept, and with cache_hints toggled
+    or dropped, since whether a looped row pays depends on them)."""
+    out: list[LaunchConfig] = []
+    reduction = group.is_reduction
+    looped = reduction and not cfg.persistent
+    rfull = next_pow2(max(group.rnumel, 1))
+    for key in ("XBLOCK", "num_warps") + (("RBLOCK",) if looped and cfg.split == 1 else ()):
+        v = getattr(cfg, key)
+        out += [replace(cfg, **{key: v * 2}), replace(cfg, **{key: max(v // 2, 1)})]
+    if looped:
+        out += [replace(cfg, num_stages=cfg.num_stages + 1), replace(cfg, num_stages=max(cfg.num_stages - 1, 1))]
+    if reduction:
+        out += [replace(cfg, cache_hints=not cfg.cache_hints), replace(cfg, early_loads=not cfg.early_loads)]
+        if cfg.split == 1 and rfull >= 2:
+            if cfg.persistent:
+                looped_twin = replace(cfg, persistent=False, RBLOCK=rfull // 2, early_loads=False)
+                out += [looped_twin, replace(looped_twin, cache_hints=not looped_twin.cache_hints)]
+            elif not cfg.online:
+                persistent_twin = replace(cfg, persistent=True, RBLOCK=rfull, num_stages=1)
+                out += [persistent_twin, replace(persistent_twin, cache_hints=False)]
+    keep: dict[LaunchConfig, None] = {}
+    xmax = next_pow2(max(group.numel, 1))
+    for c in out:
+        elems = c.XBLOCK * (c.RBLOCK if reduction else 1)
+        if (c == cfg or c.XBLOCK > xmax or (looped and c.RBLOCK >= rfull and not c.persistent)
+                or elems < c.num_warps * 32 // 4 or elems > c.num_warps * 32 * 128 or check_config(c, group) is not None):
+            continue
+        keep[c] = None
+    return list(keep)
+
+
+def _config_record(centre: dict[str, Any], cfg: LaunchConfig) -> dict[str, Any]:
+    """A feature record for ranking a neighbour not yet generated: the centre's with cfg's config
+    (the source's op mix is the centre's; the predictor reads sizes, bytes and the config)."""
+    return {**centre, "config": cfg.to_json()} if centre else {"config": cfg.to_json()}
+
+
 def _family(c: LaunchConfig) -> tuple:
     return (c.persistent, c.split > 1, c.XBLOCK >= 16 and c.RBLOCK <= 64 and not c.persistent, c.online, c.fast_tanh,
             c.early_loads, c.cache_hints)
@@ -254,20 +295,34 @@ class KernelTuner:
         results: dict[LaunchConfig, tuple[float, float, str | None, dict[str, Any]]] = {}
         failures: list[tuple[str, str]] = []
         measured = 0
-        for cfg in chosen:
+
+        def measure(cfg: LaunchConfig) -> None:
+            nonlocal measured
+            if cfg not in variants:   # a neighbour outside the candidates
+                try:
+                    lv, iv = builder.variant(gi, cfg)
+                    variants[cfg] = (lv, iv, kernel_record(iv, lv, env, self.graph, gkey, self.traits, ids))
+                except Exception as e:  # noqa: BLE001 - as above
+                    variants[cfg] = f"codegen failed: {type(e).__name__}: {e}"
+            if isinstance(variants[cfg], str):
+                results[cfg] = (math.inf, 0.0, variants[cfg], {})
+                return
             lv, iv, rec = variants[cfg]
             us, spread, err, new = self._measure(lv, rec, env, outs, ref)
             measured += new
             results[cfg] = (us, spread, err, rec)
             if err:
                 failures.append((str(cfg), err))
+        for cfg in chosen:
+            measure(cfg)
+        self._refine(group, info.config, results, variants, measure)
         for cfg, v in variants.items():
             if isinstance(v, str):
                 failures.append((str(cfg), v))
         launch.run(env)  # leave the default's outputs for the kernels that follow
         best = best_config({c: r[0] for c, r in results.items()}, info.config)
         us, spread, _, rec = results[best]
-        choice = KernelChoice(gkey, best, us, spread, rec, len(chosen), measured, tuple(failures))
+        choice = KernelChoice(gkey, best, us, spread, rec, len(results), measured, tuple(failures))
         self.choices[ckey] = choice
         return choice
 
@@ -285,6 +340,30 @@ class KernelTuner:
         pool = ranked[len(top):]
         explore = self.rng.sample(pool, min(n_explore, len(pool)))
         return [default] + top + explore
+
+    def _refine(self, group: Any, default: LaunchConfig, results: dict, variants: dict,
+                measure: Callable[[LaunchConfig], None]) -> None:
+        """Coordinate descent from the fastest measured config, as Inductor's max-autotune does
+        after its candidates: its untried neighbours (`neighbour_configs`), best predicted first, are
+        measured while `settings.refine` lasts; a faster one becomes the centre. Knobs interact (a
+        looped row pays only with cache hints, benchmarks/rows_probe.py), so a search that stops at
+        the ranked top-k leaves a few percent behind."""
+        left = self.settings.refine if self.bench.measures else 0
+        centre = best_config({c: r[0] for c, r in results.items()}, default)
+        while left > 0 and math.isfinite(results[centre][0]):
+            near = [c for c in neighbour_configs(centre, group) if c not in results]
+            if not near:
+                return
+            recs = [variants[c][2] if isinstance(variants.get(c), tuple) else _config_record(results[centre][3], c)
+                    for c in near]
+            order = sorted(range(len(near)), key=lambda i: (self._predict([recs[i]])[0], i))
+            for i in order[:left]:
+                measure(near[i])
+                left -= 1
+            nxt = best_config({c: r[0] for c, r in results.items()}, default)
+            if nxt == centre:
+                return
+            centre = nxt
 
     def _predict(self, records: list[dict[str, Any]]) -> list[float]:
         try:
