@@ -345,9 +345,9 @@ class KernelTuner:
                 measure: Callable[[LaunchConfig], None]) -> None:
         """Coordinate descent from the fastest measured config, as Inductor's max-autotune does
         after its candidates: its untried neighbours (`neighbour_configs`), best predicted first, are
-        measured while `settings.refine` lasts; a faster one becomes the centre. Knobs interact (a
-        looped row pays only with cache hints, benchmarks/rows_probe.py), so a search that stops at
-        the ranked top-k leaves a few percent behind."""
+        measured while `settings.refine` lasts; a faster one becomes the centre. Knobs interact
+        (rmsnorm's looped rows beat its persistent ones only with cache hints, benchmarks/rows_probe.py),
+        so a search that stops at the ranked top-k can leave a few percent behind."""
         left = self.settings.refine if self.bench.measures else 0
         centre = best_config({c: r[0] for c, r in results.items()}, default)
         while left > 0 and math.isfinite(results[centre][0]):
@@ -356,7 +356,8 @@ class KernelTuner:
                 return
             recs = [variants[c][2] if isinstance(variants.get(c), tuple) else _config_record(results[centre][3], c)
                     for c in near]
-            order = sorted(range(len(near)), key=lambda i: (self._predict([recs[i]])[0], i))
+            preds = self._predict(recs)
+            order = sorted(range(len(near)), key=lambda i: (preds[i], i))
             for i in order[:left]:
                 measure(near[i])
                 left -= 1
