@@ -87,3 +87,15 @@ def kernels_of(compiled: Any) -> list:
     progs = list(compiled.compiled.programs.values())
     assert len(progs) == 1
     return progs[0].kernels
+
+
+def reduction_candidates(fn: Callable[..., Any], args: Sequence[Any]) -> list:
+    """The search's candidate configs (up to 500) for fn's first reduction kernel, around its default."""
+    from autofuse.capture.trace import trace_aten
+    from autofuse.compiler import schedule
+    from autofuse.schedule.heuristics import Heuristics
+    from autofuse.search.kernels import candidate_configs
+    _, _, placed, *_ = schedule(trace_aten(fn, args), args, CompileOptions(strict=True, use_db=False))
+    group = next(g for g, _ in placed if g.is_reduction)
+    default = Heuristics().launch_config("reduction", group.numel, group.rnumel, False)
+    return candidate_configs(group, default, interpret=False, limit=500)

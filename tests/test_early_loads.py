@@ -14,8 +14,7 @@ from autofuse.capture.trace import compile_traced, trace_aten
 from autofuse.codegen.config import LaunchConfig
 from autofuse.compiler import compile_graph
 from autofuse.plan.plan import KernelPlan, PlanError
-from autofuse.schedule.heuristics import Heuristics
-from tests.helpers import assert_close, kernels_of, rand
+from tests.helpers import assert_close, kernels_of, rand, reduction_candidates
 
 
 def rmsnorm(x, w):
@@ -98,16 +97,7 @@ def test_config_json_and_the_search_offers_it():
     kp = KernelPlan(("a",), cfg)
     assert KernelPlan.from_json(kp.to_json()) == kp and "early_loads" in str(cfg)
     assert "early_loads" not in replace(cfg, early_loads=False).to_json()
-    from autofuse.compiler import schedule
-    from autofuse.search.kernels import candidate_configs
-
-    def configs_of(fn, args):
-        _, _, placed, *_ = schedule(trace_aten(fn, args), args, CompileOptions(strict=True, use_db=False))
-        group = next(g for g, _ in placed if g.is_reduction)
-        default = Heuristics().launch_config("reduction", group.numel, group.rnumel, False)
-        return candidate_configs(group, default, interpret=False, limit=500)
-
-    configs = configs_of(rmsnorm, [rand((64, 256)), rand((256,))])
+    configs = reduction_candidates(rmsnorm, [rand((64, 256)), rand((256,))])
     assert any(c.early_loads and c.persistent for c in configs)
     assert not any(c.early_loads and not c.persistent for c in configs)
-    assert not any(c.early_loads for c in configs_of(lambda x: x.sum(-1), [rand((64, 256))]))
+    assert not any(c.early_loads for c in reduction_candidates(lambda x: x.sum(-1), [rand((64, 256))]))
