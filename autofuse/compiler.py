@@ -7,6 +7,7 @@ from typing import Any, Sequence
 import torch
 import torch.fx
 
+from .codegen.cache_hints import why_not_cache_hints
 from .codegen.config import LaunchConfig
 from .codegen.online import why_not_online
 from .codegen.split import why_not_split
@@ -198,8 +199,9 @@ class ProgramBuilder:
         if config is None:
             splittable = g.is_reduction and why_not_split(g.placements(), True) is None
             online = g.is_reduction and why_not_online(g.placements(), True) is None
+            hints = g.is_reduction and not interpret and why_not_cache_hints(g.placements(), True, False) is None
             config = self.options.heuristics.launch_config(kind, g.numel, g.rnumel, interpret, is_outer_reduction(g),
-                                                           splittable=splittable, online=online)
+                                                           splittable=splittable, online=online, hints=hints)
         self.used_configs.append(config)
         origins: set[str] = set()
         for n in g.nodes:

@@ -15,6 +15,7 @@ from autofuse.capture.trace import compile_traced, trace_aten
 from autofuse.codegen.config import LaunchConfig
 from autofuse.compiler import compile_graph
 from autofuse.plan.plan import KernelPlan, PlanError
+from autofuse.schedule.heuristics import Heuristics
 from tests.helpers import assert_close, kernels_of, rand, reduction_candidates
 
 
@@ -101,3 +102,16 @@ def test_config_json_and_the_search_offers_it():
     row_sum = reduction_candidates(lambda x: x.sum(-1), [rand((64, 4096))])
     assert not any(c.cache_hints and c.persistent for c in row_sum)   # its row is read once, by one program
     assert any(c.cache_hints and not c.persistent for c in row_sum)
+
+
+def test_looped_row_defaults_on_the_gpu_carry_hints():
+    h = Heuristics()
+    looped = h.launch_config("reduction", 32768, 4096, False, hints=True)
+    assert not looped.persistent and looped.cache_hints       # the rows_probe default: one row, 2048, 8 warps
+    assert not h.launch_config("reduction", 32768, 4096, False, hints=False).cache_hints   # not legal there
+    assert not h.launch_config("reduction", 32768, 4096, True, hints=True).cache_hints     # the interpreter
+    assert not h.launch_config("reduction", 32768, 512, False, hints=True).cache_hints    # persistent
+    assert not h.launch_config("reduction", 8192, 32000, False, online=True, hints=True).cache_hints
+    assert not h.launch_config("reduction", 4096, 16384, False, outer=True, hints=True).cache_hints
+    assert not replace(h, looped_cache_hints=False).launch_config("reduction", 32768, 4096, False,
+                                                                  hints=True).cache_hints
