@@ -7,7 +7,8 @@ Note: a load inside the r loop (or a persistent reduction's block) gets
     hit L2), and `evict_first` on the buffer's last pass (nothing reads it again);
   - no hint otherwise (a persistent reduction's row, read once, as Inductor leaves it).
 Loads inside masked() regions and gathers are left alone. The hints change no value, only what L2
-keeps; whether they pay is measured, so this is a choice in the config space, never a default.
+keeps. They are a choice in the config space the search measures; by default only looped row
+reductions on the GPU carry them, where they were measured to pay (Heuristics.launch_config).
 """
 from __future__ import annotations
 

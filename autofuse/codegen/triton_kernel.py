@@ -20,10 +20,10 @@ from ..ir.index import fold_divmod
 from ..ir.ops import MATH_OPS, OpsHandler
 from ..schedule.loops import Placement
 from ..schedule.nodes import SchedulerNode
+from .cache_hints import hint, last_passes, varies_along_x, why_not_cache_hints
 from .config import LaunchConfig
 from .prelude import prelude
 from .printer import print_expr, tl_dtype
-from .cache_hints import hint, last_passes, varies_along_x, why_not_cache_hints
 from .early_loads import early_loads, why_not_early_loads
 from .fast_math import why_not_fast_tanh
 from .online import LOG2E, chunk_width, online_pairs, why_not_online

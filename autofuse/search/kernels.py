@@ -153,11 +153,8 @@ def candidate_configs(group: Any, default: LaunchConfig, interpret: bool,
                 elif kw.get("RBLOCK", 1) >= rfull:
                     continue
             cfg = LaunchConfig(**kw)
-            if cfg.XBLOCK > xmax or check_config(cfg, group) is not None:
+            if not _plausible(cfg, group, xmax):
                 continue
-            elems = cfg.XBLOCK * (cfg.RBLOCK if group.is_reduction else 1)
-            if elems < cfg.num_warps * 32 // 4 or elems > cfg.num_warps * 32 * 128:
-                continue  # threads idle, or too many elements per thread to stay in registers
             out[cfg] = None
             if online and not cfg.persistent and cfg.split == 1:
                 out[replace(cfg, online=not cfg.online)] = None  # both: the search measures whether it pays
@@ -194,21 +191,18 @@ def neighbour_configs(cfg: LaunchConfig, group: Any) -> list[LaunchConfig]:
             elif not cfg.online:
                 persistent_twin = replace(cfg, persistent=True, RBLOCK=rfull, num_stages=1)
                 out += [persistent_twin, replace(persistent_twin, cache_hints=False)]
-    keep: dict[LaunchConfig, None] = {}
     xmax = next_pow2(max(group.numel, 1))
-    for c in out:
-        elems = c.XBLOCK * (c.RBLOCK if reduction else 1)
-        if (c == cfg or c.XBLOCK > xmax or (looped and c.RBLOCK >= rfull and not c.persistent)
-                or elems < c.num_warps * 32 // 4 or elems > c.num_warps * 32 * 128 or check_config(c, group) is not None):
-            continue
-        keep[c] = None
+    keep = {c: None for c in out
+            if c != cfg and not (looped and not c.persistent and c.RBLOCK >= rfull) and _plausible(c, group, xmax)}
     return list(keep)
 
 
-def _config_record(centre: dict[str, Any], cfg: LaunchConfig) -> dict[str, Any]:
-    """A feature record for ranking a neighbour not yet generated: the centre's with cfg's config
-    (the source's op mix is the centre's; the predictor reads sizes, bytes and the config)."""
-    return {**centre, "config": cfg.to_json()} if centre else {"config": cfg.to_json()}
+def _plausible(cfg: LaunchConfig, group: Any, xmax: int) -> bool:
+    """Legal, no wider than the kernel, and 1/4 to 128 elements per thread: outside that, threads
+    idle or values no longer fit in registers (the candidates' and the neighbours' filter)."""
+    elems = cfg.XBLOCK * (cfg.RBLOCK if group.is_reduction else 1)
+    return (cfg.XBLOCK <= xmax and cfg.num_warps * 32 // 4 <= elems <= cfg.num_warps * 32 * 128
+            and check_config(cfg, group) is None)
 
 
 def _family(c: LaunchConfig) -> tuple:
@@ -354,7 +348,10 @@ class KernelTuner:
             near = [c for c in neighbour_configs(centre, group) if c not in results]
             if not near:
                 return
-            recs = [variants[c][2] if isinstance(variants.get(c), tuple) else _config_record(results[centre][3], c)
+            # a neighbour not generated yet is ranked by the centre's record with its own config
+            # (the op mix is the centre's; the predictor reads sizes, bytes and the config)
+            centre_rec = results[centre][3]
+            recs = [variants[c][2] if isinstance(variants.get(c), tuple) else {**centre_rec, "config": c.to_json()}
                     for c in near]
             preds = self._predict(recs)
             order = sorted(range(len(near)), key=lambda i: (preds[i], i))
