@@ -22,13 +22,13 @@ from .cases import CASES, nbytes
 from .run import copy_bandwidth, time_fn
 
 
-def plan_with(fn, args, config) -> object:
-    """The default plan with `config` on its reduction kernel."""
+def plan_with(fn, args, config, kind: str = "reduction") -> object:
+    """The default plan with `config` on its kernels of `kind` ("reduction" or "pointwise")."""
     from autofuse import CompileOptions
     from autofuse.capture.trace import trace_aten
     from autofuse.compiler import compile_graph
     art = compile_graph(trace_aten(fn, args), list(args), CompileOptions(strict=True, use_db=False))
-    kernels = tuple(replace(kp, config=config) if info.kind == "reduction" else kp
+    kernels = tuple(replace(kp, config=config) if info.kind == kind else kp
                     for kp, info in zip(art.plan.kernels, art.kernels))
     return replace(art.plan, kernels=kernels)
 

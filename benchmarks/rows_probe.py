@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from .cases import CASES, nbytes
+from .colsum_probe import plan_with
 from .run import close, copy_bandwidth, time_fn
 
 DEFAULT_CASES = ("rmsnorm_bf16_32768x4096", "layernorm_bf16_32768x4096", "seed_f32_16384x4096",
@@ -73,17 +74,6 @@ def grid(kind: str, rnumel: int) -> Iterator[Any]:
         per_thread = xb * rnumel // (32 * w)
         if 4 <= per_thread <= 64:
             yield LaunchConfig(XBLOCK=xb, RBLOCK=rnumel, num_warps=w, num_stages=1, persistent=True, early_loads=early)
-
-
-def plan_with(fn: Callable[..., Any], args: tuple, config: Any, kind: str) -> Any:
-    """The default plan with `config` on its kernels of `kind` ("reduction" or "pointwise")."""
-    from autofuse import CompileOptions
-    from autofuse.capture.trace import trace_aten
-    from autofuse.compiler import compile_graph
-    art = compile_graph(trace_aten(fn, args), list(args), CompileOptions(strict=True, use_db=False))
-    kernels = tuple(replace(kp, config=config) if info.kind == kind else kp
-                    for kp, info in zip(art.plan.kernels, art.kernels))
-    return replace(art.plan, kernels=kernels)
 
 
 def probe_case(case: Any, reps: int, bw: float, out: Path) -> list[dict[str, Any]]:
