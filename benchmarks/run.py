@@ -2,13 +2,13 @@
 max-autotune-no-cudagraphs), autofuse's inductor plan, and autofuse's tuned plan.
 
     python3 -m benchmarks.run [--cases NAME ...] [--out benchmarks/results] [--reps 50]
-                              [--tune-trials 12] [--tune-budget 60] [--db FILE]
+                              [--rounds 5] [--tune-trials 12] [--tune-budget 60] [--db FILE]
 
 With --tune-trials > 0 each case is first tuned (`autofuse.tune`, plans stored in --db, default
 OUT/tuning.db); "autofuse_tuned" is then `autofuse.compile` reading the stored plan.
 
 Writes results.json, results.md and results.png: median time (CUDA events, inputs rotated so the
-L2 cache does not flatter small cases), speedup over Inductor default, and the share of the copy
+L2 cache does not flatter small cases; the variants take turns over --rounds rounds of --reps calls), speedup over Inductor default, and the share of the copy
 bandwidth measured in the same run on each case's minimum bytes (inputs read once, outputs
 written once). Every variant is checked against eager before it is timed.
 """
@@ -41,8 +41,13 @@ def copy_bandwidth(device: str, reps: int) -> float:
 
 
 def time_fn(fn: Callable[..., Any], input_sets: list[tuple], reps: int) -> float:
-    """Median milliseconds of fn over reps, rotating through input sets, after warm-up. Calls are
-    queued back to back (events around each, one synchronize at the end), so host launch time
+    """Median milliseconds of fn over reps (`time_samples`)."""
+    return statistics.median(time_samples(fn, input_sets, reps))
+
+
+def time_samples(fn: Callable[..., Any], input_sets: list[tuple], reps: int) -> list[float]:
+    """Milliseconds of each of reps calls of fn, rotating through input sets, after warm-up. Calls
+    are queued back to back (events around each, one synchronize at the end), so host launch time
     hides behind the GPU's work as it does in a real program."""
     for args in input_sets[:2]:
         fn(*args)
@@ -55,7 +60,19 @@ def time_fn(fn: Callable[..., Any], input_sets: list[tuple], reps: int) -> float
         fn(*args)
         ends[i].record()
     torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+    return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+
+
+def time_interleaved(fns: dict[str, Callable[..., Any]], input_sets: list[tuple], reps: int,
+                     rounds: int) -> dict[str, list[float]]:
+    """Samples (ms) of each fn over `rounds` rounds of reps calls, the fns taking turns within each
+    round: drift of the clocks or of the host (the seed 1024² case is host-bound) hits every
+    variant alike instead of whichever ran during it."""
+    out: dict[str, list[float]] = {n: [] for n in fns}
+    for _ in range(rounds):
+        for n, f in fns.items():
+            out[n] += time_samples(f, input_sets, reps)
+    return out
 
 
 def host_overhead_us(fn: Callable[..., Any], args: tuple, calls: int = 200) -> float:
@@ -124,7 +141,7 @@ def tune_case(fn: Callable[..., Any], args: tuple, db: str, trials: int, budget:
     return {"seconds": time.perf_counter() - t0, **res.to_json()}
 
 
-def run_case(case, reps: int, bw: float, tune: tuple[str, int, float] | None = None) -> dict[str, Any]:
+def run_case(case, reps: int, bw: float, tune: tuple[str, int, float] | None = None, rounds: int = 5) -> dict[str, Any]:
     fn, args = case.build("cuda", 1.0)
     out = fn(*args)
     min_bytes = nbytes(args) + nbytes(out)
@@ -139,20 +156,35 @@ def run_case(case, reps: int, bw: float, tune: tuple[str, int, float] | None = N
         except Exception as e:  # noqa: BLE001 - a failed tune is reported; the other variants still run
             row["tune"] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"}
             db = None
-    for name, f in variants(fn, db).items():
+    fns = variants(fn, db)
+    ok: dict[str, Callable[..., Any]] = {}
+    for name, f in fns.items():
         entry: dict[str, Any] = {}
         try:
-            ok = close(f(*args), out)
-            entry["correct"] = ok
-            if ok:
-                ms = time_fn(f, input_sets, reps)
-                entry["ms"] = ms
-                entry["bw_share"] = min_bytes / (ms * 1e-3) / bw
-                if name in HOST_VARIANTS:
-                    entry["host_us"] = host_us(f, args)
+            entry["correct"] = close(f(*args), out)
+            if entry["correct"]:
+                ok[name] = f
         except Exception as e:  # noqa: BLE001 - a failing variant is reported, the run goes on
             entry["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
         row["variants"][name] = entry
+    try:
+        samples = time_interleaved(ok, input_sets, reps, rounds)
+    except Exception as e:  # noqa: BLE001 - one variant failing while timed: time the others alone
+        print(f"  interleaved timing failed ({type(e).__name__}: {e}); timing each variant alone", flush=True)
+        samples = {}
+        for name, f in ok.items():
+            try:
+                samples[name] = time_interleaved({name: f}, input_sets, reps, rounds)[name]
+            except Exception as e2:  # noqa: BLE001
+                row["variants"][name]["error"] = f"{type(e2).__name__}: {str(e2).splitlines()[0][:200]}"
+    for name, s in samples.items():
+        entry = row["variants"][name]
+        ms = statistics.median(s)
+        entry.update(ms=ms, bw_share=min_bytes / (ms * 1e-3) / bw, samples=len(s),
+                     round_ms=[statistics.median(s[i * reps:(i + 1) * reps]) for i in range(rounds)])
+        if name in HOST_VARIANTS:
+            entry["host_us"] = host_us(ok[name], args)
+    for name, entry in row["variants"].items():
         print(f"  {case.name:38s} {name:24s} {entry}", flush=True)
     ind = row["variants"].get("inductor", {}).get("ms")
     for entry in row["variants"].values():
@@ -232,7 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cases", nargs="*", default=None)
     p.add_argument("--out", default="benchmarks/results")
-    p.add_argument("--reps", type=int, default=50)
+    p.add_argument("--reps", type=int, default=50, help="timed calls per variant per round")
+    p.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (the median pools every round's reps)")
     p.add_argument("--tune-trials", type=int, default=12, help="trials per graph of each case's tune (0: no tuned column)")
     p.add_argument("--tune-budget", type=float, default=60.0, help="seconds of search per case")
     p.add_argument("--db", default=None, help="tuning DB for the tuned plans (default OUT/tuning.db)")
@@ -254,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.tune_trials > 0:
         tune = (args.db or str(out / "tuning.db"), args.tune_trials, args.tune_budget)
     for case in cases:
-        results["cases"].append(run_case(case, args.reps, bw, tune))
+        results["cases"].append(run_case(case, args.reps, bw, tune, args.rounds))
         torch.cuda.empty_cache()
         (out / "results.json").write_text(json.dumps(results, indent=1))  # partial results survive a timeout
     (out / "results.md").write_text(markdown(results))
