@@ -586,8 +586,8 @@ class KernelWriter(OpsHandler):
             self.pass_index = k
             if self.role == "partial":  # this program's chunk; rmask cuts the last one at rnumel
                 self.emit(f"for roffset in range(0, {self.rchunk}, RBLOCK):")
-            else:
-                self.emit("for roffset in range(0, rnumel, RBLOCK):")
+            else:  # the trip count a literal, as the sizes are (Inductor's loops too): the compiler sees it
+                self.emit(f"for roffset in range(0, {self.rnumel}, RBLOCK):")
             self.push_scope()
             base = "rsplit_start + " if self.role == "partial" else ""
             self.emit(f"rindex = {base}roffset + tl.arange(0, RBLOCK)[None, :]{i64}")

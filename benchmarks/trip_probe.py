@@ -1,0 +1,121 @@
+"""Looped row reductions with the loop's trip count a literal against the same kernels with it read
+from the `rnumel` argument, next to Inductor (default and max-autotune) in the same process.
+
+Why: codegen now writes `for roffset in range(0, 4096, RBLOCK)` where it wrote `range(0, rnumel,
+RBLOCK)` (Inductor's loops have literal bounds too). Compiled for sm_90 on the CPU, the seed
+kernel (XBLOCK 1, RBLOCK 1024, 8 warps) becomes fully unrolled straight-line code: 320 SASS
+instructions and 24 LDG.128 against two loops and 42 LDG.128. Does that show in time?
+
+    python3 -m benchmarks.trip_probe [--out DIR] [--reps 50] [--rounds 5] [--cases NAME ...]
+
+Each case: Inductor default, max-autotune-no-cudagraphs, then autofuse's default plan with every
+looped config of the grid on its reduction kernels, each built twice: as codegen emits it
+("literal") and with the bound put back to `rnumel` ("runtime", a text patch of the source at
+load time; split kernels, whose chunk loop was always literal, are not in the grid). Every
+variant is checked against eager, then all are timed in interleaved rounds (benchmarks.run's timer).
+Prints one table per case (fastest first) and writes DIR/trip_probe.json.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import re
+import statistics
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import torch
+
+from .cases import CASES, nbytes
+from .colsum_probe import plan_with
+from .rows_probe import as_list
+from .run import close, copy_bandwidth, time_interleaved
+
+DEFAULT_CASES = ("seed_f32_16384x4096", "rmsnorm_bf16_32768x4096", "layernorm_bf16_32768x4096",
+                 "residual_layernorm_bf16_32768x4096")
+LOOP_RE = re.compile(r"range\(0, \d+, RBLOCK\)")
+
+
+@contextlib.contextmanager
+def runtime_bound() -> Iterator[None]:
+    """Kernels loaded meanwhile get `range(0, rnumel, RBLOCK)` back (the pre-change codegen)."""
+    from autofuse import compiler
+    saved = compiler.load_kernel
+    compiler.load_kernel = lambda name, source, interpret: saved(name, LOOP_RE.sub("range(0, rnumel, RBLOCK)", source),
+                                                                 interpret)
+    try:
+        yield
+    finally:
+        compiler.load_kernel = saved
+
+
+def looped_grid() -> Iterator[Any]:
+    from autofuse.codegen.config import LaunchConfig
+    for xb, rb, w in itertools.product((1, 2), (1024, 2048), (8, 16)):
+        yield LaunchConfig(XBLOCK=xb, RBLOCK=rb, num_warps=w, num_stages=1, persistent=False, cache_hints=True)
+
+
+def probe_case(case: Any, reps: int, rounds: int, bw: float) -> list[dict[str, Any]]:
+    from autofuse import CompileOptions
+    from autofuse.capture.trace import compile_traced
+    fn, args = case.build("cuda", 1.0)
+    expected = as_list(fn(*args))
+    min_bytes = nbytes(args) + nbytes(expected)
+    fns: dict[str, Callable[..., Any]] = {}
+    rows: dict[str, dict[str, Any]] = {}
+
+    def add(name: str, make: Callable[[], Callable[..., Any]], **extra: Any) -> None:
+        rows[name] = {"variant": name, **extra}
+        try:
+            f = make()
+            if not close(as_list(f(*args)), expected):
+                raise AssertionError("differs from eager")
+            fns[name] = f
+        except Exception as e:  # noqa: BLE001 - a variant that fails to build or check is reported, not fatal
+            rows[name]["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+
+    torch._dynamo.reset()
+    add("inductor", lambda: torch.compile(fn))
+    add("inductor max-autotune", lambda: torch.compile(fn, mode="max-autotune-no-cudagraphs"))
+    for cfg in looped_grid():
+        opts = CompileOptions(strict=True, use_db=False, plan=plan_with(fn, args, cfg))
+        add(f"{cfg} literal", lambda o=opts: compile_traced(fn, list(args), o), config=cfg.to_json(), bound="literal")
+        with runtime_bound():
+            add(f"{cfg} runtime", lambda o=opts: compile_traced(fn, list(args), o), config=cfg.to_json(), bound="runtime")
+    for name, s in time_interleaved(fns, [args], reps, rounds).items():
+        us = statistics.median(s) * 1e3
+        rows[name].update(us=us, bw_share=min_bytes / (us * 1e-6) / bw)
+    return list(rows.values())
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", default="benchmarks/results/trip_probe")
+    p.add_argument("--reps", type=int, default=50)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--cases", nargs="*", default=list(DEFAULT_CASES))
+    a = p.parse_args()
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    bw = copy_bandwidth("cuda", a.reps)
+    result: dict[str, Any] = {"device": torch.cuda.get_device_name(), "copy_bandwidth_TBps": bw / 1e12, "cases": {}}
+    for case in [c for c in CASES if c.name in a.cases]:
+        rows = probe_case(case, a.reps, a.rounds, bw)
+        result["cases"][case.name] = rows
+        (out / "trip_probe.json").write_text(json.dumps(result, indent=1))
+        print(f"\n## {case.name}\n\n| variant | µs | % copy bw |\n|---|---|---|")
+        for r in sorted(rows, key=lambda r: r.get("us", float("inf"))):
+            cell = f"{r['us']:.1f} | {100 * r['bw_share']:.1f}%" if "us" in r else f"{r.get('error', '—')} |"
+            print(f"| {r['variant']} | {cell} |", flush=True)
+        pairs = [(rows[f"{n} literal"], rows[f"{n} runtime"]) for n in (str(c) for c in looped_grid())
+                 if "us" in rows.get(f"{n} literal", {}) and "us" in rows.get(f"{n} runtime", {})]
+        if pairs:
+            ratios = [b["us"] / a["us"] for a, b in pairs]
+            print(f"\nruntime / literal over {len(pairs)} configs: median {statistics.median(ratios):.4f}, "
+                  f"min {min(ratios):.4f}, max {max(ratios):.4f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
