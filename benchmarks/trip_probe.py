@@ -109,8 +109,9 @@ def main() -> None:
         for r in sorted(rows, key=lambda r: r.get("us", float("inf"))):
             cell = f"{r['us']:.1f} | {100 * r['bw_share']:.1f}%" if "us" in r else f"{r.get('error', '—')} |"
             print(f"| {r['variant']} | {cell} |", flush=True)
-        pairs = [(rows[f"{n} literal"], rows[f"{n} runtime"]) for n in (str(c) for c in looped_grid())
-                 if "us" in rows.get(f"{n} literal", {}) and "us" in rows.get(f"{n} runtime", {})]
+        by = {r["variant"]: r for r in rows}
+        pairs = [(by[f"{n} literal"], by[f"{n} runtime"]) for n in (str(c) for c in looped_grid())
+                 if "us" in by.get(f"{n} literal", {}) and "us" in by.get(f"{n} runtime", {})]
         if pairs:
             ratios = [b["us"] / a["us"] for a, b in pairs]
             print(f"\nruntime / literal over {len(pairs)} configs: median {statistics.median(ratios):.4f}, "
