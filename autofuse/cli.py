@@ -32,8 +32,9 @@ def _parser() -> argparse.ArgumentParser:
     tu.add_argument("--resume", action="store_true", help="continue the graphs' studies (also: join other workers on them)")
     tu.add_argument("--top-k", type=int, default=6, help="configs measured per kernel besides the default (default 6)")
     tu.add_argument("--explore", type=float, default=0.25, help="share of top-k picked at random instead of by the cost model")
-    tu.add_argument("--refine", type=int, default=12,
-                    help="then neighbours of each kernel's best config measured, one knob changed (default 12; 0: none)")
+    tu.add_argument("--refine", type=int, default=16,
+                    help="then neighbours (one knob changed) of each kernel's fastest measured configs, "
+                         "best first, at most this many (default 16; 0: none)")
     tu.add_argument("--device", default=None, help="device for the model and inputs (default: cuda when available, else cpu)")
     tu.add_argument("--no-progress", action="store_true", help="no progress bar")
     tu.add_argument("--json", metavar="FILE", help="also write the results as JSON")

@@ -372,3 +372,32 @@ def test_refine_descends_from_the_best_measured_config(tmp_path, device, monkeyp
         assert red.cache_hints and red.num_warps == 8, red
     else:
         assert all(len(v) <= 2 for v in per_group.values())
+
+
+def test_refine_crosses_a_tie_best_first(tmp_path, device, monkeypatch):
+    """The optimum is two moves from the default across a level step (cache hints on: same time;
+    then num_warps changed: faster), as the seed example's rows on the H200. A descent that stops when
+    no neighbour is faster misses it; best-first expands the level runner-up and finds it."""
+    monkeypatch.setattr("autofuse.search.graph_tuner.load_predictor", lambda db, dev: FlatPredictor())
+    probe = FakeBenchmarker(lambda rec: 10.0)
+    autofuse.tune(seed_fn, seed_args(device), benchmarker=probe, settings=settings(tmp_path / "d.db", trials=1, top_k=0))
+    d = next(c["config"] for c in kernel_calls(probe) if c["kind"] == "reduction")
+    assert not d.get("cache_hints")
+
+    def plateau_cost(rec):
+        c = rec["config"]
+        if rec["kind"] != "reduction":
+            return 10.0
+        if any(c.get(k) != d.get(k) for k in ("XBLOCK", "RBLOCK", "persistent", "early_loads", "num_stages")):
+            return 25.0
+        if c["num_warps"] == d["num_warps"]:
+            return 20.0                                  # the default, and the same with hints: level
+        return 15.0 if c.get("cache_hints") else 25.0    # other warps: faster with hints only
+
+    fb = FakeBenchmarker(plateau_cost)
+    res = autofuse.tune(seed_fn, seed_args(device), benchmarker=fb,
+                        settings=settings(tmp_path / "t.db", trials=1, top_k=0, refine=16))
+    (red,) = [k.config for k in res.graphs[0].plan.kernels if "mean" in k.nodes]
+    assert red.cache_hints and red.num_warps != d["num_warps"], red
+    measured = [c["config"] for c in kernel_calls(fb) if c["kind"] == "reduction"]
+    assert len(measured) <= 1 + 16 and len({json.dumps(c, sort_keys=True) for c in measured}) == len(measured)

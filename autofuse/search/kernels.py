@@ -60,7 +60,7 @@ class TunerSettings:
     max_candidates: int = 48       # configs considered (nearest the default first) before ranking
     kernel_timeout_s: float = 2.0  # a first run longer than this scores infinity
     seed: int = 0
-    refine: int = 12               # then up to this many neighbours of the best (one knob each) measured
+    refine: int = 16               # then up to this many neighbours of the fastest measured (one knob each), best-first
 
 
 def device_traits(device: torch.device, copy_bw: float | None) -> dict[str, Any]:
@@ -337,17 +337,26 @@ class KernelTuner:
 
     def _refine(self, group: Any, default: LaunchConfig, results: dict, variants: dict,
                 measure: Callable[[LaunchConfig], None]) -> None:
-        """Coordinate descent from the fastest measured config, as Inductor's max-autotune does
-        after its candidates: its untried neighbours (`neighbour_configs`), best predicted first, are
-        measured while `settings.refine` lasts; a faster one becomes the centre. Knobs interact
-        (rmsnorm's looped rows beat its persistent ones only with cache hints, benchmarks/rows_probe.py),
-        so a search that stops at the ranked top-k can leave a few percent behind."""
+        """Best-first local search from the measured configs, as Inductor's max-autotune runs a
+        coordinate descent after its candidates: the fastest measured config not yet expanded has
+        its untried neighbours (`neighbour_configs`) measured, best predicted first, while
+        `settings.refine` lasts; then the next fastest. A faster neighbour is expanded next (descent);
+        when none is faster the runner-up is (a plain descent stops there, yet the seed example's
+        best row config is two moves from the default across a tie: RBLOCK 2048 -> 1024 at 8 warps
+        is level, then 16 warps is 1% faster, benchmarks/trip_probe.py). Knobs interact (rmsnorm's
+        looped rows beat its persistent ones only with cache hints, benchmarks/rows_probe.py), so a
+        search that stops at the ranked top-k can leave a few percent behind."""
         left = self.settings.refine if self.bench.measures else 0
-        centre = best_config({c: r[0] for c, r in results.items()}, default)
-        while left > 0 and math.isfinite(results[centre][0]):
+        expanded: set[LaunchConfig] = set()
+        while left > 0:
+            open_ = {c: r[0] for c, r in results.items() if c not in expanded and math.isfinite(r[0])}
+            if not open_:
+                return
+            centre = best_config(open_, default)
+            expanded.add(centre)
             near = [c for c in neighbour_configs(centre, group) if c not in results]
             if not near:
-                return
+                continue
             # a neighbour not generated yet is ranked by the centre's record with its own config
             # (the op mix is the centre's; the predictor reads sizes, bytes and the config)
             centre_rec = results[centre][3]
@@ -358,10 +367,7 @@ class KernelTuner:
             for i in order[:left]:
                 measure(near[i])
                 left -= 1
-            nxt = best_config({c: r[0] for c, r in results.items()}, default)
-            if nxt == centre:
-                return
-            centre = nxt
+
 
     def _predict(self, records: list[dict[str, Any]]) -> list[float]:
         try:
