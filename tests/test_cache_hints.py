@@ -115,3 +115,15 @@ def test_looped_row_defaults_on_the_gpu_carry_hints():
     assert not h.launch_config("reduction", 4096, 16384, False, outer=True, hints=True).cache_hints
     assert not replace(h, looped_cache_hints=False).launch_config("reduction", 32768, 4096, False,
                                                                   hints=True).cache_hints
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_one_step_looped_row_reads_twice_and_is_offered(dtype):
+    """RBLOCK = the whole (non-power-of-two, masked) row, looped: one loop step per pass, the second
+    read of the row from L2 (Inductor's max-autotune rmsnorm form). Correct, hinted, in the search."""
+    x, w = rand((37, 300), dtype), rand((300,), dtype)
+    src = check(rmsnorm, [x, w], XBLOCK=2, RBLOCK=512, persistent=False)
+    assert "range(0, 300, RBLOCK)" in src
+    assert policies(src)["in_ptr0"] == ["evict_last", "evict_first"]
+    configs = reduction_candidates(rmsnorm, [rand((64, 4096)), rand((4096,))])
+    assert any(not c.persistent and c.RBLOCK == 4096 and c.cache_hints for c in configs)

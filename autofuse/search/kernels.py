@@ -150,8 +150,8 @@ def candidate_configs(group: Any, default: LaunchConfig, interpret: bool,
                 elif kind == "outer" and kw["RBLOCK"] >= rfull:
                     kw["persistent"] = True
                     kw["RBLOCK"] = rfull
-                elif kw.get("RBLOCK", 1) >= rfull:
-                    continue
+                elif kw.get("RBLOCK", 1) > rfull:
+                    continue  # a looped row of one step (RBLOCK = the row) stays: Inductor's two-read form
             cfg = LaunchConfig(**kw)
             if not _plausible(cfg, group, xmax):
                 continue
@@ -171,8 +171,10 @@ def candidate_configs(group: Any, default: LaunchConfig, interpret: bool,
 def neighbour_configs(cfg: LaunchConfig, group: Any) -> list[LaunchConfig]:
     """Legal configs one step from cfg: XBLOCK, num_warps (and a looped reduction's RBLOCK) doubled
     or halved, a looped reduction's num_stages one up or down, a flag (cache_hints, early_loads)
-    toggled, persistent <-> looped (at half the row; with the flags kept, and with cache_hints toggled
-    or dropped, since whether a looped row pays depends on them)."""
+    toggled, persistent <-> looped (at half the row, with the flags kept and with cache_hints toggled
+    or dropped, since whether a looped row pays depends on them; and at the whole row with hints: one
+    loop step that reads the row twice, the second time from L2, the form of Inductor's max-autotune
+    rmsnorm and layernorm kernels)."""
     out: list[LaunchConfig] = []
     reduction = group.is_reduction
     looped = reduction and not cfg.persistent
@@ -187,13 +189,14 @@ def neighbour_configs(cfg: LaunchConfig, group: Any) -> list[LaunchConfig]:
         if cfg.split == 1 and rfull >= 2:
             if cfg.persistent:
                 looped_twin = replace(cfg, persistent=False, RBLOCK=rfull // 2, early_loads=False)
-                out += [looped_twin, replace(looped_twin, cache_hints=not looped_twin.cache_hints)]
+                out += [looped_twin, replace(looped_twin, cache_hints=not looped_twin.cache_hints),
+                        replace(cfg, persistent=False, early_loads=False, cache_hints=True)]  # one step, two reads
             elif not cfg.online:
                 persistent_twin = replace(cfg, persistent=True, RBLOCK=rfull, num_stages=1)
                 out += [persistent_twin, replace(persistent_twin, cache_hints=False)]
     xmax = next_pow2(max(group.numel, 1))
     keep = {c: None for c in out
-            if c != cfg and not (looped and not c.persistent and c.RBLOCK >= rfull) and _plausible(c, group, xmax)}
+            if c != cfg and not (not c.persistent and c.RBLOCK > rfull) and _plausible(c, group, xmax)}
     return list(keep)
 
 
