@@ -8,9 +8,9 @@ With --tune-trials > 0 each case is first tuned (`autofuse.tune`, plans stored i
 OUT/tuning.db); "autofuse_tuned" is then `autofuse.compile` reading the stored plan.
 
 Writes results.json, results.md and results.png: median time (CUDA events, inputs rotated so the
-L2 cache does not flatter small cases; the variants take turns over --rounds rounds of --reps calls), speedup over Inductor default, and the share of the copy
-bandwidth measured in the same run on each case's minimum bytes (inputs read once, outputs
-written once). Every variant is checked against eager before it is timed.
+L2 cache does not flatter small cases; the variants take turns over --rounds rounds of --reps
+calls), speedup over Inductor default, and the share of the copy bandwidth measured in the same
+run on each case's minimum bytes (inputs read once, outputs written once). Every variant is checked against eager before it is timed.
 """
 from __future__ import annotations
 
@@ -204,16 +204,17 @@ def host_overheads(fns: dict[str, Callable[..., Any]], args: tuple, rounds: int)
     """Median over `rounds` interleaved rounds of each variant's `host_overhead_us` (one reading per
     variant swung by 2x between runs on the device's host: call 1 of session 14)."""
     runs: dict[str, list[float]] = {n: [] for n in fns}
+    failed: set[str] = set()
     for _ in range(max(rounds, 1)):
         for n, f in fns.items():
-            if runs[n] is None:
+            if n in failed:
                 continue
             try:
                 runs[n].append(host_overhead_us(f, args))
             except Exception as e:  # noqa: BLE001 - a variant that fails is left out, the others go on
                 print(f"  host overhead of {n} failed: {type(e).__name__}: {e}", flush=True)
-                runs[n] = None
-    return {n: statistics.median(r) for n, r in runs.items() if r}
+                failed.add(n)
+    return {n: statistics.median(r) for n, r in runs.items() if r and n not in failed}
 
 
 def markdown(results: dict[str, Any]) -> str:
@@ -249,7 +250,8 @@ def markdown(results: dict[str, Any]) -> str:
     for row in results["cases"]:
         if "host_overhead_us" in row:
             lines.append("")
-            lines.append(f"Host time per call, {row['case']} (µs, back-to-back calls, median of interleaved rounds; no CUDA graphs but in the *_cudagraphs variants): " +
+            lines.append(f"Host time per call, {row['case']} (µs, back-to-back calls, median of interleaved rounds; "
+                         "no CUDA graphs but in the *_cudagraphs variants): " +
                          ", ".join(f"{k} {v:.1f}" for k, v in row["host_overhead_us"].items()))
     return "\n".join(lines) + "\n"
 

@@ -371,7 +371,6 @@ class KernelTuner:
                 measure(near[i])
                 left -= 1
 
-
     def _predict(self, records: list[dict[str, Any]]) -> list[float]:
         try:
             return [float(p) for p in self.predictor.predict_us(records)]
