@@ -10,7 +10,9 @@ Counts the whole kernel and each loop body (a backward branch) of:
     1) and in chunk form (what codegen emits);
   - rmsnorm's generated persistent kernel (XBLOCK 1, RBLOCK 4096, 8 warps) as emitted (sizes divide:
     constant masks) and with its masks restored as compares; and where its global loads fall around
-    the reduction's CTA barrier, as emitted and with early_loads (codegen/early_loads.py).
+    the reduction's CTA barrier, as emitted and with early_loads (codegen/early_loads.py);
+  - the seed example's looped kernel (XBLOCK 1, RBLOCK 1024, 8 warps, cache hints) with its loop's
+    trip count a literal (as emitted) and read from `rnumel` (as emitted before).
 Kernels are compiled as the JIT would specialize them on the GPU: every pointer 16-byte aligned and
 every size a multiple of 16 (`tt.divisibility`), which is what lets Triton vectorize the loads.
 """
@@ -168,7 +170,23 @@ def main() -> int:
         before, after = loads_around_barrier(record_sass(rec))
         print(f"rmsnorm kernel, {label}: {before} global loads before the reduction's barrier, {after} after",
               flush=True)
+    seed = generated("seed_f32_16384x4096", {"XBLOCK": 1, "RBLOCK": 1024, "num_warps": 8, "persistent": False,
+                                             "cache_hints": True})[0]
+    for label, src in (("literal trip count", seed["source"]), ("trip count from rnumel", runtime_bound(seed["source"]))):
+        text = record_sass(seed, src)
+        print(line(f"seed looped kernel, {label} (r1024 w8)", text) + f"; {ldg_count(text)} LDG", flush=True)
     return 0
+
+
+def runtime_bound(source: str) -> str:
+    """The source with its looped reduction's bound read from the `rnumel` argument (codegen before
+    literal trip counts; benchmarks/trip_probe.py times both)."""
+    return re.sub(r"range\(0, \d+, RBLOCK\)", "range(0, rnumel, RBLOCK)", source)
+
+
+def ldg_count(text: str) -> int:
+    """Global loads in a kernel's SASS."""
+    return sum(m.group(2).startswith("LDG") for m in map(INSTR_RE.match, text.splitlines()) if m)
 
 
 if __name__ == "__main__":

@@ -18,3 +18,10 @@ def test_counts_kernel_and_loop_bodies():
     total, loops = counts(SASS)
     assert total == 7
     assert loops == [(3, {"LDG": 1, "FFMA": 1, "BRA": 1})]  # the forward branch to .L_x_1 is no loop
+
+
+def test_runtime_bound_puts_rnumel_back_and_loads_are_counted():
+    from benchmarks.sass_count import ldg_count, runtime_bound
+    src = "    for roffset in range(0, 4096, RBLOCK):\n    for roffset in range(0, 300, RBLOCK):\n"
+    assert runtime_bound(src) == "    for roffset in range(0, rnumel, RBLOCK):\n" * 2
+    assert ldg_count(SASS) == 1
