@@ -21,7 +21,6 @@ import argparse
 import contextlib
 import itertools
 import json
-import re
 import statistics
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -32,19 +31,18 @@ from .cases import CASES, nbytes
 from .colsum_probe import plan_with
 from .rows_probe import as_list
 from .run import close, copy_bandwidth, time_interleaved
+from .sass_count import runtime_bound
 
 DEFAULT_CASES = ("seed_f32_16384x4096", "rmsnorm_bf16_32768x4096", "layernorm_bf16_32768x4096",
                  "residual_layernorm_bf16_32768x4096")
-LOOP_RE = re.compile(r"range\(0, \d+, RBLOCK\)")
 
 
 @contextlib.contextmanager
-def runtime_bound() -> Iterator[None]:
+def runtime_bound_kernels() -> Iterator[None]:
     """Kernels loaded meanwhile get `range(0, rnumel, RBLOCK)` back (the pre-change codegen)."""
     from autofuse import compiler
     saved = compiler.load_kernel
-    compiler.load_kernel = lambda name, source, interpret: saved(name, LOOP_RE.sub("range(0, rnumel, RBLOCK)", source),
-                                                                 interpret)
+    compiler.load_kernel = lambda name, source, interpret: saved(name, runtime_bound(source), interpret)
     try:
         yield
     finally:
@@ -82,7 +80,7 @@ def probe_case(case: Any, reps: int, rounds: int, bw: float) -> list[dict[str, A
     for cfg in looped_grid():
         opts = CompileOptions(strict=True, use_db=False, plan=plan_with(fn, args, cfg))
         add(f"{cfg} literal", lambda o=opts: compile_traced(fn, list(args), o), config=cfg.to_json(), bound="literal")
-        with runtime_bound():
+        with runtime_bound_kernels():
             add(f"{cfg} runtime", lambda o=opts: compile_traced(fn, list(args), o), config=cfg.to_json(), bound="runtime")
     for name, s in time_interleaved(fns, [args], reps, rounds).items():
         us = statistics.median(s) * 1e3
