@@ -1,17 +1,22 @@
 """Ratios and geometric means of a benchmark results.json (what the README quotes).
 
-    python3 -m benchmarks.summary benchmarks/results/2026-11-29-h200-tuned/results.json
+    python3 -m benchmarks.summary benchmarks/results/2026-11-29-h200-tuned/results.json [--leave-out CASE ...]
+
+--leave-out drops cases from the means (a case whose readings swung within the run, for example).
 """
 from __future__ import annotations
 
+import argparse
 import json
 import math
-import sys
+from typing import Sequence
 
 
-def summary(results: dict, variant: str = "autofuse_tuned") -> str:
+def summary(results: dict, variant: str = "autofuse_tuned", leave_out: Sequence[str] = ()) -> str:
     lines, ratios, big = [], [], []
     for c in results["cases"]:
+        if c["case"] in leave_out:
+            continue
         v = c["variants"]
         t, ind, mx = v.get(variant, {}).get("ms"), v["inductor"].get("ms"), v["inductor_max_autotune"].get("ms")
         if not (t and ind):
@@ -29,5 +34,15 @@ def summary(results: dict, variant: str = "autofuse_tuned") -> str:
     return "\n".join(lines)
 
 
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python3 -m benchmarks.summary", description=__doc__.split("\n\n")[0])
+    p.add_argument("results")
+    p.add_argument("--leave-out", nargs="*", default=[], metavar="CASE", help="cases left out of the means")
+    a = p.parse_args(argv)
+    with open(a.results) as f:
+        print(summary(json.load(f), leave_out=a.leave_out))
+    return 0
+
+
 if __name__ == "__main__":
-    print(summary(json.load(open(sys.argv[1]))))
+    raise SystemExit(main())

@@ -18,3 +18,17 @@ def test_markdown_flags_host_bound_variants():
     md = markdown({"device": "d", "torch": "t", "triton": "tr", "date": "x", "copy_bandwidth_TBps": 4.2,
                    "cases": [{"case": "c", "min_bytes": 5e8, "variants": variants}]})
     assert "| c | 95.0 (host-bound) | — | 40.0 |" in md
+
+
+def test_summary_leaves_cases_out_of_the_means():
+    from benchmarks.summary import summary
+
+    def case(name, ind, tuned, mb):
+        v = {"ms": tuned, "bw_share": 0.9}
+        return {"case": name, "min_bytes": mb * 1e6,
+                "variants": {"inductor": {"ms": ind}, "inductor_max_autotune": {"ms": ind}, "autofuse_tuned": v}}
+    res = {"cases": [case("a", 2.0, 1.0, 500), case("b", 1.0, 1.0, 500), case("c", 8.0, 1.0, 8)]}
+    assert summary(res).splitlines()[-1].startswith("geometric mean vs inductor: 2.52x over 3 cases, 1.41x over the 2")
+    out = summary(res, leave_out=["a"])
+    assert "a " not in out.split("\n")[0][:2] and out.splitlines()[-1].startswith(
+        "geometric mean vs inductor: 2.83x over 2 cases, 1.00x over the 1")
