@@ -7,6 +7,7 @@ kernel (XBLOCK 1, RBLOCK 1024, 8 warps) becomes fully unrolled straight-line cod
 instructions and 24 LDG.128 against two loops and 42 LDG.128. Does that show in time?
 
     python3 -m benchmarks.trip_probe [--out DIR] [--reps 50] [--rounds 5] [--cases NAME ...]
+    python -m benchmarks.trip_probe --ratios DIR/trip_probe.json ...   (the ratio lines again, no GPU)
 
 Each case: Inductor default, max-autotune-no-cudagraphs, then autofuse's default plan with every
 looped config of the grid on its reduction kernels, each built twice: as codegen emits it
@@ -94,7 +95,11 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=50)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--cases", nargs="*", default=list(DEFAULT_CASES))
+    p.add_argument("--ratios", nargs="+", metavar="JSON", help="only print the ratio lines of earlier runs")
     a = p.parse_args()
+    if a.ratios:
+        ratios_of(a.ratios)
+        return
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     bw = copy_bandwidth("cuda", a.reps)
@@ -107,14 +112,28 @@ def main() -> None:
         for r in sorted(rows, key=lambda r: r.get("us", float("inf"))):
             cell = f"{r['us']:.1f} | {100 * r['bw_share']:.1f}%" if "us" in r else f"{r.get('error', '—')} |"
             print(f"| {r['variant']} | {cell} |", flush=True)
-        by = {r["variant"]: r for r in rows}
-        pairs = [(by[f"{n} literal"], by[f"{n} runtime"]) for n in (str(c) for c in looped_grid())
-                 if "us" in by.get(f"{n} literal", {}) and "us" in by.get(f"{n} runtime", {})]
-        if pairs:
-            ratios = [b["us"] / a["us"] for a, b in pairs]
-            print(f"\nruntime / literal over {len(pairs)} configs: median {statistics.median(ratios):.4f}, "
-                  f"min {min(ratios):.4f}, max {max(ratios):.4f}", flush=True)
+        line = ratio_line(rows)
+        if line:
+            print(f"\n{line}", flush=True)
 
+
+def ratio_line(rows: list[dict[str, Any]]) -> str:
+    """Runtime-bound time / literal time over the configs timed both ways ('' when none)."""
+    by = {r["variant"]: r for r in rows}
+    pairs = [(by[f"{n} literal"], by[f"{n} runtime"]) for n in (str(c) for c in looped_grid())
+             if "us" in by.get(f"{n} literal", {}) and "us" in by.get(f"{n} runtime", {})]
+    if not pairs:
+        return ""
+    ratios = [b["us"] / a["us"] for a, b in pairs]
+    return (f"runtime / literal over {len(pairs)} configs: median {statistics.median(ratios):.4f}, "
+            f"min {min(ratios):.4f}, max {max(ratios):.4f}")
+
+
+def ratios_of(paths: list[str]) -> None:
+    """--ratios: each case's ratio line from trip_probe.json files (on any machine)."""
+    for path in paths:
+        for case, rows in json.loads(Path(path).read_text())["cases"].items():
+            print(f"{path}: {case}: {ratio_line(rows)}")
 
 if __name__ == "__main__":
     main()

@@ -33,3 +33,13 @@ def test_summary_leaves_cases_out_of_the_means():
     assert not any(line.startswith("a ") for line in out.splitlines())
     assert out.splitlines()[-1].startswith(
         "geometric mean vs inductor: 2.83x over 2 cases, 1.00x over the 1")
+
+
+def test_trip_probe_ratio_line_pairs_each_config_both_ways():
+    from benchmarks.trip_probe import looped_grid, ratio_line
+    cfgs = [str(c) for c in looped_grid()]
+    rows = [{"variant": f"{cfgs[0]} literal", "us": 100.0}, {"variant": f"{cfgs[0]} runtime", "us": 130.0},
+            {"variant": f"{cfgs[1]} literal", "us": 100.0}, {"variant": f"{cfgs[1]} runtime", "us": 110.0},
+            {"variant": f"{cfgs[2]} literal", "us": 100.0}, {"variant": f"{cfgs[2]} runtime", "error": "x"}]
+    assert ratio_line(rows) == "runtime / literal over 2 configs: median 1.2000, min 1.1000, max 1.3000"
+    assert ratio_line(rows[:1]) == ""
