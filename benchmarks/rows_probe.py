@@ -12,7 +12,8 @@ picked and its generated source are written to DIR), then autofuse's default pla
 config of the grid on its reduction (or pointwise) kernels, then the fastest three again with
 `cache_hints` (codegen/cache_hints.py: evict_last on the weights, as Inductor's persistent kernels
 have it), and looped configs of one row per program with and without them (Inductor's max-autotune
-layernorm is a looped kernel whose first read of the row is evict_last, its second evict_first). Every variant is checked against eager before
+layernorm is a looped kernel whose first read of the row is evict_last, its second evict_first),
+including one-step rows (RBLOCK covers the row, read twice: max-autotune's rmsnorm form, XBLOCK 1-2). Every variant is checked against eager before
 it is timed. Prints one table per case (fastest first) and writes DIR/rows_probe.json.
 """
 from __future__ import annotations
@@ -117,6 +118,9 @@ def probe_case(case: Any, reps: int, bw: float, out: Path) -> list[dict[str, Any
     best = sorted((r for r in rows if "config" in r and "error" not in r), key=lambda r: r["us"])[:3]
     looped = [LaunchConfig(XBLOCK=1, RBLOCK=rb, num_warps=w, num_stages=s, persistent=False)
               for rb, w, s in itertools.product((1024, 2048), (4, 8, 16), (1, 2))]
+    rfull = 1 << (args[0].shape[-1] - 1).bit_length()   # one-step rows: max-autotune's rmsnorm form
+    looped += [LaunchConfig(XBLOCK=xb, RBLOCK=rfull, num_warps=w, num_stages=1, persistent=False)
+               for xb, w in itertools.product((1, 2), (8, 16))]
     for cfg in [LaunchConfig(**r["config"]) for r in best] + looped:
         for hints in (False, True) if not cfg.persistent else (True,):
             c = replace(cfg, cache_hints=hints)
