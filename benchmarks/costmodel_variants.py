@@ -36,7 +36,7 @@ from benchmarks.costmodel_noise import DEFAULT_DATA, load, run_to_run, sigma_by_
 from costmodel.evaluate import metrics, split_by_graph
 from costmodel.features import FEATURE_NAMES, feature_matrix
 from costmodel.model import REGRESSOR_NAMES, columns, fit_matrix, measured_us, predict_matrix, usable
-from costmodel.rank import PairRanker, group_indices, order_within_groups, training_pairs
+from costmodel.rank import RANKER_PARAMS, PairRanker, group_indices, order_within_groups, training_pairs
 
 ROOT = Path(__file__).resolve().parent.parent
 NOISE = ROOT / "benchmarks" / "results" / "2026-11-29-h200-s12" / "noise"
@@ -78,8 +78,7 @@ def fit_pairs(x: np.ndarray, a: np.ndarray, b: np.ndarray, label: np.ndarray, we
 
     from costmodel.model import FillEmptyColumns
     est = make_pipeline(FillEmptyColumns(), HistGradientBoostingClassifier(
-        **{**dict(max_iter=300, learning_rate=0.06, max_leaf_nodes=31, min_samples_leaf=20, early_stopping=False,
-                  random_state=seed), **params}))
+        **{**RANKER_PARAMS, "random_state": seed, **params}))
     ranker = PairRanker(tuple(FEATURE_NAMES), est)
     kw = {} if weight is None else {"histgradientboostingclassifier__sample_weight": weight}
     with threadpool_limits(1):
@@ -177,6 +176,9 @@ VARIANTS: dict[str, Variant] = {
     "bagged: mean of 5 rankers on bootstrap samples of the training groups": Variant(baseline, bags=5),
     "ranker with max_features 0.5 (feature subsampling per split)": Variant(baseline, params={"max_features": 0.5}),
     "bagged 5 x max_features 0.5": Variant(baseline, bags=5, params={"max_features": 0.5}),
+    "all exports, ranker as shipped": Variant(baseline, extra=True),
+    "all exports, ranker of 300 trees x 31 leaves (shipped before session 15)":
+        Variant(baseline, extra=True, params={"max_iter": 300, "max_leaf_nodes": 31}),
 }
 
 

@@ -11,7 +11,9 @@ than `evaluate.TIE`, labelled "a is faster"; a pair's row is the config features
 of b, and the kernel features (`pair_rows`). A record's score is its mean probability of beating the
 other records of its group (a Borda count over both orders of each pair). `CostModel` keeps the
 regressor's times and hands them out within each group in the ranker's order (`order_within_groups`),
-so a group's predicted times, and any sum over them, stay the regressor's.
+so a group's predicted times, and any sum over them, stay the regressor's. The classifier's size
+(600 trees of 63 leaves, from 300 of 31) grew with the data: on session 15's new-codegen graphs it
+raised held-out pairwise by 0.013 and peak@1 by 0.035, mean of 5 splits (EXPERIMENTS.md).
 """
 from __future__ import annotations
 
@@ -30,6 +32,10 @@ CONFIG_NAMES = frozenset({
     "early_loads", "cache_hints", "log_XBLOCK", "log_RBLOCK", "block_elems", "elems_per_thread", "grid", "log_grid", "r_iters",
     "x_util", "r_util", "waves_nominal",
     *COMPILED_NAMES, *RELATIVE_NAMES})
+
+# The pair classifier's settings (HistGradientBoostingClassifier); see the module note on its size.
+RANKER_PARAMS: dict[str, Any] = dict(max_iter=600, learning_rate=0.06, max_leaf_nodes=63, min_samples_leaf=20,
+                                     early_stopping=False)
 
 
 def group_indices(groups: Sequence[Any]) -> list[list[int]]:
@@ -102,9 +108,7 @@ def fit_ranker(x: np.ndarray, log_us: np.ndarray, groups: Sequence[Any], feature
     a, b, label = training_pairs(np.asarray(log_us, dtype=np.float64), groups)
     if len(set(label.tolist())) < 2:
         return None
-    est = make_pipeline(FillEmptyColumns(), HistGradientBoostingClassifier(
-        max_iter=300, learning_rate=0.06, max_leaf_nodes=31, min_samples_leaf=20, early_stopping=False,
-        random_state=seed))
+    est = make_pipeline(FillEmptyColumns(), HistGradientBoostingClassifier(**RANKER_PARAMS, random_state=seed))
     ranker = PairRanker(tuple(feature_names), est)
     with threadpool_limits(1):
         est.fit(ranker.pair_rows(x, a, b), label)
