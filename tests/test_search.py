@@ -250,6 +250,40 @@ def test_two_workers_share_one_study(db_url):
         assert len(db.plans(results[0]["hash"])) == 2
 
 
+def test_ask_tell_skips_a_trial_the_other_worker_finished_first():
+    """Two workers took one enqueued trial (SQLite has no row locks) and the other finished it before
+    this worker's objective wrote to it: that trial is skipped, the next ones run and are told."""
+    import optuna
+
+    from autofuse.search.graph_tuner import _ask_tell
+
+    class Study:
+        def __init__(self):
+            self.n, self.told = 0, []
+
+        def ask(self):
+            self.n += 1
+            return self.n
+
+        def tell(self, trial, value=None, state=None):
+            self.told.append((trial, value))
+
+    def objective(trial):
+        if trial == 2:
+            raise optuna.exceptions.UpdateFinishedTrialError("Trial#2 has already finished and can not be updated.")
+        return float(trial)
+
+    study = Study()
+    _ask_tell(study, objective, 4, None)
+    assert study.told == [(1, 1.0), (3, 3.0), (4, 4.0)]
+
+    def broken(trial):
+        raise ValueError("a bug in the objective is not another worker's trial")
+
+    with pytest.raises(ValueError):
+        _ask_tell(Study(), broken, 2, None)
+
+
 def test_cli_tune_without_gpu_stores_predicted(tmp_path):
     model = tmp_path / "small.py"
     model.write_text(textwrap.dedent("""

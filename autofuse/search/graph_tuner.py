@@ -220,7 +220,8 @@ class GraphTuner:
 
 def _ask_tell(study: Any, objective: Any, n_trials: int, deadline: float | None) -> None:
     """Run n_trials trials (or until the deadline). Another worker may have finished a trial this one
-    also took (enqueued trials on storages without row locks, such as SQLite): that trial is skipped."""
+    also took (enqueued trials on storages without row locks, such as SQLite): that trial is skipped,
+    whether the other worker finished it before this one's objective wrote to it or before its tell."""
     import optuna
     for _ in range(n_trials):
         if deadline is not None and time.monotonic() > deadline:
@@ -228,6 +229,8 @@ def _ask_tell(study: Any, objective: Any, n_trials: int, deadline: float | None)
         trial = study.ask()
         try:
             value = objective(trial)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            continue  # the other worker's result stands; the kernels measured here are in the DB
         except KeyboardInterrupt:
             _tell_quietly(study, trial, state=optuna.trial.TrialState.FAIL)
             raise
