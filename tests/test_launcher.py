@@ -15,6 +15,35 @@ def test_cpu_kernels_take_the_jit_path():
     assert not FastLauncher(object(), None).enabled
 
 
+def test_compiled_stats_read_the_loaded_kernel():
+    """What the GPU loader reports (registers, spill words, shared) is handed out in bytes; nothing
+    before a compiled launch or for a kernel without those attributes."""
+    from types import SimpleNamespace
+    launcher = FastLauncher(object(), torch.device("cpu"))
+    assert launcher.compiled_stats() is None
+    launcher.kernels[(True,)] = SimpleNamespace(n_regs=40, n_spills=3, metadata=SimpleNamespace(shared=1024))
+    assert launcher.compiled_stats() == {"registers": 40.0, "local_bytes": 12.0, "shared_bytes": 1024.0}
+    launcher.kernels[(True,)] = object()
+    assert launcher.compiled_stats() is None
+
+
+@pytest.mark.gpu
+def test_compiled_stats_after_a_gpu_launch(device):
+    from autofuse.api import Recorder
+    from tests.helpers import seed_fn
+    import autofuse
+    torch._dynamo.reset()
+    rec = Recorder()
+    f = autofuse.compile(seed_fn, strategy="inductor", recorder=rec)
+    args = (rand((64, 100), device=device), rand((100,), device=device), rand((100,), device=device),
+            rand((100,), device=device))
+    with torch.no_grad():
+        f(*args)
+    launches = [s for s in rec.graphs[0][2].program.steps if hasattr(s, "_launch")]
+    stats = [s.compiled_stats() for s in launches]
+    assert stats and all(st is not None and 0 < st["registers"] <= 255 and st["local_bytes"] >= 0 for st in stats)
+
+
 @pytest.mark.gpu
 def test_repeated_and_misaligned_launches(device):
     fn = lambda x, y: torch.relu(x * y + 1).sum(-1)  # noqa: E731

@@ -54,6 +54,20 @@ class FastLauncher:
         kernel.run(grid[0], g1, 1, self._stream(self.device_index), kernel.function, kernel.packed_metadata, None,
                    None, None, *args, *constexprs.values())
 
+    def compiled_stats(self) -> dict[str, float] | None:
+        """Registers per thread, local memory (spill/stack) bytes per thread and shared bytes of the
+        kernel this launcher compiled, as the GPU's own loader reports them (Triton's n_regs, n_spills
+        in 4-byte words, metadata.shared); None before a compiled launch or on the CPU. Why: the cost
+        model's compiled features come from a separate sm_90 compile; this is the ground truth to
+        check them against, free once the kernel ran."""
+        for kernel in self.kernels.values():
+            try:
+                return {"registers": float(kernel.n_regs), "local_bytes": 4.0 * float(kernel.n_spills),
+                        "shared_bytes": float(kernel.metadata.shared)}
+            except (AttributeError, TypeError, ValueError):
+                return None
+        return None
+
     @property
     def cached(self) -> int:
         """Compiled kernels the fast path holds (one per alignment pattern seen)."""

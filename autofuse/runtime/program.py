@@ -117,6 +117,10 @@ class KernelLaunch:
             self._extra = (*ws, torch.zeros(self._grid[0], dtype=torch.int32, device=dev))
             self._grid = (self._grid[0], self.split)
 
+    def compiled_stats(self) -> dict[str, float] | None:
+        """The GPU compile's registers, local and shared bytes (FastLauncher.compiled_stats)."""
+        return self._launch.compiled_stats()
+
     def run(self, env: list) -> None:
         if self.numel == 0:
             return

@@ -411,6 +411,10 @@ class KernelTuner:
         if self.bench.measures and self.db is not None:
             stats = dict(timing.to_json()) if timing else {"median_us": None, "reps": 0, "measured": False}
             stats["error"] = err
+            compiled = getattr(launch, "compiled_stats", None)
+            gpu = compiled() if callable(compiled) else None
+            if gpu is not None:  # recorded beside the timing, not a feature: see FastLauncher.compiled_stats
+                stats["gpu_compile"] = gpu
             self.db.put_measurement(key, self.device, rec, stats)
             self.new_measurements += 1
         if timing is None:
