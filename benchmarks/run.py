@@ -230,7 +230,7 @@ def markdown(results: dict[str, Any]) -> str:
     names = [n for n in NAMES if any(n in r["variants"] for r in results["cases"])]
     lines = [f"Device: {results['device']}; torch {results['torch']}, triton {results['triton']}; "
              f"{results['date']}; copy bandwidth {results['copy_bandwidth_TBps']:.2f} TB/s (measured in this run)."
-             + (f" Median of {results['rounds']} interleaved rounds of {results['reps']} CUDA-event-timed calls per variant."
+             + (f" Median of {results['rounds']} interleaved rounds of {results['reps']} CUDA-event-timed calls per variant, queued behind a GPU sleep (GPU time, whatever the host)."
                 if "rounds" in results else ""), "",
              "| case | MB | " + " | ".join(f"{n} ms (× ind, % bw)" for n in names) + " |",
              "|---|---|" + "---|" * len(names)]
