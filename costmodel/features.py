@@ -14,6 +14,8 @@ per row, values each thread holds and how many pointers it holds them for (a reg
 programs per SM, the last wave's fill, bytes per program and per thread. Schema 3 adds the
 config's `online`, `fast_tanh` and `early_loads` flags, schema 4 its `cache_hints` flag (0 in data
 measured before them; a stored model reads only its own columns, so older models predict as before).
+Schema 5: a loop-free kernel's (pointwise, persistent reduction) `num_stages` reads 1, whatever the
+config says: only loops are pipelined, and its code is the same at every value (`has_loop`).
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ from .compiled import CompiledStats, compiled_stats
 from .occupancy import blocks_per_sm, nominal_blocks_per_sm
 from .source_ops import COUNT_NAMES, count_ops
 
-FEATURE_SCHEMA = 4  # 3: the online-softmax, fast-tanh and early-loads flags of the launch config; 4: cache hints
+FEATURE_SCHEMA = 5  # 3: online-softmax, fast-tanh, early-loads flags; 4: cache hints; 5: loop-free num_stages 1
 DEFAULT_SM_COUNT = 132
 DEFAULT_COPY_BW = 4.27e12
 OP_WEIGHTS = {"arith": 1.0, "compare": 1.0, "select": 1.0, "cast": 1.0, "division": 4.0, "transcendental": 8.0}
@@ -77,6 +79,14 @@ def _signature_traits(sig: dict | None) -> dict[str, float]:
             "int64_sizes": float(any(t == "i64" for t in sig.values() if isinstance(t, str)))}
 
 
+def has_loop(rec: dict) -> bool:
+    """Does the kernel of this feature record run an r loop (a looped reduction)? Only then does
+    `num_stages` change its code: Triton pipelines loops, and a pointwise or persistent kernel
+    compiles to the same PTX at num_stages 1, 2 and 3 (checked on sm_90, session 16)."""
+    cfg = rec.get("config") if isinstance(rec.get("config"), dict) else {}
+    return rec.get("kind") == "reduction" and not bool(cfg.get("persistent", True))
+
+
 def _config_features(rec: dict, sm_count: float) -> dict[str, float]:
     cfg = rec.get("config") if isinstance(rec.get("config"), dict) else {}
     reduction = rec.get("kind") == "reduction"
@@ -91,7 +101,8 @@ def _config_features(rec: dict, sm_count: float) -> dict[str, float]:
     r_span = rb * (1.0 if persistent else r_iters)
     return {
         "is_reduction": float(reduction), "persistent": float(persistent), "looped": float(not persistent),
-        "XBLOCK": xb, "RBLOCK": rb, "num_warps": warps, "num_stages": _num(cfg.get("num_stages"), 1.0),
+        "XBLOCK": xb, "RBLOCK": rb, "num_warps": warps,
+        "num_stages": _num(cfg.get("num_stages"), 1.0) if has_loop(rec) else 1.0,
         "split": split, "online": float(bool(cfg.get("online"))), "fast_tanh": float(bool(cfg.get("fast_tanh"))),
         "early_loads": float(bool(cfg.get("early_loads"))), "cache_hints": float(bool(cfg.get("cache_hints"))),
         "log_XBLOCK": _log2(xb), "log_RBLOCK": _log2(rb),

@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from .features import FEATURE_NAMES, FEATURE_SCHEMA, RELATIVE_NAMES, feature_matrix
+from .features import FEATURE_NAMES, FEATURE_SCHEMA, RELATIVE_NAMES, feature_matrix, has_loop
 from .predict import DEFAULT_LAUNCH_US
 
 MODEL_FORMAT = 2
@@ -94,13 +94,47 @@ def make_estimator(name: str, seed: int = 0) -> Any:
 
 
 def usable(measurements: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """Measurements that can train or test a model: a positive, finite median and no error."""
+    """Measurements that can train or test a model: a positive, finite median and no error; twins
+    merged (`merge_twins`)."""
     out = []
     for m in measurements:
         s = m.get("stats") or {}
         t = s.get("median_us")
         if isinstance(t, (int, float)) and math.isfinite(t) and t > 0 and not s.get("error") and m.get("features"):
             out.append(m)
+    return merge_twins(out)
+
+
+def _twin_key(m: Mapping[str, Any]) -> tuple | None:
+    """Identity of the compiled kernel: device, group, source and the config as the code sees it
+    (a loop-free kernel's num_stages is 1); None for a record without a group, config or source."""
+    f = m["features"]
+    if f.get("group") is None or not isinstance(f.get("config"), dict) or not f.get("source"):
+        return None
+    cfg = dict(f.get("config") or {})
+    if not has_loop(f):
+        cfg["num_stages"] = 1
+    src = hashlib.sha256(str(f.get("source", "")).encode()).hexdigest()
+    return (str(m.get("device")), str(f["group"]), src, repr(sorted(cfg.items())))
+
+
+def merge_twins(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """One row per compiled kernel, in first-seen order. Why: searches before session 16 measured
+    loop-free configs at num_stages 1 and 2, the same machine code twice (3119 pointwise pairs in the
+    session-15/16 data); as two candidates, their noise-only differences became pairs to rank and
+    peaks to miss. A merged row keeps the first record with the geometric mean of the medians and
+    `stats["twins"]`, the number merged."""
+    by: dict[Any, list[Mapping[str, Any]]] = {}
+    for i, m in enumerate(rows):
+        key = _twin_key(m)
+        by.setdefault(("row", i) if key is None else key, []).append(m)
+    out: list[Mapping[str, Any]] = []
+    for ms in by.values():
+        if len(ms) == 1:
+            out.append(ms[0])
+            continue
+        t = math.exp(sum(math.log(float(m["stats"]["median_us"])) for m in ms) / len(ms))
+        out.append(dict(ms[0], stats=dict(ms[0]["stats"], median_us=t, twins=len(ms))))
     return out
 
 
@@ -229,6 +263,9 @@ def model_version(estimator_name: str, measurements: Sequence[Mapping[str, Any]]
         h.update(str(m.get("kernel_key", "")).encode())
         h.update(repr(m["stats"]["median_us"]).encode())
     h.update(f"{estimator_name}:{seed}:{FEATURE_SCHEMA}:{MODEL_FORMAT}".encode())
+    if "+rank" in estimator_name and FEATURE_SCHEMA >= 5:  # the ranker's settings (from schema 5 on)
+        from .rank import RANKER_PARAMS
+        h.update(repr(sorted(RANKER_PARAMS.items())).encode())
     if not compiled:  # (models with compile features keep the versions they had before the flag counted)
         h.update(b":no-compile")
     return f"cm{FEATURE_SCHEMA}-{estimator_name}-{h.hexdigest()[:10]}"

@@ -117,6 +117,30 @@ def test_compile_failures_are_nan_not_errors(add_record, tmp_path):
     assert math.isnan(kernel_features({}, compile=False)["loads"])  # an empty record still gives a row
 
 
+def test_loop_free_twins_are_one_candidate(add_record, softmax_record):
+    """A pointwise or persistent kernel's num_stages does not change its code: its features read 1
+    and its measurements at several values merge into one (geometric mean); a looped reduction's
+    num_stages is a real choice and stays."""
+    from costmodel.features import has_loop
+    from costmodel.model import merge_twins
+
+    def row(rec, stages, us, **cfg):
+        return {"device": "d", "kernel_key": f"{rec['kind']}{stages}{cfg}",
+                "features": dict(rec, config={**rec["config"], **cfg, "num_stages": stages}),
+                "stats": {"median_us": us, "error": None}}
+    pw = [row(add_record, 1, 10.0), row(add_record, 2, 40.0), row(add_record, 1, 7.0, num_warps=8)]
+    x = feature_matrix([r["features"] for r in pw], compile=False)
+    assert np.array_equal(x[0], x[1], equal_nan=True) and not np.array_equal(x[0], x[2], equal_nan=True)
+    looped = [row(softmax_record, s, 30.0 + s, persistent=False, RBLOCK=256) for s in (1, 2)]
+    assert not has_loop(pw[0]["features"]) and has_loop(looped[0]["features"])
+    merged = merge_twins([*pw, *looped])
+    assert [r["stats"]["median_us"] for r in merged] == pytest.approx([20.0, 7.0, 31.0, 32.0])
+    assert merged[0]["stats"]["twins"] == 2 and "twins" not in merged[1]["stats"]
+    assert len(usable([*pw, *looped])) == 4
+    other = dict(pw[1], features=dict(pw[1]["features"], group="other"))   # another kernel: not a twin
+    assert len(merge_twins([pw[0], other])) == 2
+
+
 def test_occupancy_limits():
     assert blocks_per_sm(4, 14, 0) == 16          # thread limit: 64 warps / 4
     assert blocks_per_sm(4, 255, 128) == 2        # register limit: 65536 / (256 * 128)

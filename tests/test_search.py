@@ -435,3 +435,32 @@ def test_refine_crosses_a_tie_best_first(tmp_path, device, monkeypatch):
     assert red.cache_hints and red.num_warps != d["num_warps"], red
     measured = [c["config"] for c in kernel_calls(fb) if c["kind"] == "reduction"]
     assert len(measured) <= 1 + 16 and len({json.dumps(c, sort_keys=True) for c in measured}) == len(measured)
+
+
+def test_loop_free_configs_are_not_measured_once_per_num_stages():
+    """num_stages pipelines loops only: a pointwise or persistent kernel compiles to the same code at
+    every value, so its candidates and neighbours carry num_stages 1; looped ones still vary it."""
+    from autofuse.capture.trace import trace_aten
+    from autofuse.compiler import schedule
+    from autofuse.schedule.heuristics import Heuristics
+    from autofuse.search.kernels import candidate_configs, neighbour_configs
+    from autofuse import CompileOptions
+
+    def groups(fn, args):
+        _, _, placed, *_ = schedule(trace_aten(fn, args), args, CompileOptions(strict=True, use_db=False))
+        return [g for g, _ in placed]
+
+    rms = lambda x, w: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w  # noqa: E731
+    red = next(g for g in groups(rms, [rand((64, 4096)), rand((4096,))]) if g.is_reduction)
+    pw = next(g for g in groups(lambda x: torch.sigmoid(x) * 2, [rand((300, 700))]) if not g.is_reduction)
+    h = Heuristics()
+    for group, default in ((red, h.launch_config("reduction", red.numel, red.rnumel, False)),
+                           (pw, h.launch_config("pointwise", pw.numel, 1, False))):
+        configs = candidate_configs(group, default, interpret=False, limit=500)
+        loop_free = [c for c in configs if c.persistent]
+        assert loop_free and all(c.num_stages == 1 for c in loop_free)
+        for c in loop_free[:10]:
+            assert all(n.num_stages == 1 for n in neighbour_configs(c, group) if n.persistent)
+    looped = [c for c in candidate_configs(red, h.launch_config("reduction", red.numel, red.rnumel, False), False, limit=500)
+              if not c.persistent]
+    assert {c.num_stages for c in looped} >= {1, 2, 3}

@@ -150,6 +150,7 @@ def candidate_configs(group: Any, default: LaunchConfig, interpret: bool,
                 elif kind == "outer" and kw["RBLOCK"] >= rfull:
                     kw["persistent"] = True
                     kw["RBLOCK"] = rfull
+                    kw["num_stages"] = 1  # no loop to pipeline (see CONFIG_RANGES)
                 elif kw.get("RBLOCK", 1) > rfull:
                     continue  # a looped row of one step (RBLOCK = the row) stays: Inductor's two-read form
             cfg = LaunchConfig(**kw)
