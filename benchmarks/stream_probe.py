@@ -28,9 +28,14 @@ from .cases import CASES, nbytes
 from .run import copy_bandwidth, time_samples
 
 
+# tl.sum's own combine function: the interpreter reduces with numpy when it sees it (Triton's jit
+# helpers, tl.sum / tl.zeros / tl.sigmoid / tl.cdiv, are not interpretable in a process that imported
+# Triton without TRITON_INTERPRET, as the tests do), so the kernels below spell them out
+_SUM = tl.standard._sum_combine
+
+
 @triton.jit
-def _swiglu(a_ptr, b_ptr, o_ptr, n, BLOCK: tl.constexpr, LD_EF: tl.constexpr, ST_CS: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+def _swiglu_tile(a_ptr, b_ptr, o_ptr, offs, n, LD_EF: tl.constexpr, ST_CS: tl.constexpr):
     mask = offs < n
     if LD_EF:
         a = tl.load(a_ptr + offs, mask, eviction_policy="evict_first").to(tl.float32)
@@ -38,7 +43,8 @@ def _swiglu(a_ptr, b_ptr, o_ptr, n, BLOCK: tl.constexpr, LD_EF: tl.constexpr, ST
     else:
         a = tl.load(a_ptr + offs, mask).to(tl.float32)
         b = tl.load(b_ptr + offs, mask).to(tl.float32)
-    y = (a * tl.sigmoid(a)).to(tl.bfloat16).to(tl.float32) * b
+    # silu as tl.sigmoid writes it
+    y = (a / (1.0 + tl.exp(-a))).to(tl.bfloat16).to(tl.float32) * b
     if ST_CS:
         tl.store(o_ptr + offs, y.to(tl.bfloat16), mask, cache_modifier=".cs")
     else:
@@ -46,18 +52,14 @@ def _swiglu(a_ptr, b_ptr, o_ptr, n, BLOCK: tl.constexpr, LD_EF: tl.constexpr, ST
 
 
 @triton.jit
+def _swiglu(a_ptr, b_ptr, o_ptr, n, BLOCK: tl.constexpr, LD_EF: tl.constexpr, ST_CS: tl.constexpr):
+    _swiglu_tile(a_ptr, b_ptr, o_ptr, tl.program_id(0) * BLOCK + tl.arange(0, BLOCK), n, LD_EF, ST_CS)
+
+
+@triton.jit
 def _swiglu_stride(a_ptr, b_ptr, o_ptr, n, BLOCK: tl.constexpr, ST_CS: tl.constexpr):
-    tiles = tl.cdiv(n, BLOCK)
-    for t in range(tl.program_id(0), tiles, tl.num_programs(0)):
-        offs = t * BLOCK + tl.arange(0, BLOCK)
-        mask = offs < n
-        a = tl.load(a_ptr + offs, mask).to(tl.float32)
-        b = tl.load(b_ptr + offs, mask).to(tl.float32)
-        y = (a * tl.sigmoid(a)).to(tl.bfloat16).to(tl.float32) * b
-        if ST_CS:
-            tl.store(o_ptr + offs, y.to(tl.bfloat16), mask, cache_modifier=".cs")
-        else:
-            tl.store(o_ptr + offs, y.to(tl.bfloat16), mask)
+    for t in range(tl.program_id(0), (n + BLOCK - 1) // BLOCK, tl.num_programs(0)):
+        _swiglu_tile(a_ptr, b_ptr, o_ptr, t * BLOCK + tl.arange(0, BLOCK), n, False, ST_CS)
 
 
 @triton.jit
@@ -65,12 +67,12 @@ def _rms_block(blk, x_ptr, w_ptr, o_ptr, N: tl.constexpr, XBLOCK: tl.constexpr, 
                ST_CS: tl.constexpr):
     # looped, first read evict_last, second evict_first (Inductor's and our cache_hints form)
     rows = blk * XBLOCK + tl.arange(0, XBLOCK)[:, None]
-    acc = tl.zeros([XBLOCK, RBLOCK], tl.float32)
+    acc = tl.full([XBLOCK, RBLOCK], 0.0, tl.float32)
     for r0 in range(0, N, RBLOCK):
         cols = r0 + tl.arange(0, RBLOCK)[None, :]
         x = tl.load(x_ptr + rows * N + cols, eviction_policy="evict_last").to(tl.float32)
         acc += x * x
-    inv = tl.rsqrt(tl.sum(acc, 1)[:, None] / N + 1e-6)
+    inv = tl.rsqrt(tl.reduce(acc, 1, _SUM)[:, None] / N + 1e-6)
     for r0 in range(0, N, RBLOCK):
         cols = r0 + tl.arange(0, RBLOCK)[None, :]
         x = tl.load(x_ptr + rows * N + cols, eviction_policy="evict_first").to(tl.float32)
@@ -96,14 +98,14 @@ def _rmsnorm(x_ptr, w_ptr, o_ptr, ROWS: tl.constexpr, N: tl.constexpr, XBLOCK: t
 def _seed_block(blk, x_ptr, bias_ptr, g_ptr, b_ptr, o_ptr, N: tl.constexpr, XBLOCK: tl.constexpr,
                 RBLOCK: tl.constexpr, ST_CS: tl.constexpr):
     rows = blk * XBLOCK + tl.arange(0, XBLOCK)[:, None]
-    acc = tl.zeros([XBLOCK, RBLOCK], tl.float32)
+    acc = tl.full([XBLOCK, RBLOCK], 0.0, tl.float32)
     for r0 in range(0, N, RBLOCK):
         cols = r0 + tl.arange(0, RBLOCK)[None, :]
         x = tl.load(x_ptr + rows * N + cols, eviction_policy="evict_last")
         bias = tl.load(bias_ptr + cols, eviction_policy="evict_last")
         a = tl.maximum(x * 1.1 + bias, 0.0)
         acc += a * a + a * 0.1
-    m = tl.sum(acc, 1)[:, None] / N
+    m = tl.reduce(acc, 1, _SUM)[:, None] / N
     for r0 in range(0, N, RBLOCK):
         cols = r0 + tl.arange(0, RBLOCK)[None, :]
         x = tl.load(x_ptr + rows * N + cols, eviction_policy="evict_first")

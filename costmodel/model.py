@@ -111,10 +111,10 @@ def _twin_key(m: Mapping[str, Any]) -> tuple | None:
     f = m["features"]
     if f.get("group") is None or not isinstance(f.get("config"), dict) or not f.get("source"):
         return None
-    cfg = dict(f.get("config") or {})
+    cfg = dict(f["config"])
     if not has_loop(f):
         cfg["num_stages"] = 1
-    src = hashlib.sha256(str(f.get("source", "")).encode()).hexdigest()
+    src = hashlib.sha256(str(f["source"]).encode()).hexdigest()
     return (str(m.get("device")), str(f["group"]), src, repr(sorted(cfg.items())))
 
 
@@ -263,7 +263,7 @@ def model_version(estimator_name: str, measurements: Sequence[Mapping[str, Any]]
         h.update(str(m.get("kernel_key", "")).encode())
         h.update(repr(m["stats"]["median_us"]).encode())
     h.update(f"{estimator_name}:{seed}:{FEATURE_SCHEMA}:{MODEL_FORMAT}".encode())
-    if "+rank" in estimator_name and FEATURE_SCHEMA >= 5:  # the ranker's settings (from schema 5 on)
+    if "+rank" in estimator_name:  # the ranker's settings (since schema 5; older versions stay as stored)
         from .rank import RANKER_PARAMS
         h.update(repr(sorted(RANKER_PARAMS.items())).encode())
     if not compiled:  # (models with compile features keep the versions they had before the flag counted)

@@ -43,3 +43,38 @@ def test_trip_probe_ratio_line_pairs_each_config_both_ways():
             {"variant": f"{cfgs[2]} literal", "us": 100.0}, {"variant": f"{cfgs[2]} runtime", "error": "x"}]
     assert ratio_line(rows) == "runtime / literal over 2 configs: median 1.2000, min 1.1000, max 1.3000"
     assert ratio_line(rows[:1]) == ""
+
+
+def test_stream_probe_kernels_match_eager():
+    """The probe's hand-written kernels (every hint and the grid-stride form) compute the cases they
+    time, on a ragged SwiGLU size and row counts that the stride does not divide, in the interpreter."""
+    import importlib
+
+    import torch
+    import triton
+
+    import benchmarks.stream_probe
+    from autofuse.runtime.loader import interpret_env
+    with interpret_env(True):  # Triton decides at decoration time whether a kernel is interpreted
+        sp = importlib.reload(benchmarks.stream_probe)
+    g = torch.Generator().manual_seed(0)
+    a, b = (torch.randn(3001, generator=g).bfloat16() for _ in range(2))
+    ref = torch.nn.functional.silu(a) * b
+    for ld, st in ((False, False), (True, True)):
+        o = torch.empty_like(a)
+        sp._swiglu[(triton.cdiv(3001, 512),)](a, b, o, 3001, BLOCK=512, LD_EF=ld, ST_CS=st)
+        assert sp.close(o, ref)
+    o = torch.empty_like(a)
+    sp._swiglu_stride[(3,)](a, b, o, 3001, BLOCK=512, ST_CS=True)
+    assert sp.close(o, ref)
+    x, w = torch.randn(6, 256, generator=g).bfloat16(), torch.randn(256, generator=g).bfloat16()
+    rms = (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype) * w
+    seed_fn = next(c for c in CASES if c.name == "seed_f32_16384x4096").build("cpu", 1 / 4096)[0]
+    xs, vecs = torch.randn(6, 256, generator=g), [torch.randn(256, generator=g) for _ in range(3)]
+    for xb, rb, stride, grid in ((1, 128, False, 6), (2, 256, False, 3), (1, 256, True, 4)):
+        o = torch.empty_like(x)
+        sp._rmsnorm[(grid,)](x, w, o, ROWS=6, N=256, XBLOCK=xb, RBLOCK=rb, ST_CS=True, STRIDE=stride)
+        assert sp.close(o, rms)
+        o = torch.empty_like(xs)
+        sp._seed[(grid,)](xs, *vecs, o, ROWS=6, N=256, XBLOCK=xb, RBLOCK=rb, ST_CS=False, STRIDE=stride)
+        assert sp.close(o, seed_fn(xs, *vecs))
