@@ -48,19 +48,17 @@ def time_fn(fn: Callable[..., Any], input_sets: list[tuple], reps: int) -> float
 QUEUE_AHEAD_CYCLES = 40_000_000   # about 20 ms of GPU clock: time for the host to queue every rep
 
 
-def time_samples(fn: Callable[..., Any], input_sets: list[tuple], reps: int,
-                 queue_ahead: bool = True) -> list[float]:
+def time_samples(fn: Callable[..., Any], input_sets: list[tuple], reps: int) -> list[float]:
     """Milliseconds of each of reps calls of fn, rotating through input sets, after warm-up. Calls
     are queued back to back (events around each, one synchronize at the end), behind a GPU sleep
-    (`queue_ahead`) during which the host queues them all: each sample is the GPU's time for one
+    (`QUEUE_AHEAD_CYCLES`) during which the host queues them all: each sample is the GPU's time for one
     call, whatever the host's speed. Why: on a slower host (session 16, call 3) a 67 µs column sum
     with 56-80 µs of host time per call read 100-123 µs without it, and the seed 16384 case 130-164
     µs across rounds. Host time is measured on its own (`host_us`, `host_overhead_us`)."""
     for args in input_sets[:2]:
         fn(*args)
     torch.cuda.synchronize()
-    if queue_ahead:
-        torch.cuda._sleep(QUEUE_AHEAD_CYCLES)
+    torch.cuda._sleep(QUEUE_AHEAD_CYCLES)
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     for i in range(reps):

@@ -102,7 +102,7 @@ def _config_features(rec: dict, sm_count: float) -> dict[str, float]:
     return {
         "is_reduction": float(reduction), "persistent": float(persistent), "looped": float(not persistent),
         "XBLOCK": xb, "RBLOCK": rb, "num_warps": warps,
-        "num_stages": _num(cfg.get("num_stages"), 1.0) if has_loop(rec) else 1.0,
+        "num_stages": 1.0 if persistent else _num(cfg.get("num_stages"), 1.0),   # see has_loop
         "split": split, "online": float(bool(cfg.get("online"))), "fast_tanh": float(bool(cfg.get("fast_tanh"))),
         "early_loads": float(bool(cfg.get("early_loads"))), "cache_hints": float(bool(cfg.get("cache_hints"))),
         "log_XBLOCK": _log2(xb), "log_RBLOCK": _log2(rb),

@@ -464,3 +464,16 @@ def test_loop_free_configs_are_not_measured_once_per_num_stages():
     looped = [c for c in candidate_configs(red, h.launch_config("reduction", red.numel, red.rnumel, False), False, limit=500)
               if not c.persistent]
     assert {c.num_stages for c in looped} >= {1, 2, 3}
+
+
+def test_measurements_record_the_gpu_loaders_numbers(tmp_path, device, monkeypatch):
+    """Each measured kernel's stats carry what its launch reports of the compiled kernel (registers,
+    local and shared bytes: FastLauncher.compiled_stats, which reads the GPU loader); none on the CPU."""
+    from autofuse.runtime.program import KernelLaunch
+    gpu = {"registers": 40.0, "local_bytes": 0.0, "shared_bytes": 1024.0}
+    monkeypatch.setattr(KernelLaunch, "compiled_stats", lambda self: dict(gpu))
+    fb = FakeBenchmarker(planted_cost)
+    autofuse.tune(seed_fn, seed_args(device), settings=settings(tmp_path / "t.db", trials=2), benchmarker=fb)
+    with TuningDB.open(tmp_path / "t.db") as db:
+        ms = db.measurements()
+    assert ms and all(m["stats"].get("gpu_compile") == gpu for m in ms)
