@@ -23,13 +23,14 @@ from .run import copy_bandwidth, time_fn
 
 
 def plan_with(fn, args, config, kind: str = "reduction") -> object:
-    """The default plan with `config` on its kernels of `kind` ("reduction" or "pointwise")."""
+    """The default plan with `config` on its kernels of `kind` ("reduction" or "pointwise"); a dict
+    `config` overrides those fields of each kernel's default config (keeping, say, its fast_tanh)."""
     from autofuse import CompileOptions
     from autofuse.capture.trace import trace_aten
     from autofuse.compiler import compile_graph
     art = compile_graph(trace_aten(fn, args), list(args), CompileOptions(strict=True, use_db=False))
-    kernels = tuple(replace(kp, config=config) if info.kind == kind else kp
-                    for kp, info in zip(art.plan.kernels, art.kernels))
+    kernels = tuple(replace(kp, config=replace(kp.config, **config) if isinstance(config, dict) else config)
+                    if info.kind == kind else kp for kp, info in zip(art.plan.kernels, art.kernels))
     return replace(art.plan, kernels=kernels)
 
 

@@ -74,12 +74,23 @@ def time_interleaved(fns: dict[str, Callable[..., Any]], input_sets: list[tuple]
                      rounds: int) -> dict[str, list[float]]:
     """Samples (ms) of each fn over `rounds` rounds of reps calls, the fns taking turns within each
     round: drift of the clocks or of the host (the seed 1024² case is host-bound) hits every
-    variant alike instead of whichever ran during it."""
+    variant alike instead of whichever ran during it. Each round starts one variant later than the
+    one before, so no variant always runs right after the same neighbour (whose L2 contents and
+    clock state it inherits) or always first."""
     out: dict[str, list[float]] = {n: [] for n in fns}
-    for _ in range(rounds):
-        for n, f in fns.items():
-            out[n] += time_samples(f, input_sets, reps)
+    names = list(fns)
+    for r in range(rounds):
+        for n in rotated(names, r):
+            out[n] += time_samples(fns[n], input_sets, reps)
     return out
+
+
+def rotated(items: list[str], k: int) -> list[str]:
+    """items starting at index k (mod len): round k's order in time_interleaved."""
+    if not items:
+        return []
+    k %= len(items)
+    return items[k:] + items[:k]
 
 
 def host_overhead_us(fn: Callable[..., Any], args: tuple, calls: int = 200) -> float:

@@ -78,3 +78,24 @@ def test_stream_probe_kernels_match_eager():
         o = torch.empty_like(xs)
         sp._seed[(grid,)](xs, *vecs, o, ROWS=6, N=256, XBLOCK=xb, RBLOCK=rb, ST_CS=False, STRIDE=stride)
         assert sp.close(o, seed_fn(xs, *vecs))
+
+
+def test_interleaved_rounds_rotate_the_variant_order(monkeypatch):
+    import benchmarks.run as run
+    order = []
+    monkeypatch.setattr(run, "time_samples", lambda f, sets, reps: (order.append(f()), [1.0] * reps)[1])
+    fns = {n: (lambda n=n: n) for n in ("a", "b", "c")}
+    out = run.time_interleaved(fns, [()], 2, 4)
+    assert order == ["a", "b", "c", "b", "c", "a", "c", "a", "b", "a", "b", "c"]
+    assert {n: len(s) for n, s in out.items()} == {"a": 8, "b": 8, "c": 8}
+
+
+def test_store_probe_pairs_each_config_with_and_without_streaming_stores():
+    from benchmarks.store_probe import configs, ratio_line, table
+    pw = list(configs("swiglu_bf16_16384x11008"))
+    assert len(pw) == 12 and sum(f["cache_hints"] for f, _ in pw) == 6 and {k for _, k in pw} == {"pointwise"}
+    rows = [{"variant": "X", "us": 100.0, "bw_share": 1.0, "round_us": [99.0, 101.0]},
+            {"variant": "X cache_hints", "us": 99.0, "bw_share": 1.0, "round_us": [98.5, 99.5]},
+            {"variant": "Y", "error": "boom"}]
+    assert ratio_line(rows).startswith("with .cs / without over 1 configs: median 0.9900")
+    assert table(rows).splitlines()[2] == "| X cache_hints | 99.00 | 98.50-99.50 | 100.0% |"

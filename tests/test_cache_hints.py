@@ -2,7 +2,8 @@
 on loads every program reads (a weight) and on a looped reduction's reads that a later pass repeats,
 evict_first on a buffer's last pass, none on a persistent row; masked and gathered loads carry none.
 Outputs match eager on poisoned buffers (non-power-of-two rows, partial blocks, a transposed input);
-plans that ask for it where no load gets a hint are rejected with a reason; the search offers it."""
+plans that ask for it where no load gets a hint are rejected with a reason; the search offers it.
+In a pointwise kernel it makes the stores streaming (`.cs`)."""
 import re
 from dataclasses import replace
 
@@ -127,3 +128,36 @@ def test_one_step_looped_row_reads_twice_and_is_offered(dtype):
     assert policies(src)["in_ptr0"] == ["evict_last", "evict_first"]
     configs = reduction_candidates(rmsnorm, [rand((64, 4096)), rand((4096,))])
     assert any(not c.persistent and c.RBLOCK == 4096 and c.cache_hints for c in configs)
+
+
+def swiglu(a, b):
+    return (F.silu(a.float()) * b.float()).to(a.dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_pointwise_stores_stream_and_match_eager(dtype):
+    a, b = rand((37, 301), dtype), rand((37, 301), dtype, noncontig=True)
+    gm = trace_aten(swiglu, [a, b])
+    art = compile_graph(gm, [a, b], CompileOptions(strict=True, use_db=False))
+    plan = replace(art.plan, kernels=tuple(replace(kp, config=replace(kp.config, cache_hints=True))
+                                           for kp in art.plan.kernels))
+    compiled = compile_traced(swiglu, [a, b], CompileOptions(strict=True, use_db=False, poison=True, plan=plan))
+    assert_close(compiled(a, b)[0], swiglu(a, b))
+    (k,) = kernels_of(compiled)
+    body = k.source.split(f"def {k.name}(")[1]
+    stores = re.findall(r"tl\.store\([^\n]*\)\n", body)
+    assert stores and all("cache_modifier='.cs'" in st for st in stores)
+    assert "eviction_policy" not in body
+
+
+def test_the_search_offers_streaming_stores_on_pointwise_kernels():
+    from autofuse.compiler import schedule
+    from autofuse.search.kernels import candidate_configs, neighbour_configs
+    args = [rand((64, 1000)), rand((64, 1000))]
+    _, _, placed, *_ = schedule(trace_aten(swiglu, args), args, CompileOptions(strict=True, use_db=False))
+    (group,) = [g for g, _ in placed]
+    default = Heuristics().launch_config("pointwise", group.numel, 1, False)
+    configs = candidate_configs(group, default, interpret=False, limit=500)
+    assert not default.cache_hints and any(c.cache_hints for c in configs)
+    assert {replace(c, cache_hints=False) for c in configs if c.cache_hints} <= set(configs)
+    assert replace(default, cache_hints=True) in neighbour_configs(default, group)

@@ -166,6 +166,34 @@ def test_pick_needs_more_than_noise():
     assert pick(inc, [wrong])[0] is inc
 
 
+def test_a_close_challenger_wins_only_in_every_one_of_nine_paired_rounds():
+    from autofuse.search.finalists import CONFIRM_MIN_ROUNDS, needs_confirmation, time_rounds
+    inc = Finalist("default", None, rounds_us=[100.0, 101.0, 104.0])
+    close = Finalist("tuned", None, rounds_us=[99.0, 100.0, 98.5])
+    assert needs_confirmation(inc, [close]) is close
+    assert CONFIRM_MIN_ROUNDS == 9
+    inc.rounds_us += [100.2] * 6
+    close.rounds_us += [100.0] * 6
+    winner, why = pick(inc, [close])
+    assert winner is close and "all 9 paired rounds" in why
+    assert needs_confirmation(inc, [close]) is None       # decided: no more rounds
+    close.rounds_us[-1] = 100.3                            # one round lost: noise, keep the default
+    winner, why = pick(inc, [close])
+    assert winner is inc and "in 8 of 9 paired rounds" in why
+
+    class Order:   # records the order candidates are timed in
+        measures, seen = True, []
+
+        def time(self, fn, what):
+            self.seen.append(what["plan"])
+            return type("T", (), {"median_us": 1.0, "measured": True})()
+    plans = [type("P", (), {"to_json": lambda self, n=n: n})() for n in "abc"]
+    fs = [Finalist(n, p, program=lambda a: None) for n, p in zip("abc", plans)]
+    bench = Order()
+    time_rounds(fs, [], bench, 3)
+    assert "".join(bench.seen) == "abcbcacab"
+
+
 class InterruptingBench(FakeBenchmarker):
     def __init__(self, cost, after):
         super().__init__(cost)

@@ -1,14 +1,19 @@
-"""cache_hints: L2 eviction hints on a reduction kernel's loads, the policy Inductor's codegen applies.
+"""cache_hints: L2 hints on a kernel's memory traffic, the policy Inductor's codegen applies to
+reductions, and streaming stores on pointwise kernels.
 
-Note: a load inside the r loop (or a persistent reduction's block) gets
+Note: in a reduction kernel a load inside the r loop (or a persistent reduction's block) gets
   - `evict_last` when its index does not vary along x: every program reads it (a norm's weight);
   - in a looped reduction, `evict_last` when a later pass of the kernel reads the same buffer again
     (layernorm reads its row for the statistics, then again to normalise: the second read should
     hit L2), and `evict_first` on the buffer's last pass (nothing reads it again);
   - no hint otherwise (a persistent reduction's row, read once, as Inductor leaves it).
-Loads inside masked() regions and gathers are left alone. The hints change no value, only what L2
-keeps. They are a choice in the config space the search measures; by default only looped row
-reductions on the GPU carry them, where they were measured to pay (Heuristics.launch_config).
+Loads inside masked() regions and gathers are left alone. In a pointwise kernel the stores get
+`.cs` (cache streaming: L2 may drop the line first), the one form of
+benchmarks/stream_probe.py that paid on SwiGLU (249.68 -> 249.22 µs, session 16; evict_first loads
+and grid-stride programs lost 5-17%); a later kernel that reads the output then finds less of it in
+L2, which the search weighs by measuring. The hints change no value, only what L2 keeps. They are
+a choice in the config space the search measures; by default only looped row reductions on the GPU
+carry them, where they were measured to pay (Heuristics.launch_config).
 """
 from __future__ import annotations
 
@@ -50,10 +55,10 @@ def last_passes(members: Sequence[tuple[SchedulerNode, Placement]], phase: dict[
 
 def why_not_cache_hints(members: Sequence[tuple[SchedulerNode, Placement]], is_reduction: bool,
                         persistent: bool) -> str | None:
-    """None when cache_hints puts a hint on some load of this kernel, else why not — the one rule
-    plans check, the search and codegen ask."""
+    """None when cache_hints puts a hint on some load (a reduction) or store (a pointwise kernel)
+    of this kernel, else why not — the one rule plans check, the search and codegen ask."""
     if not is_reduction:
-        return "cache hints are for reductions"
+        return None if members else "the kernel stores nothing"
     inside = {n.name for n, _ in members}
     for node, pl in members:
         if pl.cls not in ("r", "red"):

@@ -14,8 +14,8 @@ class LaunchConfig:
     is read once less (see codegen/online.py). `fast_tanh`: tanh through the hardware's approximation,
     for kernels whose every value is 16-bit (see codegen/fast_math.py). `early_loads` (persistent
     reductions): the loads of nodes after a reduction are issued before it (see
-    codegen/early_loads.py). `cache_hints` (reductions): L2 eviction hints on the loads, as Inductor
-    gives them (see codegen/cache_hints.py)."""
+    codegen/early_loads.py). `cache_hints`: L2 eviction hints on a reduction's loads, as Inductor
+    gives them, or streaming (`.cs`) stores in a pointwise kernel (see codegen/cache_hints.py)."""
 
     XBLOCK: int
     RBLOCK: int = 1

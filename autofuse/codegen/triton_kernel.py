@@ -357,7 +357,8 @@ class KernelWriter(OpsHandler):
         dt = node.buffer.dtype
         v = value.name if value.dtype == dt else _convert(value.name, dt)
         mask = "xmask" if (not self.reduction_kernel or pl.cls in ("x", "red")) else "xrmask"
-        self.emit(f"tl.store(out_ptr_placeholder_{ptr} + ({idx}), {v}, {mask})")
+        cm = ", cache_modifier='.cs'" if self.config.cache_hints and not self.reduction_kernel else ""
+        self.emit(f"tl.store(out_ptr_placeholder_{ptr} + ({idx}), {v}, {mask}{cm})")
 
     def emit_pointwise(self, node: SchedulerNode, pl: Placement) -> None:
         self.store(node, pl, self.value_of(node.name))

@@ -24,7 +24,7 @@ from ..plan.plan import FusionPlan
 from ..report import nbytes
 from ..schedule.heuristics import Heuristics
 from .evaluate import PlanEvaluator
-from .finalists import Finalist, pick, time_rounds, verify
+from .finalists import CONFIRM_MIN_ROUNDS, Finalist, needs_confirmation, pick, time_rounds, verify
 from .kernels import KernelTuner, TunerSettings, device_traits
 from .progress import Progress
 from .study import SpaceCache, enqueue_baselines, open_study, study_name
@@ -157,6 +157,9 @@ class GraphTuner:
             if f.error and f is not incumbent:
                 failures.append((f.name, f"rejected: {f.error}"))
         time_rounds([incumbent, *finalists], args, bench, s.rounds)
+        close = needs_confirmation(incumbent, finalists)
+        if close is not None:   # within the spread: more paired rounds of the two decide
+            time_rounds([incumbent, close], args, bench, CONFIRM_MIN_ROUNDS - len(close.rounds_us))
         winner, why = pick(incumbent, finalists)
         source = "tuned" if bench.measures else "predicted"
         rows = self._rows(gm, args, bench, incumbent, baselines["tvm"].plan, winner, evaluator, options, expected)

@@ -133,7 +133,7 @@ def candidate_configs(group: Any, default: LaunchConfig, interpret: bool,
     known = {f.name for f in fields(LaunchConfig)}
     _, online, fast_tanh = legal_options(group)
     early = group.is_reduction and why_not_early_loads(group.placements(), True, True, 1) is None
-    hints = {p: group.is_reduction and why_not_cache_hints(group.placements(), True, p) is None for p in (False, True)}
+    hints = {p: why_not_cache_hints(group.placements(), group.is_reduction, p) is None for p in (False, True)}
     fast_tanh = fast_tanh and not interpret  # no inline PTX in the interpreter
     out: dict[LaunchConfig, None] = {default: None}
     xmax = next_pow2(max(group.numel, 1))
@@ -171,11 +171,11 @@ def candidate_configs(group: Any, default: LaunchConfig, interpret: bool,
 
 def neighbour_configs(cfg: LaunchConfig, group: Any) -> list[LaunchConfig]:
     """Legal configs one step from cfg: XBLOCK, num_warps (and a looped reduction's RBLOCK) doubled
-    or halved, a looped reduction's num_stages one up or down, a flag (cache_hints, early_loads)
-    toggled, persistent <-> looped (at half the row, with the flags kept and with cache_hints toggled
-    or dropped, since whether a looped row pays depends on them; and at the whole row with hints: one
-    loop step that reads the row twice, the second time from L2, the form of Inductor's max-autotune
-    rmsnorm and layernorm kernels)."""
+    or halved, a looped reduction's num_stages one up or down, a flag toggled (cache_hints; a
+    reduction's early_loads), persistent <-> looped (at half the row, with the flags kept and with
+    cache_hints toggled or dropped, since whether a looped row pays depends on them; and at the
+    whole row with hints: one loop step that reads the row twice, the second time from L2, the form
+    of Inductor's max-autotune rmsnorm and layernorm kernels)."""
     out: list[LaunchConfig] = []
     reduction = group.is_reduction
     looped = reduction and not cfg.persistent
@@ -185,8 +185,9 @@ def neighbour_configs(cfg: LaunchConfig, group: Any) -> list[LaunchConfig]:
         out += [replace(cfg, **{key: v * 2}), replace(cfg, **{key: max(v // 2, 1)})]
     if looped:
         out += [replace(cfg, num_stages=cfg.num_stages + 1), replace(cfg, num_stages=max(cfg.num_stages - 1, 1))]
+    out.append(replace(cfg, cache_hints=not cfg.cache_hints))
     if reduction:
-        out += [replace(cfg, cache_hints=not cfg.cache_hints), replace(cfg, early_loads=not cfg.early_loads)]
+        out.append(replace(cfg, early_loads=not cfg.early_loads))
         if cfg.split == 1 and rfull >= 2:
             if cfg.persistent:
                 looped_twin = replace(cfg, persistent=False, RBLOCK=rfull // 2, early_loads=False)
