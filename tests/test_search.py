@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 
 import pytest
 import torch
@@ -491,7 +492,32 @@ def test_loop_free_configs_are_not_measured_once_per_num_stages():
             assert all(n.num_stages == 1 for n in neighbour_configs(c, group) if n.persistent)
     looped = [c for c in candidate_configs(red, h.launch_config("reduction", red.numel, red.rnumel, False), False, limit=500)
               if not c.persistent]
-    assert {c.num_stages for c in looped} >= {1, 2, 3}
+    assert {c.num_stages for c in looped if c.RBLOCK < 4096} >= {1, 2, 3}
+    # a one-step row (RBLOCK = the row) runs its loop once: nothing to pipeline either
+    one_step = [c for c in looped if c.RBLOCK == 4096]
+    assert one_step and all(c.num_stages == 1 for c in one_step)
+    assert all(n.num_stages == 1 for c in one_step[:10] for n in neighbour_configs(c, red) if not n.persistent
+               and n.RBLOCK == 4096)
+    assert any(n.RBLOCK == 4096 and not n.persistent for n in neighbour_configs(replace(one_step[0], RBLOCK=2048,
+                                                                                          num_stages=3), red))
+
+
+def test_one_step_rows_are_a_family_of_their_own_among_the_first_candidates():
+    """Inductor max-autotune's rmsnorm form (XBLOCK 2, the whole row, 16 warps, looped, hints) is 3
+    steps from our default; as a family of its own it is among the 48 candidates the model ranks."""
+    from autofuse.capture.trace import trace_aten
+    from autofuse.codegen.config import LaunchConfig
+    from autofuse.compiler import schedule
+    from autofuse.schedule.heuristics import Heuristics
+    from autofuse.search.kernels import candidate_configs
+    from autofuse import CompileOptions
+    rms = lambda x, w: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w  # noqa: E731
+    args = [rand((64, 4096)), rand((4096,))]
+    _, _, placed, *_ = schedule(trace_aten(rms, args), args, CompileOptions(strict=True, use_db=False))
+    red = next(g for g, _ in placed if g.is_reduction)
+    default = Heuristics().launch_config("reduction", 32768, 4096, False, hints=True)
+    configs = candidate_configs(red, default, interpret=False)
+    assert LaunchConfig(XBLOCK=2, RBLOCK=4096, num_warps=16, num_stages=1, persistent=False, cache_hints=True) in configs
 
 
 def test_measurements_record_the_gpu_loaders_numbers(tmp_path, device, monkeypatch):
