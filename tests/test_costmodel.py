@@ -76,6 +76,20 @@ def test_op_mix_of_pointwise_add(add_record):
     assert list(f) == list(FEATURE_NAMES)
 
 
+def test_a_gathered_buffer_counts_one_sector_per_element_not_the_whole_buffer():
+    """Cross-entropy's target gather reads 64 of 64x3000 logits: one 32-byte sector each, not the
+    768 kB buffer (counted whole, the model took such kernels for hundreds of µs: session 17)."""
+    from autofuse.compiler import SECTOR_BYTES
+    logits, target = torch.randn(64, 3000), torch.randint(0, 3000, (64,))
+    gathered = _record(lambda l, t: l.gather(1, t[:, None]).sum(), [logits, target])
+    assert gathered["bytes_read"] == 64 * SECTOR_BYTES + 64 * 8          # the gathers + the int64 targets
+    both = _record(lambda l, t: l.gather(1, t[:, None]) * l.sum(1, keepdim=True), [logits, target])
+    assert both["bytes_read"] >= logits.numel() * 4                      # streamed as well: the whole buffer
+    small = torch.randn(4, 3)                                            # fewer bytes than the sectors
+    capped = _record(lambda l, t: l.gather(1, t[:, None]).sum(), [small, torch.tensor([0, 2, 1, 0])])
+    assert capped["bytes_read"] == small.numel() * 4 + 4 * 8
+
+
 def test_op_mix_of_softmax(softmax_record):
     f = kernel_features(softmax_record, compile=False)
     assert f["transcendental"] >= 1 and f["division"] >= 1  # exp, and the normalizing division

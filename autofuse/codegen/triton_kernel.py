@@ -162,6 +162,8 @@ class KernelWriter(OpsHandler):
         self.mask_stack: list[str] = []
         self.current: tuple[SchedulerNode, Placement] | None = None
         self.indirect_names: dict[sympy.Symbol, str] = {}
+        self.direct_reads: set[str] = set()              # buffers loaded at an index of x/r alone
+        self.gathers: dict[str, dict[str, int]] = {}     # buffer -> {indirect index: elements it loads}
         self.persistent = config.persistent or not reduction_kernel
         self.split = config.split if reduction_kernel else 1
         self.role = "partial" if self.split > 1 else "kernel"
@@ -263,6 +265,10 @@ class KernelWriter(OpsHandler):
         ptr = f"in_ptr{self.inputs.index(name)}"
         dtype = self.dtypes[name]
         node, pl = self.current
+        if sympy.sympify(index).free_symbols & set(self.indirect_names):
+            self.gathers.setdefault(name, {})[str(index)] = self.numel * (self.rnumel if pl.cls in ("r", "red") else 1)
+        else:
+            self.direct_reads.add(name)
         policy = self._cache_hint(name, index)
         ep = f", eviction_policy='{policy}'" if policy else ""
         text = f"tl.load({ptr} + ({self.pointer_index(index, pl.cls)}), {self._mask(pl.cls)}, other=0{ep})"
@@ -272,6 +278,13 @@ class KernelWriter(OpsHandler):
             text += ".to(tl.float32)"
         cdt = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
         return self.cse(text, cdt)
+
+    def gathered_elements(self, name: str) -> int | None:
+        """Elements the kernel loads from `name` when every load of it is a gather (its index read
+        from memory), else None (the kernel streams the buffer)."""
+        if name in self.direct_reads or name not in self.gathers:
+            return None
+        return sum(self.gathers[name].values())
 
     def _cache_hint(self, name: str, index: sympy.Expr) -> str | None:
         """cache_hints.py's policy for a direct load of an r-loop node outside masked() regions."""
