@@ -153,6 +153,14 @@ def test_loop_free_twins_are_one_candidate(add_record, softmax_record):
     assert len(usable([*pw, *looped])) == 4
     other = dict(pw[1], features=dict(pw[1]["features"], group="other"))   # another kernel: not a twin
     assert len(merge_twins([pw[0], other])) == 2
+    # a looped row whose RBLOCK covers it runs its loop once: num_stages is no choice there either
+    rows = softmax_record["rnumel"]
+    one_step = [row(softmax_record, s, 50.0 * s, persistent=False, RBLOCK=rows) for s in (1, 2)]
+    assert not has_loop(one_step[0]["features"])
+    assert has_loop(row(softmax_record, 2, 1.0, persistent=False, RBLOCK=rows, split=2)["features"])
+    x = feature_matrix([r["features"] for r in one_step], compile=False)
+    assert np.array_equal(x[0], x[1], equal_nan=True)
+    assert [r["stats"]["twins"] for r in merge_twins(one_step)] == [2]
 
 
 def test_occupancy_limits():
