@@ -72,7 +72,8 @@ def probe_case(case: Any, reps: int, rounds: int, bw: float) -> list[dict[str, A
     add("inductor max-autotune", lambda: torch.compile(fn, mode="max-autotune-no-cudagraphs"))
     for fields, kind in configs(case.name):
         plan = plan_with(fn, args, fields, kind)
-        cfg = next(k.config for k in plan.kernels if k.config is not None and k.config.XBLOCK == fields["XBLOCK"])
+        cfg = next(k.config for k in plan.kernels
+                   if k.config is not None and all(getattr(k.config, f) == v for f, v in fields.items()))
         opts = CompileOptions(strict=True, use_db=False, plan=plan)
         add(str(cfg), lambda o=opts: compile_traced(fn, list(args), o), config=cfg.to_json())
     for name, s in time_interleaved(fns, [args], reps, rounds).items():

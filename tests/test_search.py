@@ -183,7 +183,10 @@ def test_a_close_challenger_wins_only_in_every_one_of_nine_paired_rounds():
     assert winner is inc and "in 8 of 9 paired rounds" in why
 
     class Order:   # records the order candidates are timed in
-        measures, seen = True, []
+        measures = True
+
+        def __init__(self):
+            self.seen = []
 
         def time(self, fn, what):
             self.seen.append(what["plan"])

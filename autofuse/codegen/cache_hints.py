@@ -8,12 +8,13 @@ Note: in a reduction kernel a load inside the r loop (or a persistent reduction'
     hit L2), and `evict_first` on the buffer's last pass (nothing reads it again);
   - no hint otherwise (a persistent reduction's row, read once, as Inductor leaves it).
 Loads inside masked() regions and gathers are left alone. In a pointwise kernel the stores get
-`.cs` (cache streaming: L2 may drop the line first), the one form of
-benchmarks/stream_probe.py that paid on SwiGLU (249.68 -> 249.22 µs, session 16; evict_first loads
-and grid-stride programs lost 5-17%); a later kernel that reads the output then finds less of it in
-L2, which the search weighs by measuring. The hints change no value, only what L2 keeps. They are
-a choice in the config space the search measures; by default only looped row reductions on the GPU
-carry them, where they were measured to pay (Heuristics.launch_config).
+`.cs` (cache streaming: L2 may drop the line first), the one form of benchmarks/stream_probe.py
+that paid on SwiGLU when hand-written (0.2%, session 16; evict_first loads and grid-stride programs
+lost 5-17%). Through codegen it is worth 0.03% over 6 configs (benchmarks/store_probe.py, session
+17), yet the tune picked it for SwiGLU's winning config twice; a later kernel that reads the output
+finds less of it in L2, which the search weighs by measuring. The hints change no value, only what
+L2 keeps. They are a choice in the config space the search measures; by default only looped row
+reductions on the GPU carry them, where they were measured to pay (Heuristics.launch_config).
 """
 from __future__ import annotations
 
