@@ -22,14 +22,14 @@ import itertools
 import json
 import statistics
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import torch
 
-from .cases import CASES, nbytes
+from .cases import CASES
 from .colsum_probe import plan_with
-from .rows_probe import as_list
-from .run import close, copy_bandwidth, time_interleaved
+from .probe import CheckedVariants
+from .run import copy_bandwidth
 
 POINTWISE = ("swiglu_bf16_16384x11008", "bias_gelu_tanh_bf16_16384x8192")
 DEFAULT_CASES = (*POINTWISE, "rmsnorm_bf16_32768x4096")
@@ -52,35 +52,17 @@ def probe_case(case: Any, reps: int, rounds: int, bw: float) -> list[dict[str, A
     from autofuse import CompileOptions
     from autofuse.capture.trace import compile_traced
     fn, args = case.build("cuda", 1.0)
-    expected = as_list(fn(*args))
-    min_bytes = nbytes(args) + nbytes(expected)
-    fns: dict[str, Callable[..., Any]] = {}
-    rows: dict[str, dict[str, Any]] = {}
-
-    def add(name: str, make: Callable[[], Callable[..., Any]], **extra: Any) -> None:
-        rows[name] = {"variant": name, **extra}
-        try:
-            f = make()
-            if not close(as_list(f(*args)), expected):
-                raise AssertionError("differs from eager")
-            fns[name] = f
-        except Exception as e:  # noqa: BLE001 - a variant that fails to build or check is reported, not fatal
-            rows[name]["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
-
+    variants = CheckedVariants(fn, args)
     torch._dynamo.reset()
-    add("inductor", lambda: torch.compile(fn))
-    add("inductor max-autotune", lambda: torch.compile(fn, mode="max-autotune-no-cudagraphs"))
+    variants.add("inductor", lambda: torch.compile(fn))
+    variants.add("inductor max-autotune", lambda: torch.compile(fn, mode="max-autotune-no-cudagraphs"))
     for fields, kind in configs(case.name):
         plan = plan_with(fn, args, fields, kind)
         cfg = next(k.config for k in plan.kernels
                    if k.config is not None and all(getattr(k.config, f) == v for f, v in fields.items()))
         opts = CompileOptions(strict=True, use_db=False, plan=plan)
-        add(str(cfg), lambda o=opts: compile_traced(fn, list(args), o), config=cfg.to_json())
-    for name, s in time_interleaved(fns, [args], reps, rounds).items():
-        per_round = [statistics.median(s[i:i + reps]) * 1e3 for i in range(0, len(s), reps)]
-        us = statistics.median(s) * 1e3
-        rows[name].update(us=us, bw_share=min_bytes / (us * 1e-6) / bw, round_us=per_round)
-    return list(rows.values())
+        variants.add(str(cfg), lambda o=opts: compile_traced(fn, list(args), o), config=cfg.to_json())
+    return variants.timed(reps, rounds, bw)
 
 
 def ratio_line(rows: list[dict[str, Any]]) -> str:

@@ -24,14 +24,14 @@ import itertools
 import json
 import statistics
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import torch
 
-from .cases import CASES, nbytes
+from .cases import CASES
 from .colsum_probe import plan_with
-from .rows_probe import as_list
-from .run import close, copy_bandwidth, time_interleaved
+from .probe import CheckedVariants
+from .run import copy_bandwidth
 from .sass_count import runtime_bound
 
 DEFAULT_CASES = ("seed_f32_16384x4096", "rmsnorm_bf16_32768x4096", "layernorm_bf16_32768x4096",
@@ -60,33 +60,18 @@ def probe_case(case: Any, reps: int, rounds: int, bw: float) -> list[dict[str, A
     from autofuse import CompileOptions
     from autofuse.capture.trace import compile_traced
     fn, args = case.build("cuda", 1.0)
-    expected = as_list(fn(*args))
-    min_bytes = nbytes(args) + nbytes(expected)
-    fns: dict[str, Callable[..., Any]] = {}
-    rows: dict[str, dict[str, Any]] = {}
-
-    def add(name: str, make: Callable[[], Callable[..., Any]], **extra: Any) -> None:
-        rows[name] = {"variant": name, **extra}
-        try:
-            f = make()
-            if not close(as_list(f(*args)), expected):
-                raise AssertionError("differs from eager")
-            fns[name] = f
-        except Exception as e:  # noqa: BLE001 - a variant that fails to build or check is reported, not fatal
-            rows[name]["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
-
+    variants = CheckedVariants(fn, args)
     torch._dynamo.reset()
-    add("inductor", lambda: torch.compile(fn))
-    add("inductor max-autotune", lambda: torch.compile(fn, mode="max-autotune-no-cudagraphs"))
+    variants.add("inductor", lambda: torch.compile(fn))
+    variants.add("inductor max-autotune", lambda: torch.compile(fn, mode="max-autotune-no-cudagraphs"))
     for cfg in looped_grid():
         opts = CompileOptions(strict=True, use_db=False, plan=plan_with(fn, args, cfg))
-        add(f"{cfg} literal", lambda o=opts: compile_traced(fn, list(args), o), config=cfg.to_json(), bound="literal")
+        variants.add(f"{cfg} literal", lambda o=opts: compile_traced(fn, list(args), o), config=cfg.to_json(),
+                     bound="literal")
         with runtime_bound_kernels():
-            add(f"{cfg} runtime", lambda o=opts: compile_traced(fn, list(args), o), config=cfg.to_json(), bound="runtime")
-    for name, s in time_interleaved(fns, [args], reps, rounds).items():
-        us = statistics.median(s) * 1e3
-        rows[name].update(us=us, bw_share=min_bytes / (us * 1e-6) / bw)
-    return list(rows.values())
+            variants.add(f"{cfg} runtime", lambda o=opts: compile_traced(fn, list(args), o), config=cfg.to_json(),
+                         bound="runtime")
+    return variants.timed(reps, rounds, bw)
 
 
 def main() -> None:

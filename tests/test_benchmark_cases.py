@@ -99,3 +99,17 @@ def test_store_probe_pairs_each_config_with_and_without_streaming_stores():
             {"variant": "Y", "error": "boom"}]
     assert ratio_line(rows).startswith("with .cs / without over 1 configs: median 0.9900")
     assert table(rows).splitlines()[2] == "| X cache_hints | 99.00 | 98.50-99.50 | 100.0% |"
+
+
+def test_probe_variants_that_fail_or_differ_keep_a_row_and_are_not_timed():
+    import torch
+    from benchmarks.probe import CheckedVariants
+    x = torch.randn(5, 7)
+    v = CheckedVariants(lambda t: t * 2, (x,))
+    v.add("same", lambda: (lambda t: t + t), config={"XBLOCK": 1})
+    v.add("wrong", lambda: (lambda t: t * 3))
+    v.add("broken", lambda: (_ for _ in ()).throw(RuntimeError("no kernel\nmore")))
+    assert list(v.fns) == ["same"] and v.min_bytes == 2 * x.numel() * 4
+    assert v.rows["same"] == {"variant": "same", "config": {"XBLOCK": 1}}
+    assert v.rows["wrong"]["error"] == "AssertionError: differs from eager"
+    assert v.rows["broken"]["error"] == "RuntimeError: no kernel"
