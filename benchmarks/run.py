@@ -26,6 +26,8 @@ from typing import Any, Callable
 
 import torch
 
+from autofuse.measure.timing import rotated
+
 from .cases import CASES, nbytes
 
 L2_BYTES = 60 * 2**20
@@ -83,14 +85,6 @@ def time_interleaved(fns: dict[str, Callable[..., Any]], input_sets: list[tuple]
         for n in rotated(names, r):
             out[n] += time_samples(fns[n], input_sets, reps)
     return out
-
-
-def rotated(items: list[str], k: int) -> list[str]:
-    """items starting at index k (mod len): round k's order in time_interleaved."""
-    if not items:
-        return []
-    k %= len(items)
-    return items[k:] + items[:k]
 
 
 def host_overhead_us(fn: Callable[..., Any], args: tuple, calls: int = 200) -> float:

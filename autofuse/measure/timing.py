@@ -143,3 +143,13 @@ def copy_bandwidth(device: str = "cuda", nbytes: int = 2 * 2**30, reps: int = 20
     dst = torch.empty_like(src)
     t = CudaEventBenchmarker(reps=reps, warmup=3).time(lambda: dst.copy_(src), {"kind": "copy"})
     return 2 * nbytes / (t.median_us * 1e-6)
+
+
+def rotated(items: Sequence[Any], k: int) -> list[Any]:
+    """items starting at index k (mod len): round k's order when candidates take turns in rounds, so
+    that none always runs first or right after the same neighbour (whose L2 contents and clock state
+    it inherits) — the tuner's finalists and benchmarks/run.py's variants."""
+    if not items:
+        return []
+    k %= len(items)
+    return list(items[k:]) + list(items[:k])

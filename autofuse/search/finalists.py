@@ -20,7 +20,7 @@ from typing import Any, Sequence
 import torch
 
 from ..compiler import compile_graph
-from ..measure.timing import Benchmarker
+from ..measure.timing import Benchmarker, rotated
 from ..measure.verify import compare
 from ..options import CompileOptions
 from ..plan.plan import FusionPlan
@@ -72,8 +72,7 @@ def time_rounds(finalists: list[Finalist], args: Sequence[Any], bench: Benchmark
     """Whole-plan times, the candidates interleaved within each round, each round starting one
     candidate later (no candidate always runs first or after the same neighbour)."""
     for r in range(rounds if bench.measures else 1):
-        k = r % len(finalists) if finalists else 0
-        for f in finalists[k:] + finalists[:k]:
+        for f in rotated(finalists, r):
             if f.error is not None or f.program is None:
                 continue
             prog = f.program
