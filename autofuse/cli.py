@@ -32,9 +32,9 @@ def _parser() -> argparse.ArgumentParser:
     tu.add_argument("--resume", action="store_true", help="continue the graphs' studies (also: join other workers on them)")
     tu.add_argument("--top-k", type=int, default=6, help="configs measured per kernel besides the default (default 6)")
     tu.add_argument("--explore", type=float, default=0.25, help="share of top-k picked at random instead of by the cost model")
-    tu.add_argument("--refine", type=int, default=16,
+    tu.add_argument("--refine", type=int, default=None,
                     help="then neighbours (one knob changed) of each kernel's fastest measured configs, "
-                         "best first, at most this many (default 16; 0: none)")
+                         "best first, at most this many (0: none; default: the tuner's TunerSettings.refine)")
     tu.add_argument("--device", default=None, help="device for the model and inputs (default: cuda when available, else cpu)")
     tu.add_argument("--no-progress", action="store_true", help="no progress bar")
     tu.add_argument("--json", metavar="FILE", help="also write the results as JSON")
@@ -87,7 +87,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     settings = TuneSettings(trials=args.trials, time_budget=args.time_budget, db=args.db, seed=args.seed,
                             resume=args.resume, progress=not args.no_progress,
                             kernel=TunerSettings(top_k=args.top_k, explore=args.explore, seed=args.seed,
-                                                 refine=args.refine))
+                                                 refine=TunerSettings().refine if args.refine is None else args.refine))
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="autofuse: running Triton kernels on the CPU")
         result = tune(model, inputs, settings=settings)

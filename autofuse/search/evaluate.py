@@ -41,6 +41,22 @@ def grouping_key(plan: FusionPlan) -> tuple:
     return (tuple(sorted(tuple(sorted(k.nodes)) for k in plan.kernels)), plan.realize, plan.recompute)
 
 
+def runner_up_plans(ev: PlanEval, limit: int) -> list[tuple[str, FusionPlan]]:
+    """(name, plan): ev's plan with one kernel's config swapped for one of its close runners-up
+    (`KernelChoice.close`), the longest kernels first, at most `limit`. Why: the kernel tuner tells
+    configs within a percent apart by one measurement each; timed end to end with the finalists, the
+    better of a near tie is found (rmsnorm's max-autotune config against its neighbours: 129.12 to
+    129.46 µs, session 18 config_probe)."""
+    out: list[tuple[str, FusionPlan]] = []
+    for choice in sorted(ev.kernels, key=lambda c: -c.median_us):
+        nodes = tuple(choice.record.get("nodes", ()))
+        for cfg in choice.close:
+            kernels = tuple(replace(kp, config=cfg) if kp.nodes == nodes else kp for kp in ev.plan.kernels)
+            if kernels != ev.plan.kernels:
+                out.append((f"runner-up {cfg} for {'+'.join(nodes)[:40]}", replace(ev.plan, kernels=kernels)))
+    return out[:limit]
+
+
 class PlanEvaluator:
     """Estimates plans of one graph; caches by grouping."""
 

@@ -23,7 +23,7 @@ from ..options import CompileOptions
 from ..plan.plan import FusionPlan
 from ..report import nbytes
 from ..schedule.heuristics import Heuristics
-from .evaluate import PlanEvaluator
+from .evaluate import PlanEvaluator, runner_up_plans
 from .finalists import CONFIRM_MIN_ROUNDS, Finalist, needs_confirmation, pick, time_rounds, verify
 from .kernels import KernelTuner, TunerSettings, device_traits
 from .progress import Progress
@@ -40,6 +40,7 @@ class TuneSettings:
     seed: int = 0
     resume: bool = False
     finalists: int = 3                  # best distinct trials verified and timed end to end
+    runner_ups: int = 2                 # and the best one with a kernel's close runner-up config (evaluate.runner_up_plans)
     rounds: int = 3                     # interleaved end-to-end timing rounds
     kernel: TunerSettings = TunerSettings()
     heuristics: Heuristics = Heuristics()
@@ -149,6 +150,9 @@ class GraphTuner:
             progress.close()
 
         finalists = self._finalists(study, evaluator, baselines)
+        if finalists and s.runner_ups:
+            best = evaluator.evaluate(finalists[0].plan)
+            finalists += [Finalist(name, plan, best.est_us) for name, plan in runner_up_plans(best, s.runner_ups)]
         incumbent = Finalist("default (inductor)", baselines["inductor"].plan)
         for f in [incumbent, *finalists]:
             verify(f, gm, args, expected, options)

@@ -51,6 +51,14 @@ class KernelChoice:
     tried: int
     measured: int
     failures: tuple[tuple[str, str], ...] = ()  # (config, reason)
+    close: tuple[LaunchConfig, ...] = ()       # runners-up within CLOSE_SHARE of the best, fastest first
+
+
+# A kernel's configs within 1% of its best are told apart by one measurement each only as far as the
+# run-to-run noise allows (0.2% above 30 µs, 0.7% at 8-30 µs: costmodel/pretrained/EXPERIMENTS.md);
+# the best plan's runners-up are timed again end to end with the finalists (search/graph_tuner.py).
+CLOSE_SHARE = 0.01
+CLOSE_KEEP = 2
 
 
 @dataclass(frozen=True)
@@ -60,7 +68,7 @@ class TunerSettings:
     max_candidates: int = 48       # configs considered (nearest the default first) before ranking
     kernel_timeout_s: float = 2.0  # a first run longer than this scores infinity
     seed: int = 0
-    refine: int = 16               # then up to this many neighbours of the fastest measured (one knob each), best-first
+    refine: int = 24               # then up to this many neighbours of the fastest measured (one knob each), best-first
 
 
 def device_traits(device: torch.device, copy_bw: float | None) -> dict[str, Any]:
@@ -173,11 +181,11 @@ def candidate_configs(group: Any, default: LaunchConfig, interpret: bool,
 
 def neighbour_configs(cfg: LaunchConfig, group: Any) -> list[LaunchConfig]:
     """Legal configs one step from cfg: XBLOCK, num_warps (and a looped reduction's RBLOCK) doubled
-    or halved, a looped reduction's num_stages one up or down, a flag toggled (cache_hints; a
-    reduction's early_loads), persistent <-> looped (at half the row, with the flags kept and with
-    cache_hints toggled or dropped, since whether a looped row pays depends on them; and at the
-    whole row with hints: one loop step that reads the row twice, the second time from L2, the form
-    of Inductor's max-autotune rmsnorm and layernorm kernels)."""
+    or halved, num_stages back to 1 (it pays nowhere: plan/space.py CONFIG_RANGES), a flag toggled
+    (cache_hints; a reduction's early_loads), persistent <-> looped (at half the row, with the flags
+    kept and with cache_hints toggled or dropped, since whether a looped row pays depends on them;
+    and at the whole row with hints: one loop step that reads the row twice, the second time from
+    L2, the form of Inductor's max-autotune rmsnorm and layernorm kernels)."""
     out: list[LaunchConfig] = []
     reduction = group.is_reduction
     looped = reduction and not cfg.persistent
@@ -185,8 +193,8 @@ def neighbour_configs(cfg: LaunchConfig, group: Any) -> list[LaunchConfig]:
     for key in ("XBLOCK", "num_warps") + (("RBLOCK",) if looped and cfg.split == 1 else ()):
         v = getattr(cfg, key)
         out += [replace(cfg, **{key: v * 2}), replace(cfg, **{key: max(v // 2, 1)})]
-    if looped and not _one_step(cfg, rfull):
-        out += [replace(cfg, num_stages=cfg.num_stages + 1), replace(cfg, num_stages=max(cfg.num_stages - 1, 1))]
+    if cfg.num_stages != 1:
+        out.append(replace(cfg, num_stages=1))
     out.append(replace(cfg, cache_hints=not cfg.cache_hints))
     if reduction:
         out.append(replace(cfg, early_loads=not cfg.early_loads))
@@ -334,7 +342,10 @@ class KernelTuner:
         launch.run(env)  # leave the default's outputs for the kernels that follow
         best = best_config({c: r[0] for c, r in results.items()}, info.config)
         us, spread, _, rec = results[best]
-        choice = KernelChoice(gkey, best, us, spread, rec, len(results), measured, tuple(failures))
+        close = sorted((r[0], str(c), c) for c, r in results.items()
+                       if c != best and math.isfinite(r[0]) and r[0] <= us * (1 + CLOSE_SHARE))
+        choice = KernelChoice(gkey, best, us, spread, rec, len(results), measured, tuple(failures),
+                              tuple(c for _, _, c in close[:CLOSE_KEEP]))
         self.choices[ckey] = choice
         return choice
 
