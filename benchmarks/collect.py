@@ -1,6 +1,6 @@
 """Collect kernel measurements for the cost model: tune random programs (and the suite) on one GPU.
 
-    python3 -m benchmarks.collect --out DIR [--programs N] [--seed K] [--scale S] [--suite]
+    python3 -m benchmarks.collect --out DIR [--programs N] [--seed K] [--scale S] [--suite] [--min-row N]
         [--trials 6] [--top-k 12] [--explore 0.5] [--budget SECONDS] [--device cuda]
     python3 -m benchmarks.collect --out DIR --export-only
 
@@ -38,6 +38,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--programs", type=int, default=100, help="random programs from the corpus")
     p.add_argument("--seed", type=int, default=0, help="corpus seed (and the search's seed)")
     p.add_argument("--scale", type=float, default=1.0, help="multiplies every program's leading dim")
+    p.add_argument("--min-row", type=int, default=0, metavar="N",
+                   help="only the corpus programs that reduce rows of at least N elements (data where the "
+                        "long-row kernels, such as cross-entropy's, have few neighbours)")
     p.add_argument("--suite", action="store_true", help="tune the benchmark suite's cases first")
     p.add_argument("--trials", type=int, default=6, help="search trials per graph")
     p.add_argument("--top-k", type=int, default=12, help="configs measured per kernel besides the default")
@@ -152,8 +155,8 @@ def main(argv: list[str] | None = None) -> int:
 
     start = time.monotonic()
     seen = {p["name"] for p in record["programs"]}
-    todo = [p for p in (suite(args.scale) if args.suite else []) + corpus(args.programs, args.seed, args.scale)
-            if p.name not in seen]
+    programs = [p for p in corpus(args.programs, args.seed, args.scale) if not args.min_row or p.reduces_rows(args.min_row)]
+    todo = [p for p in (suite(args.scale) if args.suite else []) + programs if p.name not in seen]
     run: dict[str, Any] = {"command": command, "versions": versions(), "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
                            "done": 0, "failed": 0, "skipped": len(seen), "stopped": "all programs done"}
     record["runs"].append(run)

@@ -42,6 +42,12 @@ class Program:
     name: str
     build: Callable[[str], tuple[Callable[..., Any], tuple]]
     source: str = ""   # the drafted statements, for a person reading a failure
+    cols: int = 0                  # row length (0: a suite case)
+    tags: tuple[str, ...] = ()     # the drafted blocks, as in the name
+
+    def reduces_rows(self, min_cols: int) -> bool:
+        """Does a block reduce rows of at least min_cols elements (a row reduction, softmax or norm)?"""
+        return self.cols >= min_cols and any(t in ROW_KINDS for t in self.tags)
 
     def nbytes(self) -> int:
         """Bytes of inputs read once and outputs written once, from shapes on the meta device."""
@@ -465,7 +471,7 @@ def program(seed: int, index: int, scale: float = 1.0) -> Program:
     tail = ["return " + ", ".join(o.name for o in b.outputs)]
     real_rows = max(1, int(rows * scale))
     build = partial(_build, b, real_rows, seed * 1_000_003 + index)
-    return Program(name, build, "\n".join(head + b.lines + tail))
+    return Program(name, build, "\n".join(head + b.lines + tail), b.cols, tuple(b.tags))
 
 
 def corpus(n: int, seed: int = 0, scale: float = 1.0) -> list[Program]:

@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from .features import FEATURE_NAMES, FEATURE_SCHEMA, RELATIVE_NAMES, feature_matrix, has_loop
+from .features import FEATURE_NAMES, FEATURE_SCHEMA, RELATIVE_NAMES, feature_matrix
 from .predict import DEFAULT_LAUNCH_US
 
 MODEL_FORMAT = 2
@@ -106,14 +106,13 @@ def usable(measurements: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]
 
 
 def _twin_key(m: Mapping[str, Any]) -> tuple | None:
-    """Identity of the compiled kernel: device, group, source and the config as the code sees it
-    (a loop-free kernel's num_stages is 1); None for a record without a group, config or source."""
+    """Identity of the kernel: device, group, source and the config with num_stages read as 1 (a
+    loop-free kernel compiles to the same code at every value, and a looped one ran at the same time
+    within the noise: features.py, schema 7); None for a record without a group, config or source."""
     f = m["features"]
     if f.get("group") is None or not isinstance(f.get("config"), dict) or not f.get("source"):
         return None
-    cfg = dict(f["config"])
-    if not has_loop(f):
-        cfg["num_stages"] = 1
+    cfg = dict(f["config"], num_stages=1)
     src = hashlib.sha256(str(f["source"]).encode()).hexdigest()
     return (str(m.get("device")), str(f["group"]), src, repr(sorted(cfg.items())))
 

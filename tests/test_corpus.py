@@ -124,3 +124,20 @@ def test_collect_logs_failures_and_stops_on_budget(tmp_path, monkeypatch):
     assert collect.main(["--out", str(out2), "--programs", "2", "--budget", "0", "--device", "cpu"]) == 0
     rec = json.loads((out2 / "collect.json").read_text())
     assert rec["programs"] == [] and rec["runs"][0]["stopped"].startswith("budget spent")
+
+
+def test_min_row_keeps_the_corpus_programs_that_reduce_long_rows(tmp_path, monkeypatch):
+    """`collect --min-row N` tunes only the programs with a row reduction (softmax, norm ...) over rows
+    of at least N; a long pointwise program or a column reduction is not one."""
+    progs = corpus(300, seed=50)
+    long_rows = [p for p in progs if p.reduces_rows(8192)]
+    assert 10 <= len(long_rows) < len(progs) // 3
+    assert all(p.cols >= 8192 and f"x{p.cols}_" in p.name for p in long_rows)
+    assert not any(p.reduces_rows(8192) for p in progs if all(t.startswith(("pw", "col_", "to", "res", "affine"))
+                                                             for t in p.tags))
+    started = []
+    monkeypatch.setattr(collect, "run_program", lambda prog, *a: started.append(prog.name) or
+                        {"name": prog.name, "status": "ok", "graphs": 0, "kernels": 0, "failures": 0, "seconds": 0.0})
+    assert collect.main(["--out", str(tmp_path / "c"), "--programs", "300", "--seed", "50", "--min-row", "8192",
+                         "--device", "cpu"]) == 0
+    assert started == [p.name for p in long_rows]
