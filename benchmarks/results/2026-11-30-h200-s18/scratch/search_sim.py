@@ -95,13 +95,32 @@ def build(case_name: str):
     return builder, env, gi, gpu_default
 
 
-def simulate(built, table: dict[str, float], predictor, settings: K.TunerSettings, noise: float, seed: int):
-    """One replay: (configs measured in order with their landscape times, the candidates)."""
+def with_stages(neighbours):
+    """The neighbour moves before session 18: a looped config's num_stages one up and one down too."""
+    def moves(cfg, group):
+        out = neighbours(cfg, group)
+        if not cfg.persistent and cfg.RBLOCK < K.next_pow2(group.rnumel):
+            out += [c for c in (replace(cfg, num_stages=cfg.num_stages + 1), replace(cfg, num_stages=max(cfg.num_stages - 1, 1)))
+                    if c != cfg and c not in out]
+        return out
+    return moves
+
+
+def simulate(built, table: dict[str, float], predictor, settings: K.TunerSettings, noise: float, seed: int,
+             stages: bool = False):
+    """One replay: (configs measured in order with their landscape times, the candidates). stages:
+    the search space before session 18 (looped num_stages 1-3 among the candidates and moves)."""
     builder, env, gi, default = built
     group = builder.groups[gi]
     lookup = Lookup(table, 1.10 * max(table.values()), noise, seed)
     tuner = K.KernelTuner(lookup, predictor, None, DEV, TRAITS, "g", replace(settings, seed=seed))
-    configs = K.candidate_configs(group, default, False, limit=settings.max_candidates)
+    ranges = dict(CONFIG_RANGES)
+    if stages:
+        ranges["looped"] = {**ranges["looped"], "num_stages": (1, 2, 3)}
+    configs = K.candidate_configs(group, default, False, ranges, settings.max_candidates)
+    saved = K.neighbour_configs
+    if stages:
+        K.neighbour_configs = with_stages(saved)
     variants = {}
 
     def variant(cfg):
@@ -118,7 +137,10 @@ def simulate(built, table: dict[str, float], predictor, settings: K.TunerSetting
         results[cfg] = (lookup.us(cfg), 0.0, None, variant(cfg)[2])
     for c in chosen:
         measure(c)
-    tuner._refine(group, default, results, variants, measure)
+    try:
+        tuner._refine(group, default, results, variants, measure)
+    finally:
+        K.neighbour_configs = saved
     best = K.best_config({c: r[0] for c, r in results.items()}, default)
     return [(c, table.get(key(c.to_json()))) for c in results], best, configs
 
@@ -131,17 +153,18 @@ if __name__ == "__main__":
     for name, prefix, nodes, ma in CASES_:
         built = build(name)
         table = landscape(name, prefix, nodes)
-        for refine in (16, 24, 32):
+        for stages, refine in ((True, 16), (True, 32), (False, 16), (False, 24), (False, 32)):
             for noise in (0.0, 0.002):
                 found, picked, n = [], [], 0
                 for seed in SEEDS if noise else [0]:
-                    order, best, configs = simulate(built, table, predictor, K.TunerSettings(refine=refine), noise, seed)
+                    order, best, configs = simulate(built, table, predictor, K.TunerSettings(refine=refine), noise, seed,
+                                                    stages)
                     hit = next((i for i, (_, us) in enumerate(order, 1) if us is not None and us <= ma * 1.0005), None)
                     found.append(hit)
                     picked.append(table.get(key(best.to_json()), math.inf))
                     n = len(order)
                 runs = len(found)
-                print(f"  refine {refine:2d} noise {noise:.3f}: {n} measured; max-autotune's time reached in "
+                print(f"  {'num_stages 1-3 (before)' if stages else 'num_stages 1 (now)'}, refine {refine:2d} noise {noise:.3f}: {n} measured; max-autotune's time reached in "
                       f"{sum(h is not None for h in found)}/{runs} runs (at measurement {sorted(h for h in found if h)}); "
                       f"picked config's landscape time: median {statistics.median(picked):.2f}, "
                       f"worst {max(picked):.2f} (max-autotune {ma:.2f})")
