@@ -20,4 +20,4 @@ for c in d["cases"]:
                     f"slower in {sum(a > b for a, b in zip(t, r))})")
     print("; ".join(line))
 PY
-rm -f $OUT/bench/tuning.db
+gzip -9 $OUT/bench/tuning.db

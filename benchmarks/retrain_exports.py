@@ -6,7 +6,7 @@ scores both on the same held-out graphs and keeps the new one only if it is not 
 (`costmodel/pretrained/<device>.pkl` and its .json: version, metrics, training data, command).
 
     python -m benchmarks.retrain_exports EXPORT.jsonl.gz ... [--db FILE] [--estimator gbr]
-        [--no-compile] [--seed 0] [--ship]
+        [--no-compile] [--seed 0] [--force] [--ship]
 """
 from __future__ import annotations
 
@@ -62,6 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--no-compile", action="store_true")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--ship", action="store_true", help="replace the shipped model with the one retrain stored")
+    p.add_argument("--force", action="store_true", help="store the new model even if it scores worse (retrain --force)")
     a = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="autofuse-retrain-") as tmp:
         db = a.db or Path(tmp) / "retrain.db"
@@ -73,6 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from costmodel.cli import main as retrain
         argv2 = ["retrain", "--db", str(db), "--estimator", a.estimator, "--seed", str(a.seed)]
         argv2 += ["--no-compile"] if a.no_compile else []
+        argv2 += ["--force"] if a.force else []
         rc = retrain(argv2)
         if a.ship and rc == 0:
             from tuning_db import TuningDB
