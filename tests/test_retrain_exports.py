@@ -23,3 +23,12 @@ def test_main_retrains_and_refuses_an_existing_db(tmp_path, capsys):
     assert "imported" in out and "pairwise accuracy" in out and "stored" in out
     assert rx.main([str(DATA), "--db", str(db)]) == 2
     assert "exists" in capsys.readouterr().err
+
+
+def test_force_is_passed_to_retrain(tmp_path, monkeypatch):
+    """--force reaches `autofuse retrain` (a model scoring worse is stored anyway); without it, not."""
+    seen = []
+    monkeypatch.setattr("costmodel.cli.main", lambda argv: seen.append(argv) or 0)
+    assert rx.main([str(DATA), "--db", str(tmp_path / "a.db"), "--force"]) == 0
+    assert rx.main([str(DATA), "--db", str(tmp_path / "b.db")]) == 0
+    assert "--force" in seen[0] and "--force" not in seen[1]
