@@ -15,21 +15,18 @@ first), max-autotune's picks, and writes DIR/config_probe.json.
 """
 from __future__ import annotations
 
-import argparse
 import gc
 import itertools
 import json
 from dataclasses import replace
-from pathlib import Path
 from typing import Any, Iterator
 
 import torch
 
 from .cases import CASES
 from .colsum_probe import plan_with
-from .probe import CheckedVariants
+from .probe import CheckedVariants, parser, start
 from .rows_probe import inductor_picks
-from .run import copy_bandwidth
 from .store_probe import table
 
 DEFAULT_CASES = ("seed_f32_16384x4096", "rmsnorm_bf16_32768x4096")
@@ -88,17 +85,8 @@ def probe_case(case: Any, reps: int, rounds: int, bw: float) -> tuple[list[dict[
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", default="benchmarks/results/config_probe")
-    p.add_argument("--reps", type=int, default=50)
-    p.add_argument("--rounds", type=int, default=7)
-    p.add_argument("--cases", nargs="*", default=list(DEFAULT_CASES))
-    a = p.parse_args()
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    bw = copy_bandwidth("cuda", a.reps)
-    result: dict[str, Any] = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                              "copy_bandwidth_TBps": bw / 1e12, "reps": a.reps, "rounds": a.rounds, "cases": {}}
+    a = parser(__doc__, "config_probe", 7, DEFAULT_CASES).parse_args()
+    out, bw, result = start(a)
     by_name = {c.name: c for c in CASES}
     for case in (by_name[n] for n in a.cases):
         rows, picks = probe_case(case, a.reps, a.rounds, bw)

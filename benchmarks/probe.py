@@ -6,12 +6,14 @@ never timed and never stops the probe (trip_probe, store_probe).
 """
 from __future__ import annotations
 
+import argparse
 import statistics
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Sequence
 
 from .cases import nbytes
 from .rows_probe import as_list
-from .run import close, time_interleaved
+from .run import close, copy_bandwidth, time_interleaved
 
 
 class CheckedVariants:
@@ -42,3 +44,23 @@ class CheckedVariants:
             self.rows[name].update(us=us, bw_share=self.min_bytes / (us * 1e-6) / bw,
                                    round_us=[statistics.median(s[i:i + reps]) * 1e3 for i in range(0, len(s), reps)])
         return list(self.rows.values())
+
+
+def parser(doc: str, name: str, rounds: int, cases: Sequence[str]) -> argparse.ArgumentParser:
+    """The probes' common options: --out (default benchmarks/results/NAME), --reps, --rounds, --cases."""
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    p.add_argument("--out", default=f"benchmarks/results/{name}")
+    p.add_argument("--reps", type=int, default=50)
+    p.add_argument("--rounds", type=int, default=rounds)
+    p.add_argument("--cases", nargs="*", default=list(cases))
+    return p
+
+
+def start(a: argparse.Namespace) -> tuple[Path, float, dict[str, Any]]:
+    """The output folder (made), the copy bandwidth measured now, and the result's header."""
+    import torch
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    bw = copy_bandwidth("cuda", a.reps)
+    return out, bw, {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                     "copy_bandwidth_TBps": bw / 1e12, "reps": a.reps, "rounds": a.rounds, "cases": {}}

@@ -17,19 +17,16 @@ DIR/store_probe.json.
 """
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import statistics
-from pathlib import Path
 from typing import Any, Iterator
 
 import torch
 
 from .cases import CASES
 from .colsum_probe import plan_with
-from .probe import CheckedVariants
-from .run import copy_bandwidth
+from .probe import CheckedVariants, parser, start
 
 POINTWISE = ("swiglu_bf16_16384x11008", "bias_gelu_tanh_bf16_16384x8192")
 DEFAULT_CASES = (*POINTWISE, "rmsnorm_bf16_32768x4096")
@@ -89,17 +86,8 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", default="benchmarks/results/store_probe")
-    p.add_argument("--reps", type=int, default=50)
-    p.add_argument("--rounds", type=int, default=9)
-    p.add_argument("--cases", nargs="*", default=list(DEFAULT_CASES))
-    a = p.parse_args()
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    bw = copy_bandwidth("cuda", a.reps)
-    result: dict[str, Any] = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                              "copy_bandwidth_TBps": bw / 1e12, "reps": a.reps, "rounds": a.rounds, "cases": {}}
+    a = parser(__doc__, "store_probe", 9, DEFAULT_CASES).parse_args()
+    out, bw, result = start(a)
     for case in [c for c in CASES if c.name in a.cases]:
         rows = probe_case(case, a.reps, a.rounds, bw)
         result["cases"][case.name] = rows

@@ -18,7 +18,6 @@ Prints one table per case (fastest first) and writes DIR/trip_probe.json.
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import itertools
 import json
@@ -30,8 +29,7 @@ import torch
 
 from .cases import CASES
 from .colsum_probe import plan_with
-from .probe import CheckedVariants
-from .run import copy_bandwidth
+from .probe import CheckedVariants, parser, start
 from .sass_count import runtime_bound
 
 DEFAULT_CASES = ("seed_f32_16384x4096", "rmsnorm_bf16_32768x4096", "layernorm_bf16_32768x4096",
@@ -75,20 +73,13 @@ def probe_case(case: Any, reps: int, rounds: int, bw: float) -> list[dict[str, A
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", default="benchmarks/results/trip_probe")
-    p.add_argument("--reps", type=int, default=50)
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--cases", nargs="*", default=list(DEFAULT_CASES))
+    p = parser(__doc__, "trip_probe", 5, DEFAULT_CASES)
     p.add_argument("--ratios", nargs="+", metavar="JSON", help="only print the ratio lines of earlier runs")
     a = p.parse_args()
     if a.ratios:
         ratios_of(a.ratios)
         return
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    bw = copy_bandwidth("cuda", a.reps)
-    result: dict[str, Any] = {"device": torch.cuda.get_device_name(), "copy_bandwidth_TBps": bw / 1e12, "cases": {}}
+    out, bw, result = start(a)
     for case in [c for c in CASES if c.name in a.cases]:
         rows = probe_case(case, a.reps, a.rounds, bw)
         result["cases"][case.name] = rows

@@ -113,3 +113,25 @@ def test_probe_variants_that_fail_or_differ_keep_a_row_and_are_not_timed():
     assert v.rows["same"] == {"variant": "same", "config": {"XBLOCK": 1}}
     assert v.rows["wrong"]["error"] == "AssertionError: differs from eager"
     assert v.rows["broken"]["error"] == "RuntimeError: no kernel"
+
+
+@pytest.mark.parametrize("name,rounds", [("config_probe", 7), ("store_probe", 9), ("trip_probe", 5)])
+def test_probes_share_options_and_result_header(name, rounds, tmp_path, monkeypatch):
+    """The probes' command lines and JSON headers come from benchmarks.probe (parser, start): each
+    writes DIR/<name>.json with the device, torch, copy bandwidth, reps and rounds, and its cases."""
+    import importlib
+    import json
+    import sys
+
+    import torch
+    mod = importlib.import_module(f"benchmarks.{name}")
+    monkeypatch.setattr("benchmarks.probe.copy_bandwidth", lambda device, reps: 4.0e12)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "GPU")
+    stub = ([{"variant": "v", "error": "not run"}], []) if name == "config_probe" else [{"variant": "v", "error": "x"}]
+    monkeypatch.setattr(mod, "probe_case", lambda *a: stub)
+    case = CASES[0].name
+    monkeypatch.setattr(sys, "argv", [name, "--out", str(tmp_path), "--cases", case])
+    mod.main()
+    res = json.loads((tmp_path / f"{name}.json").read_text())
+    assert res["copy_bandwidth_TBps"] == 4.0 and res["device"] == "GPU" and res["rounds"] == rounds
+    assert list(res["cases"]) == [case]
