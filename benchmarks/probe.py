@@ -36,6 +36,13 @@ class CheckedVariants:
         except Exception as e:  # noqa: BLE001 - a variant that fails to build or check is reported, not fatal
             self.rows[name]["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
 
+    def add_inductor_modes(self, fn: Callable[..., Any]) -> None:
+        """Inductor default and max-autotune-no-cudagraphs, compiled afresh: every probe's reference."""
+        import torch
+        torch._dynamo.reset()
+        self.add("inductor", lambda: torch.compile(fn))
+        self.add("inductor max-autotune", lambda: torch.compile(fn, mode="max-autotune-no-cudagraphs"))
+
     def timed(self, reps: int, rounds: int, bw: float) -> list[dict[str, Any]]:
         """Every row; a checked variant's with its median µs, share of the copy bandwidth `bw` and
         each round's median."""

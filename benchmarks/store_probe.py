@@ -22,7 +22,6 @@ import json
 import statistics
 from typing import Any, Iterator
 
-import torch
 
 from .cases import CASES
 from .colsum_probe import plan_with
@@ -50,9 +49,7 @@ def probe_case(case: Any, reps: int, rounds: int, bw: float) -> list[dict[str, A
     from autofuse.capture.trace import compile_traced
     fn, args = case.build("cuda", 1.0)
     variants = CheckedVariants(fn, args)
-    torch._dynamo.reset()
-    variants.add("inductor", lambda: torch.compile(fn))
-    variants.add("inductor max-autotune", lambda: torch.compile(fn, mode="max-autotune-no-cudagraphs"))
+    variants.add_inductor_modes(fn)
     for fields, kind in configs(case.name):
         plan = plan_with(fn, args, fields, kind)
         cfg = next(k.config for k in plan.kernels

@@ -25,7 +25,6 @@ import statistics
 from pathlib import Path
 from typing import Any, Iterator
 
-import torch
 
 from .cases import CASES
 from .colsum_probe import plan_with
@@ -59,9 +58,7 @@ def probe_case(case: Any, reps: int, rounds: int, bw: float) -> list[dict[str, A
     from autofuse.capture.trace import compile_traced
     fn, args = case.build("cuda", 1.0)
     variants = CheckedVariants(fn, args)
-    torch._dynamo.reset()
-    variants.add("inductor", lambda: torch.compile(fn))
-    variants.add("inductor max-autotune", lambda: torch.compile(fn, mode="max-autotune-no-cudagraphs"))
+    variants.add_inductor_modes(fn)
     for cfg in looped_grid():
         opts = CompileOptions(strict=True, use_db=False, plan=plan_with(fn, args, cfg))
         variants.add(f"{cfg} literal", lambda o=opts: compile_traced(fn, list(args), o), config=cfg.to_json(),

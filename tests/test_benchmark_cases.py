@@ -135,3 +135,14 @@ def test_probes_share_options_and_result_header(name, rounds, tmp_path, monkeypa
     res = json.loads((tmp_path / f"{name}.json").read_text())
     assert res["copy_bandwidth_TBps"] == 4.0 and res["device"] == "GPU" and res["rounds"] == rounds
     assert list(res["cases"]) == [case]
+
+
+def test_probe_inductor_modes_are_both_added(monkeypatch):
+    """add_inductor_modes: Inductor default and max-autotune-no-cudagraphs rows, each checked."""
+    import torch
+    from benchmarks.probe import CheckedVariants
+    modes = []
+    monkeypatch.setattr(torch, "compile", lambda fn, mode=None: modes.append(mode) or fn)
+    v = CheckedVariants(lambda t: t * 2, (torch.randn(3, 4),))
+    v.add_inductor_modes(lambda t: t * 2)
+    assert list(v.fns) == ["inductor", "inductor max-autotune"] and modes == [None, "max-autotune-no-cudagraphs"]
