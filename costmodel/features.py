@@ -20,6 +20,10 @@ Schema 6: so does a looped reduction whose loop runs once (RBLOCK covers the row
 Schema 7: every kernel's does. Over 1452 measured pairs of looped configs differing only in
 num_stages the time ratio's median was 1.000 (p10-p90 0.995-1.005, the run-to-run noise), so the
 search no longer offers it (autofuse/plan/space.py) and the data's stage twins merge like the others.
+Schema 8: `log_op_elements` and `op_intensity` weigh each op by its density (`source_ops`): an op on a
+k-way split row's lanes counts 1/k per element, one on reduced values once per row (`elem_ops`,
+`row_ops`: the weighted ops of each kind), and the prelude's fast exp2 / tanh, log2(e) multiply and NaN-propagating
+max count in their op classes. A model of an older schema reads these columns with the new meaning.
 """
 from __future__ import annotations
 
@@ -35,10 +39,10 @@ import numpy as np
 
 from .compiled import CompiledStats, compiled_stats
 from .occupancy import blocks_per_sm, nominal_blocks_per_sm
-from .source_ops import COUNT_NAMES, count_ops
+from .source_ops import COUNT_NAMES, OpCounts, count_ops
 
-FEATURE_SCHEMA = 7  # 3: online-softmax, fast-tanh, early-loads flags; 4: cache hints; 5: loop-free num_stages 1;
-#                    6: one-step loops too; 7: every kernel's num_stages reads 1
+FEATURE_SCHEMA = 8  # 3: online-softmax, fast-tanh, early-loads flags; 4: cache hints; 5: loop-free num_stages 1;
+#                    6: one-step loops too; 7: every kernel's num_stages reads 1; 8: per-row ops (module note)
 DEFAULT_SM_COUNT = 132
 DEFAULT_COPY_BW = 4.27e12
 OP_WEIGHTS = {"arith": 1.0, "compare": 1.0, "select": 1.0, "cast": 1.0, "division": 4.0, "transcendental": 8.0}
@@ -54,7 +58,7 @@ FEATURE_NAMES: tuple[str, ...] = (
     "numel", "rnumel", "log_numel", "log_rnumel", "log_elements",
     "bytes_read", "bytes_written", "log_bytes_read", "log_bytes_written", "log_bytes", "bytes_per_element",
     "ideal_us", "log_ideal_us",
-    *COUNT_NAMES, "log_op_elements", "op_intensity",
+    *COUNT_NAMES, "elem_ops", "row_ops", "log_op_elements", "op_intensity",
     "ptr_args", "ptr16_args", "ptr64_args", "int64_sizes",
     "XBLOCK", "RBLOCK", "num_warps", "num_stages", "split", "online", "fast_tanh", "early_loads",
     "cache_hints", "log_XBLOCK", "log_RBLOCK",
@@ -138,20 +142,25 @@ def _relative_features(f: dict[str, float], nbytes: float, elem_bytes: float, sm
     }
 
 
-def _op_counts(rec: dict) -> dict[str, int] | None:
+def _op_counts(rec: dict) -> OpCounts | None:
     try:
-        return count_ops(rec["source"], rec.get("kernel_fn") or "KERNEL").as_dict()
+        return count_ops(rec["source"], rec.get("kernel_fn") or "KERNEL")
     except (KeyError, TypeError, ValueError):
         return None
 
 
-def _op_features(counts: dict[str, int] | None, elements: float, nbytes: float) -> dict[str, float]:
-    if counts is None:
-        return {k: float("nan") for k in (*COUNT_NAMES, "log_op_elements", "op_intensity")}
-    out = {k: float(v) for k, v in counts.items()}
-    weighted = sum(w * counts[k] for k, w in OP_WEIGHTS.items())
-    out["log_op_elements"] = _log2(1.0 + weighted * elements)
-    out["op_intensity"] = weighted * elements / max(nbytes, 1.0)
+def _op_features(ops: OpCounts | None, elements: float, rows: float, nbytes: float) -> dict[str, float]:
+    """Op counts, and weighted ops in total (per-element ops times elements, per-row ones times rows)
+    and per byte moved."""
+    if ops is None:
+        return {k: float("nan") for k in (*COUNT_NAMES, "elem_ops", "row_ops", "log_op_elements", "op_intensity")}
+    out = {k: float(v) for k, v in ops.as_dict().items()}
+    dense = ops.per_element()
+    out["elem_ops"] = sum(w * dense.get(k, 0.0) for k, w in OP_WEIGHTS.items())
+    out["row_ops"] = sum(w * dense.get(f"row_{k}", 0.0) for k, w in OP_WEIGHTS.items())
+    total = out["elem_ops"] * elements + out["row_ops"] * rows
+    out["log_op_elements"] = _log2(1.0 + total)
+    out["op_intensity"] = total / max(nbytes, 1.0)
     return out
 
 
@@ -197,7 +206,8 @@ def _known_features(rec: dict, compile: bool, cache: Path | None, counts: dict[s
         "sm_count": sm_count, "copy_bw": copy_bw,
     }
     f.update(_config_features(rec, sm_count))
-    f.update(_op_features(counts, numel * rnumel, nbytes))
+    rows = numel if rec.get("kind") == "reduction" else 0.0  # a pointwise kernel's per-program ops are a few
+    f.update(_op_features(counts, numel * rnumel, rows, nbytes))
     f.update(_signature_traits(rec.get("signature")))
     narrow = f["ptr_args"] > 0 and f["ptr16_args"] == f["ptr_args"]
     f.update(_relative_features(f, nbytes, 2.0 if narrow else 4.0, sm_count))
@@ -229,7 +239,7 @@ def feature_matrix(records: Sequence[dict], compile: bool = True, workers: int =
     """[len(records), len(FEATURE_NAMES)] float64 features (workers > 1 compiles in parallel first)."""
     if compile and workers > 1:
         precompile(records, workers, cache)
-    counts: dict[tuple[str, str], dict[str, int] | None] = {}  # candidates of one kernel share a source
+    counts: dict[tuple[str, str], OpCounts | None] = {}  # candidates of one kernel share a source
     rows = []
     for r in records:
         key = (str(r.get("source")), str(r.get("kernel_fn")))

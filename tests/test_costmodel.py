@@ -97,6 +97,73 @@ def test_op_mix_of_softmax(softmax_record):
     assert f["loads"] == 1 and f["stores"] == 1
 
 
+ONLINE_LSE = """
+@triton.jit
+def KERNEL(in_ptr0, out_ptr0, xnumel, rnumel, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:, None]
+    xmask = tl.full([XBLOCK, 1], True, tl.int1)
+    acc_buf0 = tl.full([XBLOCK, RBLOCK // 8], float("-inf"), tl.float32)
+    acc_buf1 = tl.full([XBLOCK, RBLOCK // 8], 0.0, tl.float32)
+    for roffset in range(0, 32000, RBLOCK):
+        rindex = roffset + tl.arange(0, RBLOCK)[None, :]
+        rmask = rindex < rnumel
+        xrmask = xmask & rmask
+        tmp0 = tl.load(in_ptr0 + ((rindex + (32000 * xindex))), xrmask, other=0).to(tl.float32)
+        tmp1 = tl.where(xrmask, tl.broadcast_to(tmp0, [XBLOCK, RBLOCK]), float("-inf"))
+        tmp2 = tl.reshape(tmp1, [XBLOCK, RBLOCK // 8, 8])
+        tmp3 = tl.maximum(acc_buf0, tl.reduce(tmp2, 2, _max_nan), propagate_nan=tl.PropagateNan.ALL)
+        tmp6 = _exp2_ftz(_log2e_mul(acc_buf0) - _log2e_mul(tmp3))
+        tmp7 = tl.reduce(_exp2_ftz(tl.fma(tmp2, 1.4426950408889634, -tmp3[:, :, None])), 2, _fast_sum)
+        acc_buf1 = (acc_buf1 * tmp6 + tmp7)
+        acc_buf0 = tmp3
+    tmp8 = tl.reduce(acc_buf0, 1, _fast_max)[:, None]
+    tmp13 = acc_buf1 * tl.exp2(_log2e_mul(acc_buf0) - tmp8)
+    tmp14 = tl.reduce(tmp13, 1, _fast_sum)[:, None]
+    tmp15 = tl.log(tmp14) + tmp8
+    tl.store(out_ptr0 + (xindex), tmp15, xmask)
+"""
+
+
+def test_ops_count_by_density_lanes_and_rows():
+    """Online logsumexp (the codegen's form): the fma and exp2 on loaded elements count 1 per element,
+    the running max/sum updates on the 8-lane accumulators 1/8 each, the epilogue after the row reduce
+    once per row. Counted once per element each (schema < 8), the lane updates and epilogue made a
+    32000-wide cross-entropy kernel look compute-bound: 4-5x its measured time (session 19)."""
+    from costmodel.source_ops import count_ops
+    ops = count_ops(ONLINE_LSE, "KERNEL")
+    dense = ops.per_element()
+    # exp2 of each element; of each lane twice (the loop's rescale, the epilogue's on the accumulators)
+    assert dense["transcendental"] == pytest.approx(1 + 1 / 8 + 1 / 8)
+    assert dense["row_transcendental"] == 1                          # the log after the row reduce
+    assert dense["cast"] == 1 and dense["select"] == 1 and dense["compare"] == 1
+    assert ops.as_dict()["transcendental"] == 4                      # every exp/log, counted once
+    rec = {"kind": "reduction", "numel": 8192, "rnumel": 32000, "bytes_read": 8192 * 32000 * 2,
+           "bytes_written": 8192 * 4, "config": {"XBLOCK": 1, "RBLOCK": 2048, "num_warps": 8, "online": True,
+                                                 "persistent": False}, "source": ONLINE_LSE, "kernel_fn": "KERNEL"}
+    f = kernel_features(rec, compile=False)
+    assert f["op_intensity"] == pytest.approx(
+        (f["elem_ops"] * 8192 * 32000 + f["row_ops"] * 8192) / (8192 * 32000 * 2 + 8192 * 4))
+    assert f["op_intensity"] < 10
+
+
+def test_access_patterns_contiguous_strided_irregular():
+    """A reduction over a transposed input reads with a stride along the row; measured 10x slower than
+    its bytes on the H200 (session 1's 2112 x 32000 kernel), it needs telling apart from a contiguous one."""
+    x = torch.randn(300, 40)
+    rows = kernel_features(_record(lambda t: t.sum(1), [x]), compile=False)
+    cols = kernel_features(_record(lambda t: t.sum(0), [x]), compile=False)
+    assert (rows["contig_accesses"], rows["strided_accesses"]) == (1, 0)
+    assert (cols["contig_accesses"], cols["strided_accesses"], cols["max_stride"]) == (0, 1, 40)
+    logits, target = torch.randn(64, 3000), torch.randint(0, 3000, (64,))
+    gathered = kernel_features(_record(lambda l, t: l.gather(1, t[:, None]).sum(), [logits, target]), compile=False)
+    assert gathered["irregular_accesses"] >= 1
+    bcast = kernel_features(_record(lambda a, b: a * b, [torch.randn(64, 48), torch.randn(64, 1)]), compile=False)
+    assert (bcast["contig_accesses"], bcast["strided_accesses"], bcast["irregular_accesses"]) == (2, 0, 0)  # b[i // 48]
+    permuted = kernel_features(_record(lambda a: a.t().contiguous() * 2, [torch.randn(64, 48)]), compile=False)
+    assert (permuted["contig_accesses"], permuted["strided_accesses"], permuted["max_stride"]) == (1, 1, 48)
+
+
 def test_prelude_is_not_counted(add_record):
     assert "tl.exp(" in add_record["source"]  # in the interpreter prelude's helpers, not in the kernel
     assert kernel_features(add_record, compile=False)["transcendental"] == 0
