@@ -76,6 +76,45 @@ class LearnedPredictor:
             return ByteCountPredictor().predict_us(records)
 
 
+@dataclass
+class GroupContextPredictor:
+    """Predicts every record together with all the records of its group (its kernel's other configs)
+    seen so far, so that a config predicted alone gets the time it got when its kernel's candidates
+    were ranked together.
+
+    Why: a learned model's pair ranker orders a group's configs and hands out the regressor's times in
+    that order (`CostModel.predict_us`); a record predicted alone gets the regressor's own time. The
+    kernel tuner ranks a kernel's candidates together, but without a GPU its "measurements" and the
+    plan totals are single predictions: on softmax (session 19) the ranker's best config read 143.8 µs
+    alone against the default's 137.3, and the model-only search kept the default (measured 148 against
+    129). A predictor without a ranker predicts each record alone anyway, so this changes nothing there.
+    """
+
+    inner: Predictor
+    _seen: dict[Any, dict[str, dict]] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    @staticmethod
+    def _ident(record: dict) -> str:
+        import json
+        return json.dumps([record.get("config"), record.get("kernel_fn")], sort_keys=True, default=str)
+
+    def predict_us(self, records: Sequence[dict]) -> list[float]:
+        records = list(records)
+        extra: list[dict] = []
+        with self._lock:
+            asked: dict[Any, set[str]] = {}
+            for r in records:
+                g = r.get("group") if isinstance(r, dict) else None
+                if g is not None:
+                    ident = self._ident(r)
+                    self._seen.setdefault(g, {}).setdefault(ident, r)
+                    asked.setdefault(g, set()).add(ident)
+            for g, idents in asked.items():
+                extra += [r for i, r in self._seen[g].items() if i not in idents]
+        return list(self.inner.predict_us(records + extra))[:len(records)]
+
+
 def device_slug(device: str) -> str:
     """'NVIDIA H200' -> 'nvidia-h200': the file name of a device's pretrained model."""
     return re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-") or "unknown"

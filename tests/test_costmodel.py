@@ -435,6 +435,45 @@ def test_retrain_cli(tmp_path, dataset_db, capsys):
 
 # --- predictors -----------------------------------------------------------------------------------
 
+class _RankedFake:
+    """A ranker-like predictor: a group's "alone" times handed out in "rank" order when two or more of
+    its records are predicted together, each record's own "alone" time otherwise."""
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def predict_us(self, records):
+        self.calls.append(len(records))
+        out = [r["alone"] for r in records]
+        by: dict = {}
+        for i, r in enumerate(records):
+            by.setdefault(r["group"], []).append(i)
+        for ix in by.values():
+            if len(ix) > 1:
+                times = sorted(records[i]["alone"] for i in ix)
+                for t, i in zip(times, sorted(ix, key=lambda i: records[i]["rank"])):
+                    out[i] = t
+        return out
+
+
+def test_group_context_predictor_gives_a_config_alone_its_time_among_its_group():
+    """Without a GPU the tuner ranks a kernel's configs together, then "measures" each alone; a record
+    alone must get the time it got in its group, or the regressor's own times undo the ranker's order
+    (session 19: the model-only search kept softmax's default config, 148 µs against the ranker's 129)."""
+    from costmodel.predict import GroupContextPredictor
+    cfg = lambda x: {"XBLOCK": x}  # noqa: E731
+    a = {"group": "k", "config": cfg(1), "alone": 10.0, "rank": 0}   # the ranker's best, slow by the regressor
+    b = {"group": "k", "config": cfg(2), "alone": 5.0, "rank": 1}
+    other = {"group": "j", "config": cfg(1), "alone": 7.0, "rank": 0}
+    inner = _RankedFake()
+    assert inner.predict_us([a]) == [10.0]                             # the inconsistency itself
+    p = GroupContextPredictor(inner)
+    assert p.predict_us([a, b]) == [5.0, 10.0]
+    assert p.predict_us([a]) == [5.0] and p.predict_us([b]) == [10.0]  # alone: as ranked with its group
+    assert p.predict_us([dict(a)]) == [5.0]                            # the same config, another dict
+    assert p.predict_us([other]) == [7.0]                              # a group of one: its own time
+
+
 def test_byte_count_predictor():
     rec = {"bytes_read": 4.27e6, "bytes_written": 4.27e6, "config": {"XBLOCK": 128}}
     p = ByteCountPredictor()

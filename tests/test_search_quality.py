@@ -204,3 +204,17 @@ def test_model_only_takes_the_no_gpu_path(monkeypatch):
         assert isinstance(b, PredictingBenchmarker) and b.predictor is pred and not b.measures
         assert graph_tuner.load_predictor(None, "cuda:x") is pred
     assert (graph_tuner.default_benchmarker, graph_tuner.load_predictor) == (choose, load)
+
+
+def test_model_only_search_is_not_cut_by_its_budget(tmp_path, device):
+    """Its trials are predictions: the search runs all of them however small its share (session 19's
+    softmax model-only search was cut at 15 of 32), while a measuring search stops at its budget."""
+    variants = {v.name: v for v in sq.default_variants(ref_trials=8, ref_top_k=12, ref_explore=1.0,
+                                                        guided_trials=(4,), model_only_trials=4)}
+    args = seed_args(device)
+    mo = sq.run_search(seed_fn, args, variants["model only"], tmp_path / "mo.db", 1e-6,
+                       lambda db, dev: PlantedPredictor())
+    assert mo["trials"] == 4 and not mo["cut_by_budget"] and mo["kernels_measured"] == 0
+    guided = sq.run_search(seed_fn, args, variants["guided 4"], tmp_path / "g.db", 1e-6,
+                           lambda db, dev: PlantedPredictor(), FakeBenchmarker(planted_cost))
+    assert guided["cut_by_budget"] and guided["trials"] < 4

@@ -99,7 +99,8 @@ class GraphTuner:
         key, dev, versions = graph_hash(gm, args), device_key(args), Versions.current()
         self.db.put_graph(key, _describe(label, args))
         expected = _as_list(gm(*args))
-        predictor = load_predictor(self.db, dev)
+        from costmodel.predict import GroupContextPredictor
+        predictor = GroupContextPredictor(load_predictor(self.db, dev))  # consistent kernel times without a GPU
         bench = self.benchmarker or default_benchmarker(args, predictor)
         interpret = not any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
         device = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device("cpu"))
