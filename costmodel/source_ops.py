@@ -59,8 +59,8 @@ ROW_COUNT_NAMES = tuple(f"row_{k}" for k in VALUE_CLASSES)
 
 @dataclass(frozen=True)
 class OpCounts:
-    """Counts of each op class in the kernel body (names in COUNT_NAMES), and of the value ops that run
-    once per row (ROW_COUNT_NAMES, a part of those)."""
+    """Counts of each op class in the kernel body (names in COUNT_NAMES); `scaled`: the value ops of each
+    class weighed by their density, and those that run once per row (`per_element`, module note)."""
 
     counts: tuple[tuple[str, int], ...]
     scaled: tuple[tuple[str, float], ...] = ()
