@@ -23,7 +23,9 @@ search no longer offers it (autofuse/plan/space.py) and the data's stage twins m
 Schema 8: `log_op_elements` and `op_intensity` weigh each op by its density (`source_ops`): an op on a
 k-way split row's lanes counts 1/k per element, one on reduced values once per row (`elem_ops`,
 `row_ops`: the weighted ops of each kind), and the prelude's fast exp2 / tanh, log2(e) multiply and NaN-propagating
-max count in their op classes. A model of an older schema reads these columns with the new meaning.
+max count in their op classes; each load and store is classed by how its address moves with the
+element index (`contig_accesses`, `strided_accesses`, `irregular_accesses`, `max_stride`). A model of
+an older schema reads the changed columns with the new meaning.
 """
 from __future__ import annotations
 

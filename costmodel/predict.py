@@ -11,6 +11,7 @@ that fails to load (corrupt blob, incompatible scikit-learn) is skipped with a w
 """
 from __future__ import annotations
 
+import json
 import re
 import threading
 import warnings
@@ -96,7 +97,6 @@ class GroupContextPredictor:
 
     @staticmethod
     def _ident(record: dict) -> str:
-        import json
         return json.dumps([record.get("config"), record.get("kernel_fn")], sort_keys=True, default=str)
 
     def predict_us(self, records: Sequence[dict]) -> list[float]:
