@@ -1,7 +1,7 @@
 """Cross-entropy (full size, compiled on the CPU, kernels not run): for each kernel of the default plan,
 the tuner's candidate configs (up to 48), ranked by the shipped model (a) over the whole candidate set,
 (b) over only the configs measured in session 17 for a kernel of the same nodes and size (the suite export; the first such measurement): each pick, with
-its session-17 time where measured."""
+its session-17 time where measured. LIMIT (env, default 48: the tuner's max_candidates) caps the candidates."""
 import gzip, json, warnings
 warnings.simplefilter("ignore")
 import numpy as np
@@ -43,7 +43,7 @@ for step in arts.program.steps:
     ids = [node_id(n) for n in builder.groups[gi].nodes]
     default_rec = kernel_record(info, step, env, "g", "", TRAITS, ids)
     gkey = group_key(default_rec)
-    cfgs = candidate_configs(builder.groups[gi], info.config, False, limit=48)
+    cfgs = candidate_configs(builder.groups[gi], info.config, False, limit=int(__import__("os").environ.get("LIMIT", "48")))
     recs = []
     for cfg in cfgs:
         try:
