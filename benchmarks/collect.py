@@ -1,10 +1,11 @@
 """Collect kernel measurements for the cost model: tune random programs (and the suite) on one GPU.
 
     python3 -m benchmarks.collect --out DIR [--programs N] [--seed K] [--scale S] [--suite] [--min-row N]
-        [--trials 6] [--top-k 12] [--explore 0.5] [--budget SECONDS] [--device cuda]
+        [--losses N] [--trials 6] [--top-k 12] [--explore 0.5] [--budget SECONDS] [--device cuda]
     python3 -m benchmarks.collect --out DIR --export-only
 
-Each program (the suite's cases first with --suite, then `corpus(N, seed, scale)`) is tuned with
+Each program (the suite's cases first with --suite, then `corpus(N, seed, scale)`, then
+`losses(N, seed, scale)` with --losses: classification losses, whose gathers the corpus lacks) is tuned with
 `autofuse.tune` into DIR/measurements.db, so every kernel variant it measures lands in the DB's
 kernel_measurements table. A program that fails is logged and skipped; the overall budget is
 checked before each program and what is left of it bounds the program's search. Programs already
@@ -28,6 +29,7 @@ from typing import Any
 import torch
 
 from .corpus import Program, corpus, suite
+from .losses import losses
 
 MIN_LEFT_S = 5.0   # a program started with less budget than this would only verify its baselines
 
@@ -42,6 +44,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    help="only the corpus programs that reduce rows of at least N elements (data where the "
                         "long-row kernels, such as cross-entropy's, have few neighbours)")
     p.add_argument("--suite", action="store_true", help="tune the benchmark suite's cases first")
+    p.add_argument("--losses", type=int, default=0, metavar="N",
+                   help="then N seeded classification-loss programs (benchmarks/losses.py)")
     p.add_argument("--trials", type=int, default=6, help="search trials per graph")
     p.add_argument("--top-k", type=int, default=12, help="configs measured per kernel besides the default")
     p.add_argument("--explore", type=float, default=0.5, help="share of top-k drawn at random")
@@ -156,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     seen = {p["name"] for p in record["programs"]}
     programs = [p for p in corpus(args.programs, args.seed, args.scale) if not args.min_row or p.reduces_rows(args.min_row)]
+    programs += losses(args.losses, args.seed, args.scale)
     todo = [p for p in (suite(args.scale) if args.suite else []) + programs if p.name not in seen]
     run: dict[str, Any] = {"command": command, "versions": versions(), "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
                            "done": 0, "failed": 0, "skipped": len(seen), "stopped": "all programs done"}
