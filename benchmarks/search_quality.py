@@ -3,7 +3,7 @@ the plan that a long unguided search finds, and does the model alone, measuring 
 
     python3 -m benchmarks.search_quality [--cases NAME ...] [--out DIR] [--budget SECONDS]
         [--ref-trials 32] [--ref-top-k 16] [--ref-explore 1.0] [--guided-trials 8 32]
-        [--model-only-trials 32] [--rounds 5] [--reps 50]
+        [--model-only-trials 32] [--max-candidates 48] [--rounds 5] [--reps 50]
 
 Per case, four searches, each in a fresh tuning DB (so "kernels measured" counts everything):
   model only    — the learned cost model's predictions alone pick the plan and the configs, no
@@ -84,12 +84,15 @@ class Variant:
 
 
 def default_variants(ref_trials: int = 32, ref_top_k: int = 16, ref_explore: float = 1.0,
-                     guided_trials: Sequence[int] = (8, 32), model_only_trials: int = 32) -> list[Variant]:
+                     guided_trials: Sequence[int] = (8, 32), model_only_trials: int = 32,
+                     max_candidates: int = TunerSettings.max_candidates) -> list[Variant]:
     """In the order they run: the model-only search (no measurement, must reach 10%; 0 trials leaves
     it out), the guided searches (≤ 8 trials must reach 5%, longer ones 1%; issue 7), then the
-    reference, which gets whatever the others left of the case's search budget."""
+    reference, which gets whatever the others left of the case's search budget. `max_candidates`:
+    how many configs of each kernel the model ranks in the model-only and guided searches (the
+    reference keeps the tuner's default: byte counts cannot tell more configs apart)."""
     roots = [math.sqrt(n) for n in guided_trials]
-    guided = TunerSettings(refine=0)   # the model's ranking alone decides what is measured
+    guided = TunerSettings(refine=0, max_candidates=max_candidates)   # the model's ranking alone decides what is measured
     out = [Variant(MODEL_ONLY, "learned", model_only_trials, guided, 1.10, 0.2, measures=False)
            ] if model_only_trials > 0 else []
     out += [Variant(f"guided {n}", "learned", n, guided, 1.05 if n <= 8 else 1.01, 0.6 * r / sum(roots))
@@ -477,6 +480,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--guided-trials", type=int, nargs="*", default=[8, 32])
     p.add_argument("--model-only-trials", type=int, default=32,
                    help="trials of the search that measures nothing, the model's picks alone (0: none)")
+    p.add_argument("--max-candidates", type=int, default=TunerSettings.max_candidates,
+                   help="configs per kernel the model ranks in the model-only and guided searches "
+                        "(nearest the tuner's default config first)")
     p.add_argument("--rounds", type=int, default=5, help="interleaved re-timing rounds")
     p.add_argument("--reps", type=int, default=50)
     p.add_argument("--seed", type=int, default=0)
@@ -502,7 +508,7 @@ def main(argv: list[str] | None = None) -> int:
             "claim": "guided ≤ 8 trials within 5% of the unguided long search's best plan, ≤ 32 within 1%; "
                      "model only (the cost model's picks, no kernel measured, as without a GPU) within 10%"}
     variants = default_variants(args.ref_trials, args.ref_top_k, args.ref_explore, args.guided_trials,
-                                args.model_only_trials)
+                                args.model_only_trials, args.max_candidates)
     out = Path(args.out)
     results = run_all(cases, variants, out, args.budget, device="cuda", factories=default_factories(),
                       retime=cuda_retimer(args.reps, args.rounds), meta=meta, seed=args.seed)

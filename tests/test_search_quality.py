@@ -143,6 +143,10 @@ def test_budget_split_and_targets():
     assert sq.split(70.0, vs[3].weight, 0.4) == pytest.approx(70.0)
     assert sq.split(-5.0, 0.5, 1.0) == sq.MIN_SEARCH_S
     assert [v.name for v in sq.default_variants(model_only_trials=0)] == ["guided 8", "guided 32", "unguided long"]
+    # --max-candidates widens what the model ranks; the byte-count reference keeps the tuner's default
+    wide = sq.default_variants(max_candidates=160)
+    assert [v.kernel.max_candidates for v in wide] == [160, 160, 160, vs[3].kernel.max_candidates]
+    assert vs[3].kernel.max_candidates == vs[0].kernel.max_candidates == 48
 
 
 def test_probe_notices_a_failing_model():
