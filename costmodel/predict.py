@@ -89,10 +89,17 @@ class GroupContextPredictor:
     plan totals are single predictions: on softmax (session 19) the ranker's best config read 143.8 µs
     alone against the default's 137.3, and the model-only search kept the default (measured 148 against
     129). A predictor without a ranker predicts each record alone anyway, so this changes nothing there.
+
+    Each group's times are kept until a new record joins it: asking again for configs already ranked
+    (the plan totals of every later trial) costs no prediction. The pair ranker scores every pair of a
+    group, so each such ask used to pay the whole group's ranking again: 1.5 s for 160 configs on a CPU
+    core (session 20, results scratch/model_only_cost.py), when the model-only cross-entropy search
+    ranking 160 configs per kernel took 95 s against 32 with 48.
     """
 
     inner: Predictor
     _seen: dict[Any, dict[str, dict]] = field(default_factory=dict, repr=False)
+    _times: dict[Any, tuple[int, dict[str, float]]] = field(default_factory=dict, repr=False)  # (records ranked, times)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     @staticmethod
@@ -101,18 +108,37 @@ class GroupContextPredictor:
 
     def predict_us(self, records: Sequence[dict]) -> list[float]:
         records = list(records)
-        extra: list[dict] = []
+        alone: list[int] = []                                  # records of no group: predicted as they are
+        asked: dict[Any, list[tuple[int, str]]] = {}
         with self._lock:
-            asked: dict[Any, set[str]] = {}
-            for r in records:
+            for i, r in enumerate(records):
                 g = r.get("group") if isinstance(r, dict) else None
-                if g is not None:
-                    ident = self._ident(r)
-                    self._seen.setdefault(g, {}).setdefault(ident, r)
-                    asked.setdefault(g, set()).add(ident)
-            for g, idents in asked.items():
-                extra += [r for i, r in self._seen[g].items() if i not in idents]
-        return list(self.inner.predict_us(records + extra))[:len(records)]
+                if g is None:
+                    alone.append(i)
+                    continue
+                ident = self._ident(r)
+                self._seen.setdefault(g, {}).setdefault(ident, r)
+                asked.setdefault(g, []).append((i, ident))
+            stale = {g: list(self._seen[g].items()) for g in asked
+                     if self._times.get(g, (0, {}))[0] != len(self._seen[g])}
+        batch = [r for items in stale.values() for _, r in items]
+        preds = list(self.inner.predict_us([records[i] for i in alone] + batch)) if alone or batch else []
+        out: list[float] = [0.0] * len(records)
+        for i, t in zip(alone, preds):
+            out[i] = t
+        pos = len(alone)
+        with self._lock:
+            fresh: dict[Any, dict[str, float]] = {}
+            for g, items in stale.items():
+                fresh[g] = {ident: preds[pos + k] for k, (ident, _) in enumerate(items)}
+                pos += len(items)
+                if len(items) >= self._times.get(g, (0, {}))[0]:   # never replaced by an older ranking
+                    self._times[g] = (len(items), fresh[g])
+            for g, items in asked.items():
+                times = fresh.get(g) or self._times[g][1]
+                for i, ident in items:
+                    out[i] = times[ident]
+        return out
 
 
 def device_slug(device: str) -> str:

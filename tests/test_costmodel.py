@@ -474,6 +474,25 @@ def test_group_context_predictor_gives_a_config_alone_its_time_among_its_group()
     assert p.predict_us([other]) == [7.0]                              # a group of one: its own time
 
 
+def test_group_context_predictor_ranks_a_group_again_only_when_it_grows():
+    """A group's times are kept until a new config joins it, so that the plan totals of later trials,
+    which ask again for configs already ranked, cost no prediction; a new config re-ranks the group."""
+    from costmodel.predict import GroupContextPredictor
+    cfg = lambda x: {"XBLOCK": x}  # noqa: E731
+    a = {"group": "k", "config": cfg(1), "alone": 10.0, "rank": 1}
+    b = {"group": "k", "config": cfg(2), "alone": 5.0, "rank": 0}
+    c = {"group": "k", "config": cfg(4), "alone": 8.0, "rank": 2}
+    loose = {"group": None, "config": cfg(1), "alone": 3.0, "rank": 0}   # no group: predicted as it is
+    inner = _RankedFake()
+    p = GroupContextPredictor(inner)
+    assert p.predict_us([a, b]) == [10.0, 5.0] and inner.calls == [2]
+    assert p.predict_us([b]) == [5.0] and p.predict_us([a, dict(b), a]) == [10.0, 5.0, 10.0]
+    assert inner.calls == [2]                                            # nothing predicted again
+    assert p.predict_us([loose]) == [3.0] and inner.calls == [2, 1]      # alone: always predicted
+    assert p.predict_us([c]) == [10.0] and inner.calls == [2, 1, 3]      # a new config: the group re-ranked
+    assert p.predict_us([a, b, c, loose]) == [8.0, 5.0, 10.0, 3.0] and inner.calls == [2, 1, 3, 1]
+
+
 def test_byte_count_predictor():
     rec = {"bytes_read": 4.27e6, "bytes_written": 4.27e6, "config": {"XBLOCK": 128}}
     p = ByteCountPredictor()
