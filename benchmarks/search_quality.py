@@ -3,14 +3,18 @@ the plan that a long unguided search finds, and does the model alone, measuring 
 
     python3 -m benchmarks.search_quality [--cases NAME ...] [--out DIR] [--budget SECONDS]
         [--ref-trials 32] [--ref-top-k 16] [--ref-explore 1.0] [--guided-trials 8 32]
-        [--model-only-trials 32] [--max-candidates 48] [--rounds 5] [--reps 50]
+        [--model-only-trials 32] [--max-candidates 48] [--guided-refine 0 [24]] [--rounds 5] [--reps 50]
 
 Per case, four searches, each in a fresh tuning DB (so "kernels measured" counts everything):
   model only    — the learned cost model's predictions alone pick the plan and the configs, no
                   kernel measured: the package's no-GPU path (graph_tuner.default_benchmarker's
                   PredictingBenchmarker over the tuner's own predictor), forced on the GPU;
   guided 8, 32  — the learned cost model (the package's default predictor), 8 and 32 trials,
-                  the default top-k and exploration share;
+                  the default top-k and exploration share; the model's ranking alone decides what
+                  is measured (no refine). With --guided-refine R (R > 0) also "guided 8 refine R"
+                  and "guided 32 refine R": the same, then up to R one-knob neighbours of each
+                  kernel's fastest measured config, best predicted first: the kernel search of
+                  `autofuse tune` (TunerSettings.refine, 24), which the claims are about;
   unguided long — byte-count ranking (it cannot tell configs apart), many trials, a wide kernel
                   search (top-k large, all of it drawn at random): the reference best plan.
 Then the stored winners (and the default plan, for context) are compiled with
@@ -45,7 +49,7 @@ import sys
 import time
 import traceback
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -85,18 +89,24 @@ class Variant:
 
 def default_variants(ref_trials: int = 32, ref_top_k: int = 16, ref_explore: float = 1.0,
                      guided_trials: Sequence[int] = (8, 32), model_only_trials: int = 32,
-                     max_candidates: int = TunerSettings.max_candidates) -> list[Variant]:
+                     max_candidates: int = TunerSettings.max_candidates,
+                     guided_refine: Sequence[int] = (0,)) -> list[Variant]:
     """In the order they run: the model-only search (no measurement, must reach 10%; 0 trials leaves
     it out), the guided searches (≤ 8 trials must reach 5%, longer ones 1%; issue 7), then the
     reference, which gets whatever the others left of the case's search budget. `max_candidates`:
     how many configs of each kernel the model ranks in the model-only and guided searches (the
-    reference keeps the tuner's default: byte counts cannot tell more configs apart)."""
+    reference keeps the tuner's default: byte counts cannot tell more configs apart). `guided_refine`:
+    one set of guided searches per value, each measuring up to that many neighbours of a kernel's
+    fastest measured config after its ranked top-k (0: the ranking alone, named "guided N")."""
     roots = [math.sqrt(n) for n in guided_trials]
     guided = TunerSettings(refine=0, max_candidates=max_candidates)   # the model's ranking alone decides what is measured
     out = [Variant(MODEL_ONLY, "learned", model_only_trials, guided, 1.10, 0.2, measures=False)
            ] if model_only_trials > 0 else []
-    out += [Variant(f"guided {n}", "learned", n, guided, 1.05 if n <= 8 else 1.01, 0.6 * r / sum(roots))
-            for n, r in zip(guided_trials, roots)]
+    for refine in guided_refine:
+        name = "guided {}" + (f" refine {refine}" if refine else "")
+        out += [Variant(name.format(n), "learned", n, replace(guided, refine=refine), 1.05 if n <= 8 else 1.01,
+                        0.6 * r / sum(roots) / len(guided_refine))
+                for n, r in zip(guided_trials, roots)]
     out.append(Variant(REFERENCE, "byte-count", ref_trials, TunerSettings(top_k=ref_top_k, explore=ref_explore),
                        None, 0.4 if out else 1.0))
     return out
@@ -483,6 +493,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-candidates", type=int, default=TunerSettings.max_candidates,
                    help="configs per kernel the model ranks in the model-only and guided searches "
                         "(nearest the tuner's default config first)")
+    p.add_argument("--guided-refine", type=int, nargs="*", default=[0],
+                   help="one set of guided searches per value: after the ranked top-k, up to this many "
+                        "neighbours of each kernel's fastest measured config (0: the ranking alone; "
+                        "autofuse tune's default is TunerSettings.refine)")
     p.add_argument("--rounds", type=int, default=5, help="interleaved re-timing rounds")
     p.add_argument("--reps", type=int, default=50)
     p.add_argument("--seed", type=int, default=0)
@@ -508,7 +522,7 @@ def main(argv: list[str] | None = None) -> int:
             "claim": "guided ≤ 8 trials within 5% of the unguided long search's best plan, ≤ 32 within 1%; "
                      "model only (the cost model's picks, no kernel measured, as without a GPU) within 10%"}
     variants = default_variants(args.ref_trials, args.ref_top_k, args.ref_explore, args.guided_trials,
-                                args.model_only_trials, args.max_candidates)
+                                args.model_only_trials, args.max_candidates, args.guided_refine)
     out = Path(args.out)
     results = run_all(cases, variants, out, args.budget, device="cuda", factories=default_factories(),
                       retime=cuda_retimer(args.reps, args.rounds), meta=meta, seed=args.seed)

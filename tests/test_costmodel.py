@@ -365,6 +365,10 @@ def test_ranker_orders_configs_within_a_group(dataset):
     assert metrics(measured, t, groups).pairwise > 0.7
     again = CostModel.from_bytes(model.to_bytes())
     assert np.allclose(again.predict_us(recs), t)
+    import costmodel.rank as rank   # the classifier on all cores (many pairs) gives the same times
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(rank, "PARALLEL_PAIRS", 0)
+        assert np.array_equal(model.predict_us(recs), t)
     old = CostModel.__new__(CostModel)  # a model pickled before rankers existed
     old.__dict__.update({k: v for k, v in plain.__dict__.items() if k != "ranker"})
     assert old.ranker is None and np.allclose(old.predict_us(recs), t0)

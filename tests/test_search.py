@@ -565,3 +565,27 @@ def test_measurements_record_the_gpu_loaders_numbers(tmp_path, device, monkeypat
     with TuningDB.open(tmp_path / "t.db") as db:
         ms = db.measurements()
     assert ms and all(m["stats"].get("gpu_compile") == gpu for m in ms)
+
+
+class GroupCountingPredictor(RankingPredictor):
+    """Counts, per kernel group, the calls whose records include that group."""
+
+    def __init__(self):
+        self.per_group: dict[str, int] = {}
+
+    def predict_us(self, records):
+        for g in {r.get("group") for r in records if r.get("group")}:
+            self.per_group[g] = self.per_group.get(g, 0) + 1
+        return super().predict_us(records)
+
+
+def test_without_a_gpu_each_kernels_configs_are_ranked_once(tmp_path, monkeypatch):
+    """Without a GPU the tuner ranks a kernel's candidates, then "times" its default and its pick, and the
+    plan totals ask for them again. GroupContextPredictor ranks a group again only when a config joins
+    it, so the default must be ranked with the rest: else each kernel pays two rankings of up to 160
+    configs (0.5-1.5 s each with the pair ranker; session 21, layernorm's model-only search)."""
+    inner = GroupCountingPredictor()
+    monkeypatch.setattr("autofuse.search.graph_tuner.load_predictor", lambda db, dev: inner)
+    res = autofuse.tune(seed_fn, seed_args("cpu"), settings=settings(tmp_path / "t.db", trials=4, top_k=2))
+    assert res.measured is False and inner.per_group
+    assert set(inner.per_group.values()) == {1}, inner.per_group

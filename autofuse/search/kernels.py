@@ -355,7 +355,10 @@ class KernelTuner:
         rest = [c for c in ok if c != default]
         if not rest:
             return [default]
-        preds = self._predict([variants[c][2] for c in rest])
+        # the default is ranked with the rest: a predictor that ranks a kernel's configs together
+        # (GroupContextPredictor) would rank the whole group again when the default is timed next
+        pred_of = dict(zip(ok, self._predict([variants[c][2] for c in ok])))
+        preds = [pred_of[c] for c in rest]
         ranked = _interleave_families([c for _, _, c in sorted(((p, i, c) for i, (p, c) in enumerate(zip(preds, rest))),
                                                                key=lambda t: t[:2])], rfull)
         k = self.settings.top_k if self.bench.measures else 1
