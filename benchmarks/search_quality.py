@@ -3,7 +3,7 @@ the plan that a long unguided search finds, and does the model alone, measuring 
 
     python3 -m benchmarks.search_quality [--cases NAME ...] [--out DIR] [--budget SECONDS]
         [--ref-trials 32] [--ref-top-k 16] [--ref-explore 1.0] [--guided-trials 8 32]
-        [--model-only-trials 32] [--max-candidates 48] [--guided-refine 0 [24]] [--rounds 5] [--reps 50]
+        [--model-only-trials 32] [--max-candidates N] [--guided-refine 0 [24]] [--rounds 5] [--reps 50]
 
 Per case, four searches, each in a fresh tuning DB (so "kernels measured" counts everything):
   model only    — the learned cost model's predictions alone pick the plan and the configs, no
@@ -55,7 +55,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
-from autofuse.search.kernels import TunerSettings
+from autofuse.search.kernels import DEFAULT_CANDIDATES, TunerSettings
 
 PredictorFactory = Callable[[Any, str], Any]          # (tuning DB, device key) -> predictor
 Retimer = Callable[[Any, tuple, list["Contender"]], dict[str, list[float]]]  # µs per round, by name
@@ -89,13 +89,14 @@ class Variant:
 
 def default_variants(ref_trials: int = 32, ref_top_k: int = 16, ref_explore: float = 1.0,
                      guided_trials: Sequence[int] = (8, 32), model_only_trials: int = 32,
-                     max_candidates: int = TunerSettings.max_candidates,
+                     max_candidates: int | None = None,
                      guided_refine: Sequence[int] = (0,)) -> list[Variant]:
     """In the order they run: the model-only search (no measurement, must reach 10%; 0 trials leaves
     it out), the guided searches (≤ 8 trials must reach 5%, longer ones 1%; issue 7), then the
     reference, which gets whatever the others left of the case's search budget. `max_candidates`:
-    how many configs of each kernel the model ranks in the model-only and guided searches (the
-    reference keeps the tuner's default: byte counts cannot tell more configs apart). `guided_refine`:
+    how many configs of each kernel the model ranks in the model-only and guided searches (None: the
+    tuner's own, `kernels.candidate_limit`; the reference keeps DEFAULT_CANDIDATES: byte counts cannot
+    tell more configs apart, and the reference stays the one of earlier runs). `guided_refine`:
     one set of guided searches per value, each measuring up to that many neighbours of a kernel's
     fastest measured config after its ranked top-k (0: the ranking alone, named "guided N")."""
     roots = [math.sqrt(n) for n in guided_trials]
@@ -107,7 +108,8 @@ def default_variants(ref_trials: int = 32, ref_top_k: int = 16, ref_explore: flo
         out += [Variant(name.format(n), "learned", n, replace(guided, refine=refine), 1.05 if n <= 8 else 1.01,
                         0.6 * r / sum(roots) / len(guided_refine))
                 for n, r in zip(guided_trials, roots)]
-    out.append(Variant(REFERENCE, "byte-count", ref_trials, TunerSettings(top_k=ref_top_k, explore=ref_explore),
+    out.append(Variant(REFERENCE, "byte-count", ref_trials,
+                       TunerSettings(top_k=ref_top_k, explore=ref_explore, max_candidates=DEFAULT_CANDIDATES),
                        None, 0.4 if out else 1.0))
     return out
 
@@ -125,6 +127,10 @@ class PredictorProbe:
 
     def __init__(self, inner: Any) -> None:
         self.inner, self.calls, self.problems = inner, 0, []
+
+    @property
+    def ranks_configs(self) -> bool:
+        return bool(getattr(self.inner, "ranks_configs", False))
 
     def predict_us(self, records: Sequence[dict]) -> list[float]:
         self.calls += 1
@@ -490,9 +496,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--guided-trials", type=int, nargs="*", default=[8, 32])
     p.add_argument("--model-only-trials", type=int, default=32,
                    help="trials of the search that measures nothing, the model's picks alone (0: none)")
-    p.add_argument("--max-candidates", type=int, default=TunerSettings.max_candidates,
+    p.add_argument("--max-candidates", type=int, default=None,
                    help="configs per kernel the model ranks in the model-only and guided searches "
-                        "(nearest the tuner's default config first)")
+                        "(nearest the tuner's default config first; default: the tuner's, "
+                        "kernels.RANKED_CANDIDATES for a learned model)")
     p.add_argument("--guided-refine", type=int, nargs="*", default=[0],
                    help="one set of guided searches per value: after the ranked top-k, up to this many "
                         "neighbours of each kernel's fastest measured config (0: the ranking alone; "

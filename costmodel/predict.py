@@ -29,7 +29,9 @@ PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"
 
 @runtime_checkable
 class Predictor(Protocol):
-    """Predicted time in microseconds of each kernel record, in order."""
+    """Predicted time in microseconds of each kernel record, in order. A predictor may also say
+    whether it tells one kernel's configs apart (`ranks_configs`, False when absent): the tuner then
+    considers more of them (search/kernels.py `candidate_limit`)."""
 
     def predict_us(self, records: Sequence[dict]) -> list[float]: ...
 
@@ -51,6 +53,7 @@ class ByteCountPredictor:
 
     copy_bw: float | None = None
     launch_overhead_us: float = DEFAULT_LAUNCH_US
+    ranks_configs = False          # every config of a kernel moves the same bytes
 
     def predict_us(self, records: Sequence[dict]) -> list[float]:
         out = []
@@ -67,6 +70,7 @@ class LearnedPredictor:
     e.g. a model pickled by another scikit-learn version — the search must go on."""
 
     model: "CostModel"
+    ranks_configs = True
 
     def predict_us(self, records: Sequence[dict]) -> list[float]:
         try:
@@ -101,6 +105,10 @@ class GroupContextPredictor:
     _seen: dict[Any, dict[str, dict]] = field(default_factory=dict, repr=False)
     _times: dict[Any, tuple[int, dict[str, float]]] = field(default_factory=dict, repr=False)  # (records ranked, times)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    @property
+    def ranks_configs(self) -> bool:
+        return bool(getattr(self.inner, "ranks_configs", False))
 
     @staticmethod
     def _ident(record: dict) -> str:
@@ -196,6 +204,10 @@ class LazyPredictor:
 
     def predict_us(self, records: Sequence[dict]) -> list[float]:
         return self.resolve().predict_us(records)
+
+    @property
+    def ranks_configs(self) -> bool:
+        return bool(getattr(self.resolve(), "ranks_configs", False))
 
 
 def load_predictor(db: Any, device: str) -> Predictor:

@@ -589,3 +589,31 @@ def test_without_a_gpu_each_kernels_configs_are_ranked_once(tmp_path, monkeypatc
     res = autofuse.tune(seed_fn, seed_args("cpu"), settings=settings(tmp_path / "t.db", trials=4, top_k=2))
     assert res.measured is False and inner.per_group
     assert set(inner.per_group.values()) == {1}, inner.per_group
+
+
+class LearnedLikePredictor(RankingPredictor):
+    ranks_configs = True
+
+
+@pytest.mark.parametrize("inner,setting,want", [
+    (RankingPredictor(), None, 48), (LearnedLikePredictor(), None, 160), (LearnedLikePredictor(), 32, 32)])
+def test_a_learned_ranking_considers_more_configs(tmp_path, monkeypatch, inner, setting, want):
+    """The tuner considers RANKED_CANDIDATES configs per kernel where its predictor tells configs apart,
+    DEFAULT_CANDIDATES where it cannot (byte counts tie them all); an explicit setting wins."""
+    from autofuse.search import kernels
+    from costmodel.predict import ByteCountPredictor, GroupContextPredictor, LazyPredictor, LearnedPredictor
+    from benchmarks.search_quality import PredictorProbe
+    assert kernels.DEFAULT_CANDIDATES == 48 and kernels.RANKED_CANDIDATES == 160
+    s = TunerSettings()
+    assert kernels.candidate_limit(s, GroupContextPredictor(ByteCountPredictor())) == 48
+    assert kernels.candidate_limit(s, GroupContextPredictor(PredictorProbe(LearnedPredictor(model=None)))) == 160
+    monkeypatch.setattr("costmodel.predict.resolve_predictor", lambda db, dev: ByteCountPredictor())
+    assert kernels.candidate_limit(s, GroupContextPredictor(LazyPredictor(None, "cpu"))) == 48
+    seen = []
+    real = kernels.candidate_configs
+    monkeypatch.setattr(kernels, "candidate_configs", lambda *a, limit: seen.append(limit) or real(*a, limit=limit))
+    monkeypatch.setattr("autofuse.search.graph_tuner.load_predictor", lambda db, dev: inner)
+    st = settings(tmp_path / "t.db", trials=2, top_k=2)
+    st = replace(st, kernel=replace(st.kernel, max_candidates=setting))
+    autofuse.tune(seed_fn, seed_args("cpu"), settings=st, benchmarker=FakeBenchmarker(planted_cost))
+    assert seen and set(seen) == {want}

@@ -145,8 +145,15 @@ def test_budget_split_and_targets():
     assert [v.name for v in sq.default_variants(model_only_trials=0)] == ["guided 8", "guided 32", "unguided long"]
     # --max-candidates widens what the model ranks; the byte-count reference keeps the tuner's default
     wide = sq.default_variants(max_candidates=160)
-    assert [v.kernel.max_candidates for v in wide] == [160, 160, 160, vs[3].kernel.max_candidates]
-    assert vs[3].kernel.max_candidates == vs[0].kernel.max_candidates == 48
+    assert [v.kernel.max_candidates for v in wide] == [160, 160, 160, 48]
+    # by default the tuner decides (more configs where a learned model ranks them); the reference keeps 48
+    assert [v.kernel.max_candidates for v in vs] == [None, None, None, sq.DEFAULT_CANDIDATES] and sq.DEFAULT_CANDIDATES == 48
+    # --guided-refine: a set of guided searches per value; 0 is the ranking alone, as before
+    assert all(v.kernel.refine == 0 for v in vs[:3]) and vs[3].kernel.refine == sq.TunerSettings().refine
+    both = sq.default_variants(guided_refine=(0, 24))
+    assert [(v.name, v.kernel.refine, v.target) for v in both[1:5]] == [
+        ("guided 8", 0, 1.05), ("guided 32", 0, 1.01), ("guided 8 refine 24", 24, 1.05), ("guided 32 refine 24", 24, 1.01)]
+    assert sum(v.weight for v in both[1:5]) == pytest.approx(sum(v.weight for v in vs[1:3]))   # the same guided share
 
 
 def test_probe_notices_a_failing_model():

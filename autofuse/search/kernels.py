@@ -65,10 +65,28 @@ CLOSE_KEEP = 2
 class TunerSettings:
     top_k: int = 6                 # configs measured per kernel, besides the default
     explore: float = 0.25          # share of top_k drawn at random from the rest of the candidates
-    max_candidates: int = 48       # configs considered (nearest the default first) before ranking
+    max_candidates: int | None = None  # configs considered (nearest the default first) before ranking;
+                                       # None: `candidate_limit` (more where a learned model ranks them)
     kernel_timeout_s: float = 2.0  # a first run longer than this scores infinity
     seed: int = 0
     refine: int = 24               # then up to this many neighbours of the fastest measured (one knob each), best-first
+
+
+# Configs of one kernel considered before ranking, nearest the default first. A predictor that tells
+# configs apart (a learned model) ranks more: cross-entropy's best loss-reduction configs (split 4 at
+# 16-32 warps) are not among the first 48, and the model-only search picked a one-program config 4x
+# slower there (session 20); with 160 all five suite cases meet the search claims (session 21,
+# benchmarks/results/2026-11-30-h200-s21). Byte counts tie every config of a kernel, so a wider list
+# would only widen their random exploration.
+DEFAULT_CANDIDATES = 48
+RANKED_CANDIDATES = 160
+
+
+def candidate_limit(settings: TunerSettings, predictor: Any) -> int:
+    """How many configs per kernel the tuner considers: the setting, else by what ranks them."""
+    if settings.max_candidates is not None:
+        return settings.max_candidates
+    return RANKED_CANDIDATES if getattr(predictor, "ranks_configs", False) else DEFAULT_CANDIDATES
 
 
 def device_traits(device: torch.device, copy_bw: float | None) -> dict[str, Any]:
@@ -298,7 +316,7 @@ class KernelTuner:
             launch.run(env)
             return self.choices[ckey]
         default_rec["group"] = gkey
-        configs = candidate_configs(group, info.config, self.interpret, limit=self.settings.max_candidates)
+        configs = candidate_configs(group, info.config, self.interpret, limit=candidate_limit(self.settings, self.predictor))
         variants: dict[LaunchConfig, tuple[Any, Any, dict[str, Any]] | str] = {}
         for cfg in configs:
             try:
