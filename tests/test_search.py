@@ -19,7 +19,7 @@ from autofuse.measure.verify import compare
 from autofuse.search import finalists as finalists_mod
 from autofuse.search.finalists import Finalist, pick
 from autofuse.search.graph_tuner import TuneSettings
-from autofuse.search.kernels import TunerSettings, best_config
+from autofuse.search.kernels import DEFAULT_CANDIDATES, RANKED_CANDIDATES, TunerSettings, best_config
 from autofuse.search.study import study_name
 from tests.helpers import rand, seed_fn
 from tests.test_tuning_db import db_url, pg_admin_url  # noqa: F401 - the tuning DB's backend fixtures
@@ -596,19 +596,27 @@ class LearnedLikePredictor(RankingPredictor):
 
 
 @pytest.mark.parametrize("inner,setting,want", [
-    (RankingPredictor(), None, 48), (LearnedLikePredictor(), None, 160), (LearnedLikePredictor(), 32, 32)])
+    (RankingPredictor(), None, DEFAULT_CANDIDATES), (LearnedLikePredictor(), None, RANKED_CANDIDATES),
+    (LearnedLikePredictor(), 32, 32)])
 def test_a_learned_ranking_considers_more_configs(tmp_path, monkeypatch, inner, setting, want):
     """The tuner considers RANKED_CANDIDATES configs per kernel where its predictor tells configs apart,
     DEFAULT_CANDIDATES where it cannot (byte counts tie them all); an explicit setting wins."""
     from autofuse.search import kernels
     from costmodel.predict import ByteCountPredictor, GroupContextPredictor, LazyPredictor, LearnedPredictor
-    from benchmarks.search_quality import PredictorProbe
-    assert kernels.DEFAULT_CANDIDATES == 48 and kernels.RANKED_CANDIDATES == 160
+
+    class Wrapper:  # a predictor wrapping another passes its ranks_configs through
+        def __init__(self, inner):
+            self.inner = inner
+
+        @property
+        def ranks_configs(self):
+            return self.inner.ranks_configs
+
     s = TunerSettings()
-    assert kernels.candidate_limit(s, GroupContextPredictor(ByteCountPredictor())) == 48
-    assert kernels.candidate_limit(s, GroupContextPredictor(PredictorProbe(LearnedPredictor(model=None)))) == 160
+    assert kernels.candidate_limit(s, GroupContextPredictor(ByteCountPredictor())) == DEFAULT_CANDIDATES
+    assert kernels.candidate_limit(s, GroupContextPredictor(Wrapper(LearnedPredictor(model=None)))) == RANKED_CANDIDATES
     monkeypatch.setattr("costmodel.predict.resolve_predictor", lambda db, dev: ByteCountPredictor())
-    assert kernels.candidate_limit(s, GroupContextPredictor(LazyPredictor(None, "cpu"))) == 48
+    assert kernels.candidate_limit(s, GroupContextPredictor(LazyPredictor(None, "cpu"))) == DEFAULT_CANDIDATES
     seen = []
     real = kernels.candidate_configs
     monkeypatch.setattr(kernels, "candidate_configs", lambda *a, limit: seen.append(limit) or real(*a, limit=limit))
