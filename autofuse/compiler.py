@@ -236,7 +236,7 @@ class ProgramBuilder:
         """The bytes a kernel reads of `name`: the whole buffer, or for a buffer it only gathers, one
         DRAM sector (SECTOR_BYTES) per gathered element, at most the whole buffer. Why: cross-entropy's
         target gather reads 8192 logits of a 524 MB buffer; counted whole, the cost model took that
-        kernel for 824 µs, and its model-only plan came out 2.8x slower (session 17, call 3)."""
+        kernel for 824 µs, and its model-only plan came out 2.8x slower."""
         full = self._bytes(name)
         n = writer.gathered_elements(name)
         return full if n is None else min(full, n * max(SECTOR_BYTES, itemsize(self.layouts[name].dtype)))

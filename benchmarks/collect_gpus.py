@@ -10,7 +10,7 @@ DIR/measurements.jsonl.gz (one gzip member per GPU; gzip readers read them as on
 collect.json records into DIR/collect.json and their logs into DIR/log.txt; the per-GPU folders
 (tuning DBs, large) are removed unless --keep-dbs. Why: device time is counted per machine held, so an eight-GPU host collects eight
 times the graphs in the same time, and the held-out metrics grow with graphs
-(costmodel/pretrained/EXPERIMENTS.md), while the device returns only a few files per call.
+(docs/costmodel.md), while the device returns only a few files per call.
 """
 from __future__ import annotations
 

@@ -6,9 +6,9 @@ training data for the kernels a loss compiles to.
 Why a family of its own: the random corpus (benchmarks/corpus.py) drafts row reductions, norms and
 pointwise chains but no gather, so a loss's final kernel — one program (or a few, split) reducing a
 batch's per-row terms, each fetched by a gather at the row's target — had no neighbour in the
-training data. Session 19: the shipped model put the one-program configs of cross-entropy's
-1 x 8192 loss reduction at 6-8 µs, they measure 15-35, and the split ones it ranked low are the
-fastest (8.2 µs; costmodel/pretrained/EXPERIMENTS.md). The corpus's random stream is left as it
+training data. Without them a model trained on the corpus puts the one-program configs of
+cross-entropy's 1 x 8192 loss reduction at 6-8 µs; they measure 15-35, and the split ones it ranks
+low are the fastest (8.2 µs; docs/costmodel.md). The corpus's random stream is left as it
 is (its programs are named by seed and index, and exports collected from it must stay reproducible),
 so the losses are drawn from a stream of their own.
 

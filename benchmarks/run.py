@@ -54,7 +54,7 @@ def time_samples(fn: Callable[..., Any], input_sets: list[tuple], reps: int) -> 
     """Milliseconds of each of reps calls of fn, rotating through input sets, after warm-up. Calls
     are queued back to back (events around each, one synchronize at the end), behind a GPU sleep
     (`QUEUE_AHEAD_CYCLES`) during which the host queues them all: each sample is the GPU's time for one
-    call, whatever the host's speed. Why: on a slower host (session 16, call 3) a 67 µs column sum
+    call, whatever the host's speed. Why: on a slow host a 67 µs column sum
     with 56-80 µs of host time per call read 100-123 µs without it, and the seed 16384 case 130-164
     µs across rounds. Host time is measured on its own (`host_us`, `host_overhead_us`)."""
     for args in input_sets[:2]:
@@ -214,7 +214,7 @@ def run_case(case, reps: int, bw: float, tune: tuple[str, int, float] | None = N
 
 def host_overheads(fns: dict[str, Callable[..., Any]], args: tuple, rounds: int) -> dict[str, float]:
     """Median over `rounds` interleaved rounds of each variant's `host_overhead_us` (one reading per
-    variant swung by 2x between runs on the device's host: call 1 of session 14)."""
+    variant swings by 2x between runs on the device's host)."""
     runs: dict[str, list[float]] = {n: [] for n in fns}
     failed: set[str] = set()
     for _ in range(max(rounds, 1)):

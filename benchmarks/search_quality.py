@@ -1,4 +1,4 @@
-"""Search quality, issue 7's evidence lines: does model-guided search reach, with few measured trials,
+"""Search quality: does model-guided search reach, with few measured trials,
 the plan that a long unguided search finds, and does the model alone, measuring nothing, come close?
 
     python3 -m benchmarks.search_quality [--cases NAME ...] [--out DIR] [--budget SECONDS]
@@ -27,7 +27,7 @@ Note: --budget (seconds) is split over the cases still to run (quick cases first
 goes to the slow ones), and within a case over the searches by weight. The model-only search runs
 first and is never cut short: its trials cost predictions and a correctness run of each kernel's
 default and predicted-best configs, nothing is timed, and its claim is the model's pick, not a time
-(session 19: softmax's, the first case, was cut at 15 of 32 trials; the time it takes still
+(cut by it, softmax's, the first case, stops at 15 of 32 trials; the time it takes still
 comes out of its case's budget); the guided searches next: they stop
 at their few trials, and the reference gets all the time they leave (and the compile caches they
 warmed). A search cut short by its budget is marked so. Results (results.json, results.md) are
@@ -92,7 +92,7 @@ def default_variants(ref_trials: int = 32, ref_top_k: int = 16, ref_explore: flo
                      max_candidates: int | None = None,
                      guided_refine: Sequence[int] = (0,)) -> list[Variant]:
     """In the order they run: the model-only search (no measurement, must reach 10%; 0 trials leaves
-    it out), the guided searches (≤ 8 trials must reach 5%, longer ones 1%; issue 7), then the
+    it out), the guided searches (≤ 8 trials must reach 5%, longer ones 1%), then the
     reference, which gets whatever the others left of the case's search budget. `max_candidates`:
     how many configs of each kernel the model ranks in the model-only and guided searches (None: the
     tuner's own, `kernels.candidate_limit`; the reference keeps DEFAULT_CANDIDATES: byte counts cannot
@@ -354,7 +354,7 @@ def _predictor_warning(v: Variant, s: dict[str, Any]) -> str:
 
 
 def markdown(results: dict[str, Any]) -> str:
-    lines = [f"Search quality (issue 7). Device: {results.get('device')}; torch {results.get('torch')}, "
+    lines = [f"Search quality. Device: {results.get('device')}; torch {results.get('torch')}, "
              f"triton {results.get('triton')}, optuna {results.get('optuna')}, scikit-learn {results.get('sklearn')}; "
              f"{results.get('date')}; budget {results.get('budget_s')} s; learned model "
              f"{results.get('model', {}).get('version')}.", "",

@@ -1,6 +1,6 @@
 """Ratios and geometric means of a benchmark results.json (what the README quotes).
 
-    python3 -m benchmarks.summary benchmarks/results/2026-11-29-h200-tuned/results.json [--leave-out CASE ...]
+    python3 -m benchmarks.summary benchmarks/results/2026-11-30-h200-suite/results.json [--leave-out CASE ...]
 
 --leave-out drops cases from the means (a case whose readings swung within the run, for example).
 """

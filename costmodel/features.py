@@ -8,24 +8,27 @@ without a source, a device without a measured bandwidth — and the model tolera
 Note: the grid is ceil(numel / XBLOCK) * split; a looped reduction runs ceil(rnumel / split /
 RBLOCK) iterations; "waves" are grid / (SMs x resident blocks per SM) — with the compiled
 occupancy, and with the thread limit alone (`waves_nominal`, known without compiling).
-`RELATIVE_NAMES` (schema 2) put the config in proportion to its kernel, since the search ranks
-configs of one kernel: the block's share of numel and rnumel, whether RBLOCK covers the row, threads
-per row, values each thread holds and how many pointers it holds them for (a register estimate),
-programs per SM, the last wave's fill, bytes per program and per thread. Schema 3 adds the
-config's `online`, `fast_tanh` and `early_loads` flags, schema 4 its `cache_hints` flag (0 in data
-measured before them; a stored model reads only its own columns, so older models predict as before).
-Schema 5: a loop-free kernel's (pointwise, persistent reduction) `num_stages` reads 1, whatever the
-config says: only loops are pipelined, and its code is the same at every value.
-Schema 6: so does a looped reduction whose loop runs once (RBLOCK covers the row, no split).
-Schema 7: every kernel's does. Over 1452 measured pairs of looped configs differing only in
-num_stages the time ratio's median was 1.000 (p10-p90 0.995-1.005, the run-to-run noise), so the
-search no longer offers it (autofuse/plan/space.py) and the data's stage twins merge like the others.
-Schema 8: `log_op_elements` and `op_intensity` weigh each op by its density (`source_ops`): an op on a
-k-way split row's lanes counts 1/k per element, one on reduced values once per row (`elem_ops`,
-`row_ops`: the weighted ops of each kind), and the prelude's fast exp2 / tanh, log2(e) multiply and NaN-propagating
-max count in their op classes; each load and store is classed by how its address moves with the
-element index (`contig_accesses`, `strided_accesses`, `irregular_accesses`, `max_stride`). A model of
-an older schema reads the changed columns with the new meaning.
+The feature groups:
+- Sizes, bytes and the launch config: numel, rnumel, bytes read and written, the byte roofline,
+  XBLOCK, RBLOCK, warps, persistent / looped / split.
+- `RELATIVE_NAMES`: the config in proportion to its kernel, since the search ranks configs of one
+  kernel: the block's share of numel and rnumel, whether RBLOCK covers the row, threads per row,
+  values each thread holds and for how many pointers (a register estimate), programs per SM, the
+  last wave's fill, bytes per program and per thread.
+- The config's flags: `online`, `fast_tanh`, `early_loads`, `cache_hints` (0 where absent).
+- `num_stages` reads 1 for every kernel: only loops are pipelined, and over 1452 measured pairs of
+  looped configs differing only in it the time ratio's median is 1.000 (p10-p90 0.995-1.005, the
+  run-to-run noise), so the search does not offer it and such twins merge.
+- The op mix (`source_ops`), each op weighted by its density: an op on a k-way split row's lanes
+  counts 1/k per element, one on reduced values once per row (`elem_ops`, `row_ops`,
+  `log_op_elements`, `op_intensity`); the prelude's fast exp2 / tanh, log2(e) multiply and
+  NaN-propagating max count in their op classes.
+- Access patterns: each load and store classed by how its address moves with the element index
+  (`contig_accesses`, `strided_accesses`, `irregular_accesses`, `max_stride`).
+- Compiled (optional): registers, spills, shared memory, occupancy and waves from the sm_90 compile.
+- Device traits: SM count and copy bandwidth.
+A stored model reads only its own columns; a model of an older schema reads changed columns with
+their current meaning.
 """
 from __future__ import annotations
 
@@ -43,8 +46,7 @@ from .compiled import CompiledStats, compiled_stats
 from .occupancy import blocks_per_sm, nominal_blocks_per_sm
 from .source_ops import COUNT_NAMES, OpCounts, count_ops
 
-FEATURE_SCHEMA = 8  # 3: online-softmax, fast-tanh, early-loads flags; 4: cache hints; 5: loop-free num_stages 1;
-#                    6: one-step loops too; 7: every kernel's num_stages reads 1; 8: per-row ops (module note)
+FEATURE_SCHEMA = 8  # the layout of the feature vector (module note); a model records the schema it was trained on
 DEFAULT_SM_COUNT = 132
 DEFAULT_COPY_BW = 4.27e12
 OP_WEIGHTS = {"arith": 1.0, "compare": 1.0, "select": 1.0, "cast": 1.0, "division": 4.0, "transcendental": 8.0}

@@ -118,10 +118,9 @@ def _twin_key(m: Mapping[str, Any]) -> tuple | None:
 
 
 def merge_twins(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """One row per compiled kernel, in first-seen order. Why: searches before session 16 measured
-    loop-free configs at num_stages 1 and 2, the same machine code twice (3119 pointwise pairs in the
-    session-15/16 data); as two candidates, their noise-only differences became pairs to rank and
-    peaks to miss. A merged row keeps the first record with the geometric mean of the medians and
+    """One row per compiled kernel, in first-seen order. Why: the data hold configs that compile to
+    the same machine code (loop-free kernels measured at num_stages 1 and 2: 3119 pointwise pairs);
+    as two candidates, their noise-only differences would be pairs to rank and peaks to miss. A merged row keeps the first record with the geometric mean of the medians and
     `stats["twins"]`, the number merged."""
     by: dict[Any, list[Mapping[str, Any]]] = {}
     for i, m in enumerate(rows):

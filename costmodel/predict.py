@@ -90,15 +90,15 @@ class GroupContextPredictor:
     Why: a learned model's pair ranker orders a group's configs and hands out the regressor's times in
     that order (`CostModel.predict_us`); a record predicted alone gets the regressor's own time. The
     kernel tuner ranks a kernel's candidates together, but without a GPU its "measurements" and the
-    plan totals are single predictions: on softmax (session 19) the ranker's best config read 143.8 µs
-    alone against the default's 137.3, and the model-only search kept the default (measured 148 against
+    plan totals are single predictions: on softmax the ranker's best config reads 143.8 µs alone
+    against the default's 137.3, and a model-only search would keep the default (measured 148 against
     129). A predictor without a ranker predicts each record alone anyway, so this changes nothing there.
 
     Each group's times are kept until a new record joins it: asking again for configs already ranked
     (the plan totals of every later trial) costs no prediction. The pair ranker scores every pair of a
-    group, so each such ask used to pay the whole group's ranking again: 1.5 s for 160 configs on a CPU
-    core (session 20, results scratch/model_only_cost.py), when the model-only cross-entropy search
-    ranking 160 configs per kernel took 95 s against 32 with 48.
+    group, so without the cache each such ask pays the whole group's ranking again: 1.5 s for 160
+    configs on a CPU core, which took the model-only cross-entropy search ranking 160 configs per
+    kernel to 95 s against 32 with 48.
     """
 
     inner: Predictor

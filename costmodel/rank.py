@@ -4,17 +4,16 @@ The search asks the model one question: which configs of this kernel to measure.
 absolute log time spends its capacity on the 1000x spread between kernels; a classifier of config
 pairs within a group (same kernel, different launch configs) learns only the question asked. On the
 held-out H200 graphs it ranks better than every regressor target tried (absolute, within-group
-deviation, clipped deviation, within-group rank): costmodel/pretrained/EXPERIMENTS.md.
+deviation, clipped deviation, within-group rank): docs/costmodel.md.
 
 Note: training pairs are the ordered pairs (a, b) of one group whose measured times differ by more
 than `evaluate.TIE`, labelled "a is faster"; a pair's row is the config features of a minus b, of a,
 of b, and the kernel features (`pair_rows`). A record's score is its mean probability of beating the
 other records of its group (a Borda count over both orders of each pair). `CostModel` keeps the
 regressor's times and hands them out within each group in the ranker's order (`order_within_groups`),
-so a group's predicted times, and any sum over them, stay the regressor's. The classifier grew with
-session 15's data to 600 trees of 63 leaves (from 300 of 31): on retrain's held-out graphs it is not
-worse on any metric; on the new-codegen graphs alone it gains pairwise and loses peak@1 (both small,
-EXPERIMENTS.md).
+so a group's predicted times, and any sum over them, stay the regressor's. The classifier has 600
+trees of 63 leaves: on retrain's held-out graphs it is not worse than 300 of 31 on any metric
+(docs/costmodel.md).
 """
 from __future__ import annotations
 

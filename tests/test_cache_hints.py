@@ -108,7 +108,7 @@ def test_config_json_and_the_search_offers_it():
 def test_looped_row_defaults_on_the_gpu_carry_hints():
     h = Heuristics()
     looped = h.launch_config("reduction", 32768, 4096, False, hints=True)
-    assert not looped.persistent and looped.cache_hints       # the rows_probe default: one row, 2048, 8 warps
+    assert not looped.persistent and looped.cache_hints       # one row, 2048, 8 warps
     assert not h.launch_config("reduction", 32768, 4096, False, hints=False).cache_hints   # not legal there
     assert not h.launch_config("reduction", 32768, 4096, True, hints=True).cache_hints     # the interpreter
     assert not h.launch_config("reduction", 32768, 512, False, hints=True).cache_hints    # persistent

@@ -78,7 +78,7 @@ def test_op_mix_of_pointwise_add(add_record):
 
 def test_a_gathered_buffer_counts_one_sector_per_element_not_the_whole_buffer():
     """Cross-entropy's target gather reads 64 of 64x3000 logits: one 32-byte sector each, not the
-    768 kB buffer (counted whole, the model took such kernels for hundreds of µs: session 17)."""
+    768 kB buffer (counted whole, the model took such kernels for hundreds of µs)."""
     from autofuse.compiler import SECTOR_BYTES
     logits, target = torch.randn(64, 3000), torch.randint(0, 3000, (64,))
     gathered = _record(lambda l, t: l.gather(1, t[:, None]).sum(), [logits, target])
@@ -129,7 +129,7 @@ def test_ops_count_by_density_lanes_and_rows():
     """Online logsumexp (the codegen's form): the fma and exp2 on loaded elements count 1 per element,
     the running max/sum updates on the 8-lane accumulators 1/8 each, the epilogue after the row reduce
     once per row. Counted once per element each (schema < 8), the lane updates and epilogue made a
-    32000-wide cross-entropy kernel look compute-bound: 4-5x its measured time (session 19)."""
+    32000-wide cross-entropy kernel look compute-bound: 4-5x its measured time."""
     from costmodel.source_ops import count_ops
     ops = count_ops(ONLINE_LSE, "KERNEL")
     dense = ops.per_element()
@@ -149,7 +149,7 @@ def test_ops_count_by_density_lanes_and_rows():
 
 def test_access_patterns_contiguous_strided_irregular():
     """A reduction over a transposed input reads with a stride along the row; measured 10x slower than
-    its bytes on the H200 (session 1's 2112 x 32000 kernel), it needs telling apart from a contiguous one."""
+    its bytes on the H200 (a 2112 x 32000 kernel), it needs telling apart from a contiguous one."""
     x = torch.randn(300, 40)
     rows = kernel_features(_record(lambda t: t.sum(1), [x]), compile=False)
     cols = kernel_features(_record(lambda t: t.sum(0), [x]), compile=False)
@@ -463,7 +463,7 @@ class _RankedFake:
 def test_group_context_predictor_gives_a_config_alone_its_time_among_its_group():
     """Without a GPU the tuner ranks a kernel's configs together, then "measures" each alone; a record
     alone must get the time it got in its group, or the regressor's own times undo the ranker's order
-    (session 19: the model-only search kept softmax's default config, 148 µs against the ranker's 129)."""
+    (the model-only search would keep softmax's default config, 148 µs against the ranker's 129)."""
     from costmodel.predict import GroupContextPredictor
     cfg = lambda x: {"XBLOCK": x}  # noqa: E731
     a = {"group": "k", "config": cfg(1), "alone": 10.0, "rank": 0}   # the ranker's best, slow by the regressor

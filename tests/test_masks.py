@@ -1,7 +1,7 @@
 """Masks dropped where sizes divide: a kernel whose x size is a multiple of XBLOCK (and whose r
 size fits RBLOCK exactly, or is a multiple of it in a loop) gets constant-true masks, which Triton
 folds away (no compare, no select, unpredicated loads; 168 -> 152 SASS instructions on sm_90 for
-the rmsnorm benchmark kernel, `python -m benchmarks.sass_count`). Sizes that do not divide keep
+the rmsnorm benchmark kernel). Sizes that do not divide keep
 their masks. Checked against eager on poisoned buffers with the configs forced."""
 from dataclasses import replace
 

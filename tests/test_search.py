@@ -504,8 +504,8 @@ def test_a_kernels_close_runner_up_is_timed_end_to_end_and_can_win(tmp_path, dev
 
 def test_num_stages_is_not_searched():
     """num_stages pipelines loops only: a pointwise or persistent kernel compiles to the same code at
-    every value, and a looped reduction's time did not change with it in 1452 measured pairs (session
-    18, plan/space.py CONFIG_RANGES): candidates carry num_stages 1, and a neighbour's move on it is
+    every value, and a looped reduction's time did not change with it in 1452 measured pairs
+    (plan/space.py CONFIG_RANGES): candidates carry num_stages 1, and a neighbour's move on it is
     back to 1 only (a plan may still name another value)."""
     from autofuse.capture.trace import trace_aten
     from autofuse.compiler import schedule
@@ -583,7 +583,7 @@ def test_without_a_gpu_each_kernels_configs_are_ranked_once(tmp_path, monkeypatc
     """Without a GPU the tuner ranks a kernel's candidates, then "times" its default and its pick, and the
     plan totals ask for them again. GroupContextPredictor ranks a group again only when a config joins
     it, so the default must be ranked with the rest: else each kernel pays two rankings of up to 160
-    configs (0.5-1.5 s each with the pair ranker; session 21, layernorm's model-only search)."""
+    configs (0.5-1.5 s each with the pair ranker on layernorm's model-only search)."""
     inner = GroupCountingPredictor()
     monkeypatch.setattr("autofuse.search.graph_tuner.load_predictor", lambda db, dev: inner)
     res = autofuse.tune(seed_fn, seed_args("cpu"), settings=settings(tmp_path / "t.db", trials=4, top_k=2))

@@ -218,8 +218,8 @@ def test_model_only_takes_the_no_gpu_path(monkeypatch):
 
 
 def test_model_only_search_is_not_cut_by_its_budget(tmp_path, device, monkeypatch):
-    """Its trials are predictions: it runs without a time budget however small its share (session 19's
-    softmax model-only search was cut at 15 of 32), while a measuring search gets its share. (The
+    """Its trials are predictions: it runs without a time budget however small its share (cut by one,
+    softmax's model-only search stops at 15 of 32 trials), while a measuring search gets its share. (The
     settings are checked, not the cut: the tuner allows every graph at least 1 s, in which a fast
     host finishes a small search anyway.)"""
     import autofuse

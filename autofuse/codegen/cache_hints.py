@@ -8,10 +8,9 @@ Note: in a reduction kernel a load inside the r loop (or a persistent reduction'
     hit L2), and `evict_first` on the buffer's last pass (nothing reads it again);
   - no hint otherwise (a persistent reduction's row, read once, as Inductor leaves it).
 Loads inside masked() regions and gathers are left alone. In a pointwise kernel the stores get
-`.cs` (cache streaming: L2 may drop the line first), the one form of benchmarks/stream_probe.py
-that paid on SwiGLU when hand-written (0.2%, session 16; evict_first loads and grid-stride programs
-lost 5-17%). Through codegen it is worth 0.03% over 6 configs (benchmarks/store_probe.py, session
-17), yet the tune picked it for SwiGLU's winning config twice; a later kernel that reads the output
+`.cs` (cache streaming: L2 may drop the line first), the one hand-written form that paid on SwiGLU
+(0.2%; evict_first loads and grid-stride programs lost 5-17%). Through codegen it is worth 0.03%
+over 6 configs, yet the tune picks it for SwiGLU's winning config; a later kernel that reads the output
 finds less of it in L2, which the search weighs by measuring. The hints change no value, only what
 L2 keeps. They are a choice in the config space the search measures; by default only looped row
 reductions on the GPU carry them, where they were measured to pay (Heuristics.launch_config).

@@ -5,7 +5,7 @@ Note: codegen evaluates a node's body when its value is needed, so the loads of 
 reduction's value (rmsnorm's weight, a bias, a residual) are issued after the reduction's
 cross-warp step (a barrier): each program then waits one more memory round trip before its
 stores. Compiled for sm_90, the generated rmsnorm kernel issues its weight's loads right after the
-barrier (`python -m benchmarks.sass_count`). Issued first, they are in flight during the reduction.
+barrier (SASS of the sm_90 compile). Issued first, they are in flight during the reduction.
 A load is hoisted only where it is safe anywhere in the kernel: a direct load (no index computed
 from another value) outside any masked() region, of a buffer the kernel does not produce. It holds
 registers through the reduction, so it is a choice the search measures, never a default.

@@ -2,7 +2,7 @@
 
 Note: libdevice's tanh costs some twenty instructions an element, enough to make a bf16
 bias + GELU(tanh) kernel compute-bound (measured on the H200: 71% of copy bandwidth with
-libdevice, 85% with tanh.approx, 90% with no tanh at all; benchmarks/tanh_probe.py). The
+libdevice, 85% with tanh.approx, 90% with no tanh at all; docs/defaults.md). The
 approximation's relative error (about 2^-11) is below the rounding of a 16-bit float (2^-8 for
 bf16, 2^-11 for f16), so it is legal only in a kernel whose every value is 16-bit: each member
 buffer (what the kernel may store) is bf16 or f16. The search measures it; it is never a default.

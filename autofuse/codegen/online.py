@@ -16,7 +16,7 @@ load), the update works per chunk instead of per element: the chunk's max in reg
 sum kept relative to R = m·log2(e) as Σ 2^(v·log2(e) − R), one FFMA and one ex2.approx.ftz per
 element — no compare, no select, no exp fix-ups. About 8 SASS instructions an element instead of
 16; on the H200 the cross-entropy logsumexp went from 186 µs (66% of copy bandwidth) to 129 µs
-(95%) (benchmarks/online_probe.py). R is rounded, but every sum is kept relative to that same
+(95%) (docs/defaults.md). R is rounded, but every sum is kept relative to that same
 rounded R, and the final step brings lanes to the row's max with 2^(R − M·log2(e)), whose product
 is exact in an FMA: the error stays that of one exp.
 """

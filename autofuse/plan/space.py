@@ -23,14 +23,12 @@ from .apply import graph_key, node_id, plan_from_groups
 from .plan import FusionPlan
 
 # num_stages only pipelines loops: a pointwise or persistent kernel has none, and its machine code is
-# the same at every num_stages (session 16: identical PTX at 1, 2 and 3), so it gets one value —
-# before, 3119 pointwise configs of the cost-model data were measured twice, once per value.
-# Looped reductions get one value too: 1048 looped configs of the session 15-17 data were measured at
-# stage 1 and at 2-5, the rest equal; over the 1452 pairs the time ratio's median is 1.000 and its
-# p10-p90 0.995-1.005 (1.6% of pairs beyond ±2%), at every trip count: noise (results
-# 2026-11-30-h200-s18/scratch/stage_pairs). Offering 1-3 tripled the looped candidates and spent the
-# refine's steps on them: the seed example's best row config (max-autotune's) was out of its reach
-# (scratch/search_sim there).
+# the same at every num_stages (identical PTX at 1, 2 and 3 on sm_90), so it gets one value.
+# Looped reductions get one value too: over 1452 measured pairs of looped configs at stage 1 and at
+# 2-5, the rest equal, the time ratio's median is 1.000 and its p10-p90 0.995-1.005 (1.6% of pairs
+# beyond ±2%), at every trip count: noise. Offering 1-3 would triple the looped candidates and spend
+# the refine's steps on them, leaving the seed example's best row config (max-autotune's) out of
+# reach (docs/defaults.md).
 CONFIG_RANGES: dict[str, dict[str, tuple[int, ...]]] = {
     "pointwise": {"XBLOCK": (64, 128, 256, 512, 1024, 2048, 4096), "num_warps": (1, 2, 4, 8, 16),
                   "num_stages": (1,)},

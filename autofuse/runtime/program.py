@@ -23,7 +23,7 @@ except ImportError:  # pragma: no cover - older torch
 
 def allocator(lay: Layout) -> Callable[[], torch.Tensor]:
     """A new tensor of the layout. torch.empty_strided parses its arguments in Python each call
-    (3-4 µs on the H200's host, per buffer, per call: benchmarks/sync_probe.py); a CUDA buffer on
+    (3-4 µs on the H200's host, per buffer, per call); a CUDA buffer on
     the current device goes through the C++ fast path instead."""
     size, stride, dtype, device = tuple(lay.size), tuple(lay.stride), lay.dtype, lay.device
     dev = torch.device(device)

@@ -69,7 +69,7 @@ class Heuristics:
     split_max: int = 64
     # a reduction over fewer elements is a few µs in one program; splitting it saves the GPU little
     # (set when a split was two launches: cross-entropy's mean over 8192 rows cost 30 µs of host
-    # time split, 10 µs not, benchmarks/sync_probe.py; the search may still split it)
+    # time split, 10 µs not; the search may still split it)
     split_min_elements: int = 1 << 20
 
     # ---- lowering ---------------------------------------------------------------------
@@ -105,7 +105,7 @@ class Heuristics:
         (codegen/cache_hints.py); a looped row reduction on the GPU then gets them, as Inductor's
         looped kernels do: at this default (one row, RBLOCK 2048, 8 warps) they took rmsnorm
         137.4 -> 129.8 µs, the seed example at 16384x4096 137.6 -> 132.2 µs and layernorm 147.0 ->
-        146.0 µs on the H200 (benchmarks/rows_probe.py, results 2026-11-30-h200-s13/call3). Split,
+        146.0 µs on the H200 (docs/defaults.md). Split,
         outer and online kernels were not measured with them and keep none."""
         cfg = self._launch_config(kind, numel, rnumel, interpret, outer)
         if splittable and kind == "reduction" and not interpret:
@@ -141,7 +141,7 @@ class Heuristics:
         if outer and not interpret:
             # 64 lanes of 4 warps, 16-row steps: the fastest of 95 column-sum configs on the H200
             # (16384x4096 f32, split 16: 65.2 us against 70.8 us for 128 lanes of 8 warps, 32-row
-            # steps; benchmarks/colsum_probe.py, results 2026-11-29-h200-s12)
+            # steps)
             xblock = min(64, next_pow2(max(numel, 1)))
             rblock = min(rblock_full, 16)
             return LaunchConfig(XBLOCK=xblock, RBLOCK=rblock, num_warps=4, persistent=rblock == rblock_full)

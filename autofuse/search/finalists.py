@@ -6,8 +6,8 @@ alike. A challenger replaces the incumbent (the default plan) if it is faster by
 run-to-run spread of either, or, when the margin is within that spread, if it is faster in every
 one of at least CONFIRM_MIN_ROUNDS paired rounds (the tuner times the two again for that): paired
 rounds cancel the drift that the spread includes, and a noise-only difference wins all 9 with
-probability 1/512. Why: a 0.2% gain (rmsnorm at max-autotune's config, session 17 store_probe:
-129.18 against our default's 129.50 µs) sits inside a 3-round spread, so the default was kept.
+probability 1/512. Why: a 0.2% gain (rmsnorm at max-autotune's config: 129.18 against our
+default's 129.50 µs) sits inside a 3-round spread, which alone would keep the default.
 A plan whose outputs differ from eager's is never a winner.
 """
 from __future__ import annotations

@@ -55,7 +55,7 @@ class KernelChoice:
 
 
 # A kernel's configs within 1% of its best are told apart by one measurement each only as far as the
-# run-to-run noise allows (0.2% above 30 µs, 0.7% at 8-30 µs: costmodel/pretrained/EXPERIMENTS.md);
+# run-to-run noise allows (0.2% above 30 µs, 0.7% at 8-30 µs: docs/costmodel.md);
 # the best plan's runners-up are timed again end to end with the finalists (search/graph_tuner.py).
 CLOSE_SHARE = 0.01
 CLOSE_KEEP = 2
@@ -74,10 +74,10 @@ class TunerSettings:
 
 # Configs of one kernel considered before ranking, nearest the default first. A predictor that tells
 # configs apart (a learned model) ranks more: cross-entropy's best loss-reduction configs (split 4 at
-# 16-32 warps) are not among the first 48, and the model-only search picked a one-program config 4x
-# slower there (session 20); with 160 all five suite cases meet the search claims (session 21,
-# benchmarks/results/2026-11-30-h200-s21). Byte counts tie every config of a kernel, so a wider list
-# would only widen their random exploration.
+# 16-32 warps) are not among the first 48, and the model-only search picks a one-program config 4x
+# slower there; with 160 all five suite cases meet the search claims
+# (benchmarks/results/2026-11-30-h200-search-quality). Byte counts tie every config of a kernel, so a
+# wider list would only widen their random exploration.
 DEFAULT_CANDIDATES = 48
 RANKED_CANDIDATES = 160
 
@@ -241,8 +241,8 @@ def _plausible(cfg: LaunchConfig, group: Any, xmax: int) -> bool:
 
 def _one_step(c: LaunchConfig, rfull: int) -> bool:
     """A looped row whose loop runs once (RBLOCK covers the row): it reads the row twice, the second
-    time from L2, and its code is the same at every num_stages (session 17: identical SASS at 1-3
-    for rmsnorm, layernorm and the seed example at 4096, scratch one_step_stages)."""
+    time from L2, and its code is the same at every num_stages (identical SASS at 1-3 for rmsnorm,
+    layernorm and the seed example at 4096 on sm_90)."""
     return not c.persistent and c.split == 1 and c.RBLOCK >= rfull > 1
 
 
@@ -255,8 +255,8 @@ def _interleave_families(ranked: list[LaunchConfig], rfull: int = 0) -> list[Lau
     """Round-robin over config families (persistent/looped/one-step looped, split or not), each in
     rank order: when the predictor cannot tell configs apart (the byte-count estimate), the measured
     few still cover every kind of kernel instead of the default's nearest neighbours only. (The
-    one-step rows, Inductor max-autotune's rmsnorm form, were 3 steps from our default and outside
-    the 48 candidates: session 17.)"""
+    one-step rows, Inductor max-autotune's rmsnorm form, are 3 steps from our default and would
+    otherwise fall outside the 48 candidates.)"""
     fams: dict[tuple, list[LaunchConfig]] = {}
     for c in ranked:
         fams.setdefault(_family(c, rfull), []).append(c)
@@ -284,8 +284,8 @@ def _distance(a: LaunchConfig, b: LaunchConfig) -> tuple:
 def best_config(times: dict[LaunchConfig, float], default: LaunchConfig) -> LaunchConfig:
     """The fastest config; ties go to the default. A split config is one launch like any other
     (codegen/split.py), so its time compares as is: the tuner's timer hides host time, and the
-    two-launch split it replaced had to be charged one launch (cross-entropy's split mean: 188 µs
-    a call against 155 µs unsplit, benchmarks/sync_probe.py)."""
+    two-launch split had to be charged one launch (cross-entropy's split mean: 188 µs a call
+    against 155 µs unsplit; docs/defaults.md)."""
     return min(times, key=lambda c: (times[c], c != default))
 
 
@@ -394,8 +394,8 @@ class KernelTuner:
         `settings.refine` lasts; then the next fastest. A faster neighbour is expanded next (descent);
         when none is faster the runner-up is (a plain descent stops there, yet the seed example's
         best row config is two moves from the default across a tie: RBLOCK 2048 -> 1024 at 8 warps
-        is level, then 16 warps is 1% faster, benchmarks/trip_probe.py). Knobs interact (rmsnorm's
-        looped rows beat its persistent ones only with cache hints, benchmarks/rows_probe.py), so a
+        is level, then 16 warps is 1% faster). Knobs interact (rmsnorm's looped rows beat its
+        persistent ones only with cache hints; docs/defaults.md), so a
         search that stops at the ranked top-k can leave a few percent behind."""
         left = self.settings.refine if self.bench.measures else 0
         expanded: set[LaunchConfig] = set()
