@@ -175,11 +175,10 @@ def test_a_close_challenger_wins_only_in_every_one_of_nine_paired_rounds():
     inc = Finalist("default", None, rounds_us=[100.0, 101.0, 104.0])
     close = Finalist("tuned", None, rounds_us=[99.0, 100.0, 98.5])
     assert needs_confirmation(inc, [close]) is close
-    assert CONFIRM_MIN_ROUNDS == 9
-    inc.rounds_us += [100.2] * 6
-    close.rounds_us += [100.0] * 6
+    inc.rounds_us += [100.2] * (CONFIRM_MIN_ROUNDS - 3)
+    close.rounds_us += [100.0] * (CONFIRM_MIN_ROUNDS - 3)
     winner, why = pick(inc, [close])
-    assert winner is close and "all 9 paired rounds" in why
+    assert winner is close and f"all {CONFIRM_MIN_ROUNDS} paired rounds" in why
     assert needs_confirmation(inc, [close]) is None       # decided: no more rounds
     close.rounds_us[-1] = 100.3                            # one round lost: noise, keep the default
     winner, why = pick(inc, [close])
