@@ -127,3 +127,44 @@ def test_default_layout_by_device():
     assert h.conv_channels_last(torch.device("cuda"), torch.float32)
     assert not h.conv_channels_last(torch.device("cpu"), torch.float32)
     assert not Heuristics(conv_layout="as_given").conv_channels_last(torch.device("cuda"), torch.float32)
+
+
+def _conv_gm():
+    from autofuse.capture.trace import trace_aten
+    x, w, b = rand((2, 3, 6, 5)), rand((4, 3, 3, 3)), rand((4,))
+    fn = lambda x, w, b: torch.relu(F.conv2d(x, w, b, padding=1))
+    return fn, trace_aten(fn, (x, w, b)), (x, w, b)
+
+
+def test_plan_records_layout_and_search_can_change_it():
+    from autofuse.compiler import compile_graph
+    from autofuse.plan.plan import FusionPlan, PlanError
+    from autofuse.search.study import SpaceCache
+
+    fn, gm, args = _conv_gm()
+    expected = fn(*args)
+    plans = {}
+    for layout in LAYOUTS:
+        opts = CompileOptions(strict=True, use_db=False, heuristics=Heuristics(conv_layout=layout))
+        plans[layout] = compile_graph(gm, args, opts).plan
+        assert plans[layout].conv_layout == layout
+        again = FusionPlan.from_json(plans[layout].to_json())
+        assert again == plans[layout]
+    # a plan's layout wins over the heuristics it is applied with
+    for layout, plan in plans.items():
+        other = "as_given" if layout == "channels_last" else "channels_last"
+        opts = CompileOptions(strict=True, use_db=False, heuristics=Heuristics(conv_layout=other),
+                              plan={plan.graph_key: plan})
+        arts = compile_graph(gm, args, opts)
+        assert arts.plan.conv_layout == layout
+        assert_close(arts.program(list(args))[0], expected)
+    bad = dict(plans["as_given"].to_json(), conv_layout="nhwc")
+    with pytest.raises(PlanError, match="conv_layout"):
+        FusionPlan.from_json(bad)
+
+    spaces = SpaceCache(gm, args, Heuristics())
+    assert spaces.has_conv
+    params = spaces.params_of(plans["channels_last"])
+    assert params["conv_layout"] == "channels_last"
+    n_cl = len(spaces.space({}, "channels_last").nodes)
+    assert n_cl > len(spaces.space({}, "as_given").nodes)  # the layout copies are nodes of their own

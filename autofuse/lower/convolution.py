@@ -74,6 +74,8 @@ def _convolution(g, x, weight, bias, stride, padding, dilation, transposed, outp
         raise Unsupported("non-tensor bias")
     out = g.out
     channels_last = len(x.size) in (4, 5) and g.heuristics.conv_channels_last(x.device, x.dtype)
+    if len(x.size) in (4, 5):
+        g.conv_layout = "channels_last" if channels_last else "as_given"
     if bias is None and not channels_last:
         raise Unsupported("nothing to rewrite: the plain extern call is the lowering")
     if channels_last:

@@ -67,6 +67,7 @@ class GraphLowering:
         self.env: dict[torch.fx.Node, Any] = {}
         self.fake_env: dict[torch.fx.Node, Any] = {}
         self.layout_copies: dict[int, tuple[Any, Any]] = {}  # id(value) -> (value, its copy in another layout)
+        self.conv_layout: str | None = None  # the layout convolutions were lowered in, once one was
 
     # ---- naming and buffers -------------------------------------------------------------
     def new_name(self, prefix: str = "buf") -> str:
