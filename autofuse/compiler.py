@@ -1,7 +1,7 @@
 """The pipeline for one graph specialization: lower -> schedule/fuse -> codegen -> program."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 import torch
@@ -66,6 +66,8 @@ def schedule(gm: torch.fx.GraphModule, args: Sequence[Any], options: CompileOpti
         if plan is None:
             raise PlanError(f"stale plan: no plan for graph {key} (the plan file has plans for "
                             f"{', '.join(sorted(options.plan)) or 'no graph'})")
+        if plan.conv_layout is not None:
+            heur = replace(heur, conv_layout=plan.conv_layout)
         lowering = GraphLowering(gm, args, heur, plan.realize_decisions()).run()
         graph = SchedulerGraph(lowering.buffers, lowering.outputs)
         return lowering, graph, apply_plan(plan, key, graph), log, plan.realize_decisions(), plan.strategy
@@ -88,7 +90,8 @@ def compile_graph(gm: torch.fx.GraphModule, args: Sequence[Any], options: Compil
     lowering, graph, placed, log, decisions, strategy = schedule(gm, args, options)
     builder = ProgramBuilder(lowering, graph, [g for g, _ in placed], options, [c for _, c in placed])
     artifacts = builder.build(log)
-    artifacts.plan = plan_from_groups(graph_key(gm, args), builder.groups, builder.used_configs, strategy, decisions)
+    artifacts.plan = plan_from_groups(graph_key(gm, args), builder.groups, builder.used_configs, strategy, decisions,
+                                      lowering.conv_layout)
     artifacts.graph = graph
     artifacts.source = "plan" if options.plan is not None else "strategy"
     return artifacts

@@ -66,6 +66,8 @@ class GraphLowering:
         self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
         self.env: dict[torch.fx.Node, Any] = {}
         self.fake_env: dict[torch.fx.Node, Any] = {}
+        self.layout_copies: dict[int, tuple[Any, Any]] = {}  # id(value) -> (value, its copy in another layout)
+        self.conv_layout: str | None = None  # the layout convolutions were lowered in, once one was
 
     # ---- naming and buffers -------------------------------------------------------------
     def new_name(self, prefix: str = "buf") -> str:
@@ -215,7 +217,20 @@ class GraphLowering:
             fake = self.fake_env[o] if isinstance(o, torch.fx.Node) else None
             if isinstance(v, Pointwise):
                 v = self.realize(v, fake)
+            elif isinstance(v, ExternBuffer) and _strides_differ(v.layout, fake):
+                # an extern kernel ran in another layout (a channels-last convolution): the graph
+                # returns eager's strides
+                v = self.realize(Pointwise(v.device, v.dtype, tuple(v.size), v.loader()), fake)
             self.outputs.append(v)
+
+
+def _strides_differ(layout: Layout, fake: Any) -> bool:
+    """Is `fake` a dense tensor of the layout's size with other strides?"""
+    if not isinstance(fake, torch.Tensor) or tuple(fake.shape) != tuple(layout.size):
+        return False
+    size = tuple(layout.size)
+    return is_dense(size, fake.stride()) and any(
+        a != b for a, b, n in zip(layout.stride, fake.stride(), size) if n != 1)
 
 
 def _count_uses(user: torch.fx.Node, node: torch.fx.Node) -> int:

@@ -118,8 +118,10 @@ def apply_plan(plan: FusionPlan, key: str, graph: SchedulerGraph) -> list[tuple[
 
 
 def plan_from_groups(key: str, groups: Sequence[FusionGroup], configs: Sequence[LaunchConfig | None],
-                     strategy: str, decisions: dict[str, bool] | None = None) -> FusionPlan:
+                     strategy: str, decisions: dict[str, bool] | None = None,
+                     conv_layout: str | None = None) -> FusionPlan:
     decisions = decisions or {}
     kernels = tuple(KernelPlan(tuple(node_id(n) for n in g.nodes), c) for g, c in zip(groups, configs))
     return FusionPlan(key, kernels, realize=tuple(sorted(n for n, v in decisions.items() if v)),
-                      recompute=tuple(sorted(n for n, v in decisions.items() if not v)), strategy=strategy)
+                      recompute=tuple(sorted(n for n, v in decisions.items() if not v)), strategy=strategy,
+                      conv_layout=conv_layout)

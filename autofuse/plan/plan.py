@@ -47,6 +47,7 @@ class FusionPlan:
     recompute: tuple[str, ...] = ()   # FX nodes whose multi-use values are recomputed in each consumer
     strategy: str = "file"
     schema_version: int = SCHEMA_VERSION
+    conv_layout: str | None = None    # convolutions' operand layout (Heuristics.conv_layout); None: no convolution
     notes: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def realize_decisions(self) -> dict[str, bool]:
@@ -57,7 +58,8 @@ class FusionPlan:
     def to_json(self) -> dict[str, Any]:
         return {"schema_version": self.schema_version, "graph_key": self.graph_key, "strategy": self.strategy,
                 "realize": list(self.realize), "recompute": list(self.recompute),
-                "kernels": [k.to_json() for k in self.kernels]}
+                "kernels": [k.to_json() for k in self.kernels],
+                **({"conv_layout": self.conv_layout} if self.conv_layout is not None else {})}
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), indent=1, sort_keys=True)
@@ -75,7 +77,7 @@ class FusionPlan:
         try:
             return FusionPlan(graph_key=str(d["graph_key"]), kernels=tuple(KernelPlan.from_json(k) for k in d["kernels"]),
                               realize=tuple(d.get("realize", ())), recompute=tuple(d.get("recompute", ())),
-                              strategy=str(d.get("strategy", "file")))
+                              strategy=str(d.get("strategy", "file")), conv_layout=_conv_layout(d.get("conv_layout")))
         except KeyError as e:
             raise PlanError(f"plan is missing the field {e.args[0]!r}") from None
 
@@ -114,3 +116,12 @@ def load_plans(source: "FusionPlan | dict | str | Path") -> dict[str, FusionPlan
 
 def save_plans(plans: "list[FusionPlan]", path: str | Path) -> None:
     Path(path).write_text(json.dumps({"plans": [pl.to_json() for pl in plans]}, indent=1, sort_keys=True))
+
+
+CONV_LAYOUTS = ("channels_last", "as_given")
+
+
+def _conv_layout(value: Any) -> str | None:
+    if value is None or value in CONV_LAYOUTS:
+        return value
+    raise PlanError(f"conv_layout {value!r} is not one of {', '.join(CONV_LAYOUTS)}")

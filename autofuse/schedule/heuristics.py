@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+import torch
+
 from ..codegen.config import LaunchConfig
 
 if TYPE_CHECKING:
@@ -71,6 +73,9 @@ class Heuristics:
     # (set when a split was two launches: cross-entropy's mean over 8192 rows cost 30 µs of host
     # time split, 10 µs not; the search may still split it)
     split_min_elements: int = 1 << 20
+    # convolutions' operand layout: "auto" is channels-last on CUDA (cuDNN's native layout there,
+    # which saves its NCHW<->NHWC transposes), as given elsewhere; or "channels_last" / "as_given"
+    conv_layout: str = "auto"
 
     # ---- lowering ---------------------------------------------------------------------
     def should_realize(self, num_uses: int, num_reads: int, op_count: int) -> bool:
@@ -78,6 +83,12 @@ class Heuristics:
         if num_uses > 1 and (num_reads > self.realize_reads_threshold or op_count > self.realize_opcount_threshold):
             return True
         return num_reads > self.realize_acc_reads_threshold or op_count > self.realize_max_inline_ops
+
+    def conv_channels_last(self, device: torch.device, dtype: torch.dtype) -> bool:
+        """Hand a convolution channels-last operands?"""
+        if self.conv_layout == "auto":
+            return torch.device(device).type == "cuda" and dtype.is_floating_point
+        return self.conv_layout == "channels_last"
 
     # ---- fusion -------------------------------------------------------------------------
     def score_fusion(self, a: "FusionGroup", b: "FusionGroup", shared_bytes: int) -> FusionScore:

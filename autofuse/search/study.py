@@ -1,7 +1,7 @@
 """The Optuna side: a plan as trial parameters, the study in the tuning DB's storage.
 
 Note: the space is define-by-run and conditional: first one `realize:<fx node>` boolean per
-multi-use value, which fixes the lowering; then one `fuse:<a>+<b>` boolean per fusion candidate
+multi-use value and, in a graph with convolutions, one `conv_layout` choice, which fix the lowering; then one `fuse:<a>+<b>` boolean per fusion candidate
 legal in *that* lowering (so the candidates a trial sees depend on its realize choices). Chosen
 pairs are merged greedily with a legality re-check (CandidateSpace.plan_from_choices), so every
 trial is a legal plan. Default strategies' plans enter as enqueued trials carrying their exact
@@ -12,11 +12,12 @@ from __future__ import annotations
 import random
 import time
 import warnings
+from dataclasses import replace
 from typing import Any, Sequence
 
 import torch
 
-from ..plan.plan import FusionPlan
+from ..plan.plan import CONV_LAYOUTS, FusionPlan
 from ..plan.space import CandidateSpace, build_space, multi_use_values
 from ..schedule.heuristics import Heuristics
 
@@ -27,12 +28,15 @@ class SpaceCache:
     def __init__(self, gm: torch.fx.GraphModule, args: Sequence[Any], heuristics: Heuristics) -> None:
         self.gm, self.args, self.heuristics = gm, args, heuristics
         self.choices: tuple[str, ...] = tuple(sorted(set(multi_use_values(gm, args, heuristics))))
+        self.has_conv = any(n.op == "call_function" and n.target is torch.ops.aten.convolution.default
+                            for n in gm.graph.nodes)
         self._spaces: dict[tuple, CandidateSpace] = {}
 
-    def space(self, decisions: dict[str, bool]) -> CandidateSpace:
-        key = tuple(sorted(decisions.items()))
+    def space(self, decisions: dict[str, bool], conv_layout: str | None = None) -> CandidateSpace:
+        key = (tuple(sorted(decisions.items())), conv_layout)
         if key not in self._spaces:
-            self._spaces[key] = build_space(self.gm, self.args, self.heuristics, decisions)
+            heur = self.heuristics if conv_layout is None else replace(self.heuristics, conv_layout=conv_layout)
+            self._spaces[key] = build_space(self.gm, self.args, heur, decisions)
         return self._spaces[key]
 
     def decisions_of(self, plan: FusionPlan) -> dict[str, bool]:
@@ -44,16 +48,21 @@ class SpaceCache:
     def params_of(self, plan: FusionPlan) -> dict[str, Any]:
         decisions = self.decisions_of(plan)
         params: dict[str, Any] = {f"realize:{n}": v for n, v in decisions.items()}
+        layout = plan.conv_layout if self.has_conv else None
+        if layout is not None:
+            params["conv_layout"] = layout
         kernel_of = {n: i for i, k in enumerate(plan.kernels) for n in k.nodes}
-        for c in self.space(decisions).legal:
+        for c in self.space(decisions, layout).legal:
             params[f"fuse:{c.a}+{c.b}"] = kernel_of.get(c.a, -1) == kernel_of.get(c.b, -2)
         return params
 
     def suggest(self, trial: Any) -> FusionPlan:
         decisions = {n: trial.suggest_categorical(f"realize:{n}", [True, False]) for n in self.choices}
-        space = self.space(decisions)
+        layout = trial.suggest_categorical("conv_layout", list(CONV_LAYOUTS)) if self.has_conv else None
+        space = self.space(decisions, layout)
         chosen = [c for c in space.legal if trial.suggest_categorical(f"fuse:{c.a}+{c.b}", [True, False])]
-        return space.plan_from_choices(chosen)
+        plan = space.plan_from_choices(chosen)
+        return replace(plan, conv_layout=layout) if layout is not None else plan
 
 
 def study_name(graph_hash: str, device: str) -> str:

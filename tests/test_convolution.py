@@ -1,0 +1,170 @@
+"""Convolutions: the extern call in channels-last layout, bias and epilogues fused after it."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import autofuse
+
+from autofuse import CompileOptions
+from autofuse.capture.trace import compile_traced
+from autofuse.lower.convolution import channels_last_strides
+from autofuse.schedule.heuristics import Heuristics
+
+from .helpers import assert_close, kernels_of, rand
+
+LAYOUTS = ["channels_last", "as_given"]
+
+
+def _compile(fn, args, layout: str):
+    options = CompileOptions(poison=True, strict=True, use_db=False, heuristics=Heuristics(conv_layout=layout))
+    return compile_traced(fn, args, options)
+
+
+def _check(fn, args, layout: str, **tol) -> list:
+    compiled = _compile(fn, args, layout)
+    expected = fn(*args)
+    actual = compiled(*args)
+    expected = list(expected) if isinstance(expected, (list, tuple)) else [expected]
+    assert_close(list(actual), expected, **tol)
+    return kernels_of(compiled)
+
+
+def test_channels_last_strides():
+    assert channels_last_strides((2, 3, 4, 5)) == (60, 1, 15, 3)
+    assert channels_last_strides((2, 3, 4, 5, 6)) == (360, 1, 90, 18, 3)
+    assert torch.empty(2, 3, 4, 5).to(memory_format=torch.channels_last).stride() == (60, 1, 15, 3)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_conv2d_bias_epilogue_fused(layout):
+    x, w, b = rand((2, 5, 9, 11)), rand((6, 5, 3, 3)), rand((6,))
+
+    def fn(x, w, b):
+        return torch.relu(F.conv2d(x, w, b, padding=1) * 0.5 + 1.0)
+
+    kernels = _check(fn, (x, w, b), layout)
+    externs = [k for k in kernels if k.kind == "fallback"]
+    assert len(externs) == 1
+    epilogue = [k for k in kernels if "relu" in k.aten_ops]
+    assert len(epilogue) == 1 and "convolution" in epilogue[0].aten_ops  # the bias add rides along
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("case", ["strided_dilated", "grouped", "no_bias", "noncontig", "conv3d", "transposed", "conv1d"])
+def test_conv_variants(layout, case):
+    if case == "strided_dilated":
+        args = (rand((3, 4, 13, 10)), rand((7, 4, 3, 2)), rand((7,)))
+        fn = lambda x, w, b: torch.sigmoid(F.conv2d(x, w, b, stride=(2, 1), padding=(1, 0), dilation=(2, 1)))
+    elif case == "grouped":
+        args = (rand((2, 6, 7, 7)), rand((9, 2, 3, 3)), rand((9,)))
+        fn = lambda x, w, b: F.conv2d(x, w, b, groups=3) - 2.0
+    elif case == "no_bias":
+        args = (rand((2, 5, 8, 6)), rand((3, 5, 1, 1)))
+        fn = lambda x, w: torch.tanh(F.conv2d(x, w))
+    elif case == "noncontig":
+        args = (rand((2, 5, 9, 7), noncontig=True), rand((4, 5, 3, 3)), rand((4,)))
+        fn = lambda x, w, b: F.conv2d(x, w, b) * 3.0
+    elif case == "conv3d":
+        args = (rand((2, 3, 5, 6, 7)), rand((4, 3, 3, 3, 3)), rand((4,)))
+        fn = lambda x, w, b: torch.relu(F.conv3d(x, w, b, padding=1))
+    elif case == "transposed":
+        args = (rand((2, 6, 5, 7)), rand((6, 3, 4, 4)), rand((3,)))
+        fn = lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1) + 1.0
+    else:
+        args = (rand((2, 4, 17)), rand((5, 4, 3)), rand((5,)))
+        fn = lambda x, w, b: F.conv1d(x, w, b, padding=2) * 2.0
+    _check(fn, args, layout)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_conv_low_precision(dtype):
+    if dtype == torch.float16:
+        try:
+            F.conv2d(torch.ones(1, 1, 3, 3, dtype=dtype), torch.ones(1, 1, 1, 1, dtype=dtype))
+        except RuntimeError:
+            pytest.skip("no half convolution on this CPU build")
+    x, w, b = rand((2, 4, 8, 9), dtype), rand((5, 4, 3, 3), dtype), rand((5,), dtype)
+    _check(lambda x, w, b: F.gelu(F.conv2d(x, w, b, padding=1)), (x, w, b), "channels_last", atol=0.1, rtol=0.05)
+
+
+def test_chain_copies_each_value_once():
+    """A value read by two convolutions is made channels-last once; the epilogue between two
+    convolutions writes the channels-last copy the next one reads."""
+    x = rand((2, 4, 10, 10))
+    w1, b1, w2, w3 = rand((6, 4, 3, 3)), rand((6,)), rand((5, 6, 1, 1)), rand((3, 6, 3, 3))
+
+    def fn(x, w1, b1, w2, w3):
+        y = torch.relu(F.conv2d(x, w1, b1, padding=1))
+        return F.conv2d(y, w2), F.conv2d(y, w3, padding=1), F.conv2d(x, w1)
+
+    kernels = _check(fn, (x, w1, b1, w2, w3), "channels_last")
+    writers = [k for k in kernels if k.kind != "fallback" and "relu" in k.aten_ops]
+    assert len(writers) == 1 and len(writers[0].writes) == 1
+
+
+def test_training_step_grads():
+    """Forward and backward graphs with channels-last convolutions match eager's loss and grads."""
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+    x = rand((2, 3, 7, 6))
+    model = torch.nn.Sequential(conv, torch.nn.ReLU())
+    compiled = autofuse.compile(model, strict=True, use_db=False, heuristics=Heuristics(conv_layout="channels_last"))
+    loss = compiled(x).square().mean()
+    loss.backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    ref = model(x).square().mean()
+    ref.backward()
+    torch.testing.assert_close(loss, ref, rtol=1e-4, atol=1e-5)
+    for g, p in zip(grads, model.parameters()):
+        torch.testing.assert_close(g, p.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_default_layout_by_device():
+    h = Heuristics()
+    assert h.conv_channels_last(torch.device("cuda"), torch.float32)
+    assert not h.conv_channels_last(torch.device("cpu"), torch.float32)
+    assert not Heuristics(conv_layout="as_given").conv_channels_last(torch.device("cuda"), torch.float32)
+
+
+def _conv_gm():
+    from autofuse.capture.trace import trace_aten
+    x, w, b = rand((2, 3, 6, 5)), rand((4, 3, 3, 3)), rand((4,))
+    fn = lambda x, w, b: torch.relu(F.conv2d(x, w, b, padding=1))
+    return fn, trace_aten(fn, (x, w, b)), (x, w, b)
+
+
+def test_plan_records_layout_and_search_can_change_it():
+    from autofuse.compiler import compile_graph
+    from autofuse.plan.plan import FusionPlan, PlanError
+    from autofuse.search.study import SpaceCache
+
+    fn, gm, args = _conv_gm()
+    expected = fn(*args)
+    plans = {}
+    for layout in LAYOUTS:
+        opts = CompileOptions(strict=True, use_db=False, heuristics=Heuristics(conv_layout=layout))
+        plans[layout] = compile_graph(gm, args, opts).plan
+        assert plans[layout].conv_layout == layout
+        again = FusionPlan.from_json(plans[layout].to_json())
+        assert again == plans[layout]
+    # a plan's layout wins over the heuristics it is applied with
+    for layout, plan in plans.items():
+        other = "as_given" if layout == "channels_last" else "channels_last"
+        opts = CompileOptions(strict=True, use_db=False, heuristics=Heuristics(conv_layout=other),
+                              plan={plan.graph_key: plan})
+        arts = compile_graph(gm, args, opts)
+        assert arts.plan.conv_layout == layout
+        assert_close(arts.program(list(args))[0], expected)
+    bad = dict(plans["as_given"].to_json(), conv_layout="nhwc")
+    with pytest.raises(PlanError, match="conv_layout"):
+        FusionPlan.from_json(bad)
+
+    spaces = SpaceCache(gm, args, Heuristics())
+    assert spaces.has_conv
+    params = spaces.params_of(plans["channels_last"])
+    assert params["conv_layout"] == "channels_last"
+    n_cl = len(spaces.space({}, "channels_last").nodes)
+    assert n_cl > len(spaces.space({}, "as_given").nodes)  # the layout copies are nodes of their own
