@@ -14,6 +14,7 @@ import torch
 import torch.fx
 
 from ..options import CompileOptions
+from .constants import lift_constants, place_constants
 from .decompositions import decomposition_table
 
 log = logging.getLogger("autofuse")
@@ -38,6 +39,8 @@ class CompiledGraph:
 
     def __init__(self, gm: torch.fx.GraphModule, options: CompileOptions, label: str) -> None:
         self.gm = gm
+        self.constants = lift_constants(gm)  # appended to every call's inputs
+        self._placed: tuple | None = None
         self.options = options
         self.label = label
         self.programs: dict[tuple, Any] = {}
@@ -94,6 +97,10 @@ class CompiledGraph:
     def __call__(self, *call_args: Any) -> list:
         # boxed (one list of inputs, AOTAutograd's convention) or plain positional inputs
         args = call_args[0] if len(call_args) == 1 and isinstance(call_args[0], list) else list(call_args)
+        if self.constants:
+            if self._placed is None:
+                self._placed = place_constants(self.constants, args)
+            args = [*args, *self._placed]
         if self.static and len(self.programs) == 1:
             prog = next(iter(self.programs.values()))
         else:

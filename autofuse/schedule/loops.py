@@ -143,6 +143,9 @@ def same_point(producer: SchedulerNode, pp: Placement, consumer: SchedulerNode, 
         crv = [v for v, s in zip(c_all_vars_r, c_sizes_r) if s != 1]
         w = _canonical(w, prv, pr, rr, rs)
         r = _canonical(r, crv, cr, rr, rs)
+        # the r pass knows only the r ranges: simplify again with the x ranges too
+        ranges = {**dict(zip(xs, xr)), **dict(zip(rs, rr))}
+        w, r = simplify_index(w, ranges), simplify_index(r, ranges)
     if sympy.expand(w - r) != 0:
         return f"{consumer.name} reads {read.name}[{r}] but {producer.name} writes {read.name}[{w}]"
     return None
