@@ -16,7 +16,8 @@ from .ir.values import Buffer, ComputedBuffer, ExternBuffer, ReinterpretView, is
 from .lower import GraphLowering
 from .options import CompileOptions
 from .runtime.loader import load_kernel, warn_interpreter_once
-from .runtime.program import Alloc, ExternCall, Free, KernelLaunch, Program, StridedArg
+from .runtime.aliasing import aliased_slots
+from .runtime.program import Alloc, ConstOutput, ExternCall, Free, KernelLaunch, Program, SlotOutput, StridedArg
 from .plan.apply import apply_plan, graph_key, plan_from_groups
 from .plan.plan import FusionPlan, PlanError
 from .schedule.fusion import FusionGroup, FusionLog, fuse_nodes, singleton, topological_groups
@@ -94,6 +95,7 @@ def compile_graph(gm: torch.fx.GraphModule, args: Sequence[Any], options: Compil
                                       lowering.conv_layout)
     artifacts.graph = graph
     artifacts.source = "plan" if options.plan is not None else "strategy"
+    artifacts.program.wrapper  # noqa: B018 - written now, at compile time, not on the first call
     return artifacts
 
 
@@ -154,7 +156,8 @@ class ProgramBuilder:
             step_of_group.append(len(steps) - 1)
         steps = self._plan_memory(steps, readers, step_of_group, outputs_needed)
         outputs = [self._output_getter(o) for o in self.lowering.outputs]
-        program = Program(len(self.slots), input_slots, steps, outputs, kernels)
+        layouts = {s: self.layouts[i.name] for i, s in zip(self.lowering.inputs, input_slots) if s is not None}
+        program = Program(len(self.slots), input_slots, steps, outputs, kernels, layouts)
         return CompiledArtifacts(program, kernels, log, self.groups)
 
     def variant(self, gi: int, config: LaunchConfig) -> tuple[KernelLaunch, KernelInfo]:
@@ -254,6 +257,7 @@ class ProgramBuilder:
         keep = {self.slots[n] for n in outputs if n in self.slots}
         keep |= {self.slot(i.name) for i in self.lowering.inputs if i is not None}
         name_of = {s: n for n, s in self.slots.items()}
+        aliased = aliased_slots(steps)  # an ATen fallback may return these buffers or views of them
         frees_at: dict[int, list[int]] = {}
         for s, st in last_use.items():
             if s not in keep:
@@ -271,7 +275,8 @@ class ProgramBuilder:
             to_free = []
             for s in freed:
                 lay = self.layouts.get(name_of[s])
-                if lay is not None and name_of[s] in self.graph.by_name and self.graph.by_name[name_of[s]].kind != "extern":
+                if lay is not None and name_of[s] in self.graph.by_name and self.graph.by_name[name_of[s]].kind != "extern" \
+                        and s not in aliased:
                     pool.setdefault((str(lay.device), lay.dtype, lay.storage_span()), []).append(s)
                 else:
                     to_free.append(s)
@@ -281,12 +286,10 @@ class ProgramBuilder:
 
     def _output_getter(self, o: Any):
         if isinstance(o, ReinterpretView):
-            arg = StridedArg(self.slot(o.buffer.name), o.layout)
-            return arg.get
+            return StridedArg(self.slot(o.buffer.name), o.layout)
         if isinstance(o, Buffer):
-            s = self.slot(o.name)
-            return lambda env: env[s]
-        return lambda env: o
+            return SlotOutput(self.slot(o.name))
+        return ConstOutput(o)
 
 
 def is_outer_reduction(g: FusionGroup) -> bool:

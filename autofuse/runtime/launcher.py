@@ -12,7 +12,7 @@ AUTOFUSE_JIT_LAUNCH=1 in the environment takes the JIT path.
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -54,6 +54,50 @@ class FastLauncher:
         kernel.run(grid[0], g1, 1, self._stream(self.device_index), kernel.function, kernel.packed_metadata, None,
                    None, None, *args, *constexprs.values())
 
+    def bind(self, grid: tuple[int, ...], tail: tuple, constexprs: dict[str, int], num_warps: int, num_stages: int,
+             static_aligned: Sequence[bool]) -> Callable[..., None]:
+        """A launch of one site with everything but its tensor arguments fixed: `go(stream, *tensors)`.
+
+        `tail` (workspaces, sizes) and the constexprs are fixed per site, and a tensor whose position
+        is marked in `static_aligned` is 16-byte aligned on every call (a buffer the program
+        allocates), so the compiled kernel is cached by the alignment of the other tensors only
+        (none for most launches: one dict lookup). The caller checks launch hooks once per program
+        call (`hooks_set`); with one set it runs `launch` instead. On the CPU (or without the fast
+        path) `go` launches through the JIT."""
+        fn = self.fn
+        kw = dict(constexprs, num_warps=num_warps, num_stages=num_stages)
+        if not self.enabled:
+            def jit(stream: Any, *args: Any) -> None:
+                fn[grid](*args, *tail, **kw)
+            return jit
+        dyn = tuple(i for i, aligned in enumerate(static_aligned) if not aligned)
+        g0, g1 = grid[0], (grid[1] if len(grid) > 1 else 1)
+        cvals = tuple(constexprs.values())
+        cache: dict[tuple, Any] = {}
+
+        def first(key: tuple, args: tuple) -> None:
+            kernel = fn[grid](*args, *tail, **kw)
+            if self._usable(kernel):
+                cache[key] = kernel
+                self.kernels.setdefault(("bound", *key), kernel)
+
+        def go(stream: Any, *args: Any) -> None:
+            key = tuple([args[i].data_ptr() % 16 == 0 for i in dyn]) if dyn else ()
+            kernel = cache.get(key)
+            if kernel is None:
+                first(key, args)
+                return
+            kernel.run(g0, g1, 1, stream, kernel.function, kernel.packed_metadata, None, None, None, *args, *tail,
+                       *cvals)
+        return go
+
+    def stream_getter(self) -> Callable[[int], Any]:
+        """The current raw stream of a device index (what a compiled kernel's launcher takes)."""
+        if self._stream is None:
+            from triton.runtime import driver
+            self._stream = driver.active.get_current_stream
+        return self._stream
+
     def compiled_stats(self) -> dict[str, float] | None:
         """Registers per thread, local memory (spill/stack) bytes per thread and shared bytes of the
         kernel this launcher compiled, as the GPU's own loader reports them (Triton's n_regs, n_spills
@@ -80,6 +124,16 @@ class FastLauncher:
         except ImportError:
             return False
         return all(hasattr(kernel, a) for a in ("run", "function", "packed_metadata"))
+
+
+def hooks_set() -> bool:
+    """A Triton launch enter or exit hook is set (then launches take the JIT path, which calls it)."""
+    try:
+        from triton import knobs
+    except ImportError:
+        return False
+    rt = knobs.runtime
+    return _hooked(rt.launch_enter_hook) or _hooked(rt.launch_exit_hook)
 
 
 def _hooked(hook: Any) -> bool:

@@ -1,7 +1,10 @@
-"""The compiled program of one graph specialization: a list of steps run in order.
+"""The compiled program of one graph specialization: a list of steps, and the wrapper that runs them.
 
 Note: buffers live in a list of slots; a step frees slots after their last use, and an
-allocation may take the storage of a freed buffer of the same device, dtype and size.
+allocation may take the storage of a freed buffer of the same device, dtype and size (the
+compiler decides which, never a buffer an ATen fallback may alias: runtime/aliasing.py). A call
+runs the generated wrapper (runtime/wrapper.py); the step interpreter (`new_env` and each step's
+`run`) serves the search, the probes, and calls made while a Triton launch hook is set.
 """
 from __future__ import annotations
 
@@ -55,25 +58,18 @@ class Alloc:
         if self.reuse is not None:
             base = env[self.reuse]
             env[self.reuse] = None
-            if base is not None and _storage_in_use(base, env):
-                # an ATen fallback returned this buffer itself or a view of it (an in-place op such
-                # as a decomposition's add_, a view op): a live slot still reads that memory
-                base = None
         if base is not None:
             t = base.as_strided(lay.size, lay.stride, 0)
         else:
             t = self._new()
         if self.poison:
-            _poison(t)
+            poison(t)
         env[self.slot] = t
 
 
-def _storage_in_use(t: torch.Tensor, env: list) -> bool:
-    ptr = t.untyped_storage().data_ptr()
-    return any(isinstance(e, torch.Tensor) and e.untyped_storage().data_ptr() == ptr for e in env)
-
-
-def _poison(t: torch.Tensor) -> None:
+def poison(t: torch.Tensor) -> None:
+    """Fill a fresh buffer with values no kernel writes (NaN, True, a large integer): an element a
+    kernel forgets to write shows up in the comparison with eager."""
     if t.dtype.is_floating_point:
         t.fill_(float("nan"))
     elif t.dtype == torch.bool:
@@ -121,6 +117,11 @@ class KernelLaunch:
         """The GPU compile's registers, local and shared bytes (FastLauncher.compiled_stats)."""
         return self._launch.compiled_stats()
 
+    def bind(self, static_aligned: Sequence[bool]) -> Callable[..., None]:
+        """This launch with all but its tensors bound: `go(stream, *tensors)` (FastLauncher.bind)."""
+        return self._launch.bind(self._grid, (*self._extra, *self._sizes), self._consts, self.num_warps,
+                                 self.num_stages, static_aligned)
+
     def run(self, env: list) -> None:
         if self.numel == 0:
             return
@@ -138,6 +139,28 @@ class StridedArg:
         base = env[self.slot]
         lay = self.layout
         return base.as_strided(lay.size, lay.stride, base.storage_offset() + lay.offset)
+
+    __call__ = get  # as a program output
+
+
+@dataclass(frozen=True)
+class SlotOutput:
+    """A program output that is a slot's tensor itself."""
+
+    slot: int
+
+    def __call__(self, env: list) -> Any:
+        return env[self.slot]
+
+
+@dataclass(frozen=True)
+class ConstOutput:
+    """A program output that is not a tensor of the program (a Python value)."""
+
+    value: Any
+
+    def __call__(self, env: list) -> Any:
+        return self.value
 
 
 @dataclass
@@ -183,13 +206,33 @@ class Free:
 
 @dataclass
 class Program:
-    """Runs the steps on the inputs and returns the outputs (tensors, views or constants)."""
+    """Runs the steps on the inputs and returns the outputs (tensors, views or constants).
+
+    `layouts` holds the layout of each input slot (the specialization's), so the wrapper passes an
+    input as itself where a step reads it in that layout."""
 
     num_slots: int
     input_slots: tuple[int | None, ...]
     steps: list[Any]
     outputs: list[Callable[[list], Any]]
     kernels: list[Any] = field(default_factory=list)
+    layouts: dict[int, Layout] = field(default_factory=dict)
+    _wrapper: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def wrapper(self) -> Any:
+        """The generated wrapper (runtime/wrapper.py), written on first use; None for a program with a
+        step or output the writer does not know (it then runs interpreted)."""
+        if self._wrapper is None:
+            from .wrapper import generate, writable
+            self._wrapper = generate(self) if writable(self) else False
+        return self._wrapper or None
+
+    @property
+    def source(self) -> str:
+        """The wrapper's Python source ("" when the program runs interpreted)."""
+        w = self.wrapper
+        return w.source if w is not None else ""
 
     def new_env(self, args: Sequence[Any]) -> list:
         """The slot list of one run, holding the inputs (the search and probes run steps one by one)."""
@@ -200,6 +243,11 @@ class Program:
         return env
 
     def __call__(self, args: Sequence[Any]) -> list[Any]:
+        w = self._wrapper if self._wrapper is not None else self.wrapper
+        return w.fn(args) if w else self.interpret(args)
+
+    def interpret(self, args: Sequence[Any]) -> list[Any]:
+        """Run the steps one by one (the same result as the wrapper, slower)."""
         env = self.new_env(args)
         for step in self.steps:
             step.run(env)

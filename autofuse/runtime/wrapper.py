@@ -1,0 +1,217 @@
+"""The wrapper of a compiled program: its steps written out as one straight-line Python function.
+
+Note: every decision that does not depend on a call's data is taken here, once: which slot each
+step reads (a local variable per buffer), where a buffer dies (`del` after its last use, or its
+storage handed to the allocation planned to take it), whether an argument is its buffer itself or
+needs a strided view, each kernel's launcher with its grid, sizes and constexprs bound. A call then
+runs the launches and ATen calls with nothing between them but local variables. The one check
+left per call is on each ATen fallback's result layout (as Inductor's `assert_size_stride`): only
+running the op tells it. GPU launches take the current stream once per call; with a Triton launch
+hook set, a call runs the step interpreter instead (the JIT path calls the hook).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import torch
+
+from ..ir.values import Layout
+from .launcher import hooks_set
+
+try:  # torch's C++ view constructor without dispatch overhead (what Inductor's wrappers call)
+    from torch._C._dynamo.guards import _reinterpret_tensor
+except ImportError:  # pragma: no cover - older torch
+    def _reinterpret_tensor(t: torch.Tensor, size: Sequence[int], stride: Sequence[int], offset: int) -> torch.Tensor:
+        return t.as_strided(size, stride, t.storage_offset() + offset)
+
+
+@dataclass(frozen=True)
+class Wrapper:
+    """The generated function (inputs list -> outputs list) and its source."""
+
+    source: str
+    fn: Callable[[Sequence[Any]], list]
+
+
+def relayout(t: torch.Tensor, size: tuple[int, ...], stride: tuple[int, ...]) -> torch.Tensor:
+    """t copied into the layout the rest of the program was compiled for."""
+    out = torch.empty_strided(size, stride, dtype=t.dtype, device=t.device)
+    out.copy_(t)
+    return out
+
+
+class _Writer:
+    def __init__(self, program: Any) -> None:
+        self.program = program
+        self.ns: dict[str, Any] = {"_rt": _reinterpret_tensor, "_relayout": relayout, "_hooks_set": hooks_set,
+                                   "_interpret": program.interpret}
+        self.lines: list[str] = []
+        self.known: dict[int, Layout] = dict(program.layouts)  # the layout each slot's tensor has
+
+    def const(self, v: Any) -> str:
+        if v is None or isinstance(v, (bool, int, str)) or (isinstance(v, float) and math.isfinite(v)):
+            return repr(v)
+        if isinstance(v, (list, tuple)):
+            body = ", ".join(self.expr(x) for x in v)
+            return f"[{body}]" if isinstance(v, list) else f"({body}{',' if len(v) == 1 else ''})"
+        name = f"_c{len(self.ns)}"
+        self.ns[name] = v
+        return name
+
+    def expr(self, a: Any) -> str:
+        from .program import SlotOutput, StridedArg
+        if isinstance(a, SlotOutput):
+            return f"b{a.slot}"
+        if isinstance(a, StridedArg):
+            lay, have = a.layout, self.known.get(a.slot)
+            if have is not None and lay.offset == 0 and tuple(have.size) == tuple(lay.size) \
+                    and tuple(have.stride) == tuple(lay.stride):
+                return f"b{a.slot}"
+            return f"_rt(b{a.slot}, {tuple(lay.size)!r}, {tuple(lay.stride)!r}, {lay.offset})"
+        if isinstance(a, (list, tuple)) or a is None or isinstance(a, (bool, int, str, float)):
+            return self.const(a)
+        if isinstance(a, dict):
+            return "{" + ", ".join(f"{k!r}: {self.expr(v)}" for k, v in a.items()) + "}"
+        return self.const(a)
+
+    def name(self, prefix: str, v: Any) -> str:
+        n = f"_{prefix}{len(self.ns)}"
+        self.ns[n] = v
+        return n
+
+
+def reads_of(step: Any) -> tuple[int, ...]:
+    """The slots a step reads (a kernel's arguments include the buffers it writes)."""
+    from torch.utils._pytree import tree_leaves
+    from .program import Alloc, ExternCall, KernelLaunch, StridedArg
+    if isinstance(step, KernelLaunch):
+        return step.arg_slots
+    if isinstance(step, ExternCall):
+        leaves = tree_leaves((step.args, step.kwargs), is_leaf=lambda x: isinstance(x, StridedArg))
+        return tuple(a.slot for a in leaves if isinstance(a, StridedArg))
+    if isinstance(step, Alloc) and step.reuse is not None:
+        return (step.reuse,)
+    return ()
+
+
+def writes_of(step: Any) -> tuple[int, ...]:
+    from torch.utils._pytree import tree_leaves
+    from .program import Alloc, ExternCall
+    if isinstance(step, Alloc):
+        return (step.slot,)
+    if isinstance(step, ExternCall):
+        return tuple(s for s in tree_leaves(step.out_slots) if isinstance(s, int))
+    return ()
+
+
+def output_slots(outputs: Sequence[Any]) -> set[int]:
+    from .program import SlotOutput, StridedArg
+    return {o.slot for o in outputs if isinstance(o, (SlotOutput, StridedArg))}
+
+
+def writable(program: Any) -> bool:
+    """Every step and output is of a kind the writer knows (else the program runs interpreted)."""
+    from .program import Alloc, ConstOutput, ExternCall, Free, KernelLaunch, SlotOutput, StridedArg
+    return (all(type(s) in (Alloc, ExternCall, Free, KernelLaunch) for s in program.steps)
+            and all(type(o) in (ConstOutput, SlotOutput, StridedArg) for o in program.outputs))
+
+
+def generate(program: Any) -> Wrapper:
+    """The wrapper of `program` (a runtime.program.Program whose steps and outputs are `writable`)."""
+    from .program import Alloc, ExternCall, KernelLaunch
+    w = _Writer(program)
+    steps, outputs = program.steps, program.outputs
+    keep = output_slots(outputs) | {s for s in program.input_slots if s is not None}
+    last: dict[int, int] = {}
+    for i, step in enumerate(steps):
+        for s in (*reads_of(step), *writes_of(step)):
+            last[s] = i
+    dies: dict[int, list[int]] = {}
+    for s, i in last.items():
+        if s not in keep:
+            dies.setdefault(i, []).append(s)
+    fast = [s for s in steps if isinstance(s, KernelLaunch) and s.numel and s._launch.enabled]
+    devices = sorted({s._launch.device_index for s in fast})
+    body = w.lines
+    if fast:
+        body.append("if _hooks_set():")
+        body.append("    return _interpret(args)")
+        for d in devices:
+            getter = w.name("stream", next(s for s in fast if s._launch.device_index == d)._launch.stream_getter())
+            body.append(f"st{d} = {getter}({d})")
+    allocated = {s.slot for s in steps if isinstance(s, Alloc)}
+    for k, s in enumerate(program.input_slots):
+        if s is not None:
+            body.append(f"b{s} = args[{k}]")
+    for i, step in enumerate(steps):
+        if isinstance(step, Alloc):
+            _alloc(w, step)
+        elif isinstance(step, KernelLaunch):
+            if step.numel:
+                aligned = [a in allocated for a in step.arg_slots]
+                go = w.name("k", step.bind(aligned))
+                stream = f"st{step._launch.device_index}" if step._launch.enabled else "None"
+                body.append(f"{go}({stream}, {', '.join(f'b{a}' for a in step.arg_slots)})  # {step.name}")
+        elif isinstance(step, ExternCall):
+            _extern(w, step)
+        if i in dies:
+            body.append(f"del {', '.join(f'b{s}' for s in sorted(dies[i]))}")
+    body.append(f"return [{', '.join(w.expr(_out(o)) for o in outputs)}]")
+    source = "def wrapper(args):\n" + "".join(f"    {line}\n" for line in body)
+    code = compile(source, "<autofuse wrapper>", "exec")
+    ns = dict(w.ns)
+    exec(code, ns)  # noqa: S102 - the source is generated above from the program's own steps
+    return Wrapper(source, ns["wrapper"])
+
+
+def _out(o: Any) -> Any:
+    from .program import ConstOutput
+    return o.value if isinstance(o, ConstOutput) else o
+
+
+def _alloc(w: _Writer, step: Any) -> None:
+    lay = step.layout
+    donor = w.known.get(step.reuse) if step.reuse is not None else None
+    if step.reuse is not None and donor is not None and tuple(donor.size) == tuple(lay.size) \
+            and tuple(donor.stride) == tuple(lay.stride):
+        w.lines.append(f"b{step.slot} = b{step.reuse}")
+    elif step.reuse is not None:
+        w.lines.append(f"b{step.slot} = _rt(b{step.reuse}, {tuple(lay.size)!r}, {tuple(lay.stride)!r}, 0)")
+    else:
+        w.lines.append(f"b{step.slot} = {w.name('new', step._new)}()")
+    if step.poison:
+        from .program import poison
+        w.ns["_poison"] = poison
+        w.lines.append(f"_poison(b{step.slot})")
+    w.known[step.slot] = lay
+
+
+def _extern(w: _Writer, step: Any) -> None:
+    args = ", ".join(w.expr(a) for a in step.args)
+    kwargs = ", ".join(f"{k}={w.expr(v)}" for k, v in step.kwargs.items())
+    call = f"{w.name('op', step.op)}({', '.join(x for x in (args, kwargs) if x)})  # {step.name}"
+    if isinstance(step.out_slots, int):
+        w.lines.append(f"b{step.out_slots} = {call}")
+        _check_layout(w, step, step.out_slots)
+        return
+    w.lines.append(f"r = {call}")
+
+    def assign(slots: Any, ref: str) -> None:
+        if isinstance(slots, int):
+            w.lines.append(f"b{slots} = {ref}")
+            _check_layout(w, step, slots)
+        elif isinstance(slots, (list, tuple)):
+            for k, s in enumerate(slots):
+                assign(s, f"{ref}[{k}]")
+    assign(step.out_slots, "r")
+    w.lines.append("del r")
+
+
+def _check_layout(w: _Writer, step: Any, slot: int) -> None:
+    lay = step.out_layouts[slot]
+    size, stride = tuple(lay.size), tuple(lay.stride)
+    w.lines.append(f"if b{slot}.stride() != {stride!r} or b{slot}.shape != {size!r}: "
+                   f"b{slot} = _relayout(b{slot}, {size!r}, {stride!r})")
+    w.known[slot] = Layout(lay.device, lay.dtype, size, stride, 0)

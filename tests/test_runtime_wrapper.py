@@ -1,0 +1,180 @@
+"""The generated wrapper (runtime/wrapper.py) computes what the step interpreter and eager compute,
+frees each buffer once, reuses storage only as the compiler planned, never reuses a buffer an ATen
+fallback may alias, and keeps poisoned buffers poisoned."""
+from __future__ import annotations
+
+import re
+from types import SimpleNamespace
+
+import torch
+import torch.fx
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from autofuse import CompileOptions
+from autofuse.capture.trace import trace_aten
+from autofuse.compiler import compile_graph
+from autofuse.runtime.aliasing import may_alias
+from autofuse.runtime.launcher import FastLauncher
+from autofuse.runtime.program import Alloc, ExternCall
+from tests.helpers import assert_close, rand
+
+OPTS = CompileOptions(strict=True, use_db=False)
+
+
+def _compile(gm, args, **kw):
+    art = compile_graph(gm, args, OPTS.with_(**kw))
+    assert art.program.wrapper is not None, "the program runs interpreted"
+    return art.program
+
+
+def _check(prog, gm, args):
+    """Wrapper == interpreter == eager, twice (the second call runs on reused storage)."""
+    expected = gm(*args)
+    expected = list(expected) if isinstance(expected, (list, tuple)) else [expected]
+    for _ in range(2):
+        assert_close(prog(args), expected)
+    assert_close(prog.interpret(args), expected)
+
+
+def _lifetimes(source: str) -> tuple[set[str], set[str], set[str], dict[str, str]]:
+    """(assigned, deleted, returned, donor of each reusing buffer) of a wrapper's locals."""
+    assigned = set(re.findall(r"^\s+(b\d+) = ", source, re.M))
+    deleted = {b for line in re.findall(r"^\s+del (.+)$", source, re.M) for b in re.findall(r"b\d+", line)}
+    returned = set(re.findall(r"b\d+", re.search(r"return \[(.*)\]", source).group(1)))
+    donors = dict(re.findall(r"^\s+(b\d+) = (?:_rt\()?(b\d+)\b", source, re.M))
+    return assigned, deleted, returned, donors
+
+
+def test_frees_and_reuses_as_planned():
+    def fn(x, w):
+        h = torch.relu(x) @ w
+        h = torch.sigmoid(h) @ w
+        h = torch.tanh(h) @ w
+        return h * 2
+    x, w = rand((16, 24)), rand((24, 24))
+    gm = trace_aten(fn, [x, w])
+    prog = _compile(gm, [x, w])
+    planned = {(s.slot, s.reuse) for s in prog.steps if isinstance(s, Alloc) and s.reuse is not None}
+    assert planned, "the chain should let a buffer take a freed one's storage"
+    assigned, deleted, returned, donors = _lifetimes(prog.source)
+    inputs = {f"b{s}" for s in prog.input_slots if s is not None}
+    donors = {k: v for k, v in donors.items() if v not in inputs}
+    assert {(int(r[1:]), int(d[1:])) for r, d in donors.items()} == planned
+    for b in assigned - inputs - returned:
+        assert b in deleted, f"{b} is never freed"
+    assert not (deleted & returned)
+    assert all(d in deleted for d in donors.values()), "a donor dies where its storage is taken"
+    _check(prog, gm, [x, w])
+
+
+def test_in_place_fallback_keeps_its_buffer_out_of_reuse():
+    """add_ on an intermediate returns that buffer: it is an output, so a later kernel's buffer of the
+    same size must not take its storage."""
+    def fn(x):
+        y = torch.relu(x) * 2
+        y.add_(1)
+        z = torch.exp(x) + 3
+        return y, z
+    x = rand((9, 33))
+    gm = make_fx(fn)(x)
+    assert any(n.target is torch.ops.aten.add_.Tensor for n in gm.graph.nodes)
+    prog = _compile(gm, [x], strategy="none")  # separate kernels: the second could take the first's buffer
+    assert not any(isinstance(s, Alloc) and s.reuse is not None for s in prog.steps)
+    _check(prog, gm, [x])
+
+
+def take_rows(t: torch.Tensor) -> torch.Tensor:
+    """A fallback without a schema that returns a view of its argument."""
+    return t[1:]
+
+
+def _view_graph() -> torch.fx.GraphModule:
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    m = g.call_function(torch.ops.aten.mul.Tensor, (g.call_function(torch.ops.aten.relu.default, (x,)), 2.0))
+    v = g.call_function(take_rows, (m,))
+    e = g.call_function(torch.ops.aten.add.Tensor, (g.call_function(torch.ops.aten.exp.default, (x,)), 3.0))
+    g.output((v, e, x))
+    return torch.fx.GraphModule(torch.nn.Module(), g)
+
+
+def test_view_returned_by_a_fallback_and_an_input_as_outputs():
+    x = rand((10, 7), noncontig=True)
+    gm = _view_graph()
+    prog = _compile(gm, [x], strategy="none")
+    assert any(isinstance(s, ExternCall) and s.op is take_rows for s in prog.steps)
+    assert not any(isinstance(s, Alloc) and s.reuse is not None for s in prog.steps)
+    _check(prog, gm, [x])
+    out = prog([x])
+    assert out[2] is x
+    assert out[0].untyped_storage().data_ptr() != out[1].untyped_storage().data_ptr()
+
+
+def test_multiple_outputs_of_a_fallback():
+    def fn(x, y):
+        vals, idx = torch.sort(x * y, dim=-1)
+        return vals * 2 + idx, idx
+    x, y = rand((5, 19)), rand((5, 19), noncontig=True)
+    gm = trace_aten(fn, [x, y])
+    prog = _compile(gm, [x, y])
+    assert "r[1]" in prog.source
+    _check(prog, gm, [x, y])
+
+
+def test_poison_fills_fresh_buffers_and_reuses_nothing():
+    def fn(x, w):
+        h = torch.relu(x) @ w
+        return (torch.sigmoid(h) @ w).sum(0) + 1
+    x, w = rand((12, 20)), rand((20, 20))
+    gm = trace_aten(fn, [x, w])
+    prog = _compile(gm, [x, w], poison=True)
+    allocs = [s for s in prog.steps if isinstance(s, Alloc)]
+    assert allocs and all(s.poison and s.reuse is None for s in allocs)
+    assert prog.source.count("_poison(") == len(allocs)
+    _check(prog, gm, [x, w])
+
+
+def test_schemas_say_which_ops_may_alias():
+    aten = torch.ops.aten
+    assert may_alias(aten.add_.Tensor) and may_alias(aten.t.default) and may_alias(aten._unsafe_view.default)
+    assert may_alias(take_rows)
+    assert not may_alias(aten.mm.default) and not may_alias(aten.clone.default)
+
+
+class _FakeJit:
+    """A Triton JIT function stand-in: `fn[grid](...)` 'compiles' and returns the compiled kernel."""
+
+    def __init__(self) -> None:
+        self.jit_calls: list[tuple] = []
+        self.kernel = SimpleNamespace(function="f", packed_metadata="m", runs=[])
+        self.kernel.run = lambda *a: self.kernel.runs.append(a)
+
+    def run(self) -> None:  # marks the object as a JIT function for FastLauncher
+        raise AssertionError
+
+    def __getitem__(self, grid):
+        def call(*args, **kw):
+            self.jit_calls.append((grid, args, kw))
+            return self.kernel
+        return call
+
+
+def test_bound_launch_compiles_once_per_alignment_of_the_unplanned_tensors():
+    fake = _FakeJit()
+    launcher = FastLauncher(fake, torch.device("cuda", 0))
+    assert launcher.enabled
+    go = launcher.bind((3, 2), ("ws", 10), {"XBLOCK": 4}, 4, 1, static_aligned=[True, False])
+    base = torch.zeros(64)
+    a, b = torch.zeros(8), base[1:9]  # b: 4 bytes past a 16-byte boundary
+    go("s", a, base[:8])
+    go("s", a, base[:8])
+    go("s", a, b)
+    go("s", a, b)
+    assert len(fake.jit_calls) == 2, "one compile per alignment pattern of the unplanned tensor"
+    grid, args, kw = fake.jit_calls[0]
+    assert grid == (3, 2) and args[2:] == ("ws", 10) and kw == {"XBLOCK": 4, "num_warps": 4, "num_stages": 1}
+    assert len(fake.kernel.runs) == 2
+    run = fake.kernel.runs[-1]
+    assert run[:9] == (3, 2, 1, "s", "f", "m", None, None, None)
+    assert run[9] is a and run[10] is b and run[11:] == ("ws", 10, 4)
+    assert launcher.compiled_stats() is None  # the fake kernel has no register counts
