@@ -46,12 +46,12 @@ CONV = (   # name, kind, epilogue, groups, full sizes, tiny sizes, rank, dtype
     ("conv2d_bn_silu_f32", "2d", "bn_silu", 1, {"n": 32, "ci": 64, "co": 128, "h": 56, "w": 56}, 2, F32),
     ("conv2d_residual_relu_f32", "2d", "residual", 1, {"n": 32, "ci": 64, "co": 64, "h": 56, "w": 56}, 2, F32),
     ("conv2d_depthwise_hardswish_f32", "2d", "hardswish", 64, {"n": 32, "ci": 64, "co": 64, "h": 112, "w": 112}, 2, F32),
-    ("conv2d_gelu_bf16", "2d", "gelu", 1, {"n": 32, "ci": 64, "co": 128, "h": 64, "w": 64}, 2, BF16),
+    ("conv2d_gelu_bf16", "2d", "gelu", 1, {"n": 64, "ci": 64, "co": 128, "h": 64, "w": 64}, 2, BF16),
     ("conv3d_gelu_f32", "3d", "gelu", 1, {"n": 4, "ci": 32, "co": 32, "d": 32, "h": 64, "w": 64}, 3, F32),
     ("conv3d_scale_clamp_f32", "3d", "scale_clamp", 1, {"n": 4, "ci": 16, "co": 32, "d": 32, "h": 64, "w": 64}, 3, F32),
     ("conv_t2d_tanh_f32", "t2d", "tanh", 1, {"n": 32, "ci": 64, "co": 32, "h": 64, "w": 64}, 2, F32),
-    ("conv_t2d_sigmoid_mul_f32", "t2d", "sigmoid_mul", 1, {"n": 32, "ci": 128, "co": 64, "h": 32, "w": 32}, 2, F32),
-    ("conv_t3d_relu_f32", "t3d", "relu", 1, {"n": 4, "ci": 32, "co": 16, "d": 16, "h": 32, "w": 32}, 3, F32),
+    ("conv_t2d_sigmoid_mul_f32", "t2d", "sigmoid_mul", 1, {"n": 64, "ci": 128, "co": 64, "h": 32, "w": 32}, 2, F32),
+    ("conv_t3d_relu_f32", "t3d", "relu", 1, {"n": 8, "ci": 32, "co": 16, "d": 16, "h": 32, "w": 32}, 3, F32),
 )
 TINY = {2: {"n": 2, "ci": 4, "co": 4, "h": 7, "w": 9}, 3: {"n": 2, "ci": 4, "co": 4, "d": 3, "h": 5, "w": 6}}
 
