@@ -250,7 +250,9 @@ class AutofuseLog:
 
     def summary(self) -> dict[str, Any]:
         kernels = [k for _, _, art in self.recorder.graphs for k in art.kernels]
+        from_db = sum(1 for _, _, art in self.recorder.graphs if getattr(art, "source", "") == "tuning DB")
         return {"autofuse_graphs": len(self.recorder.graphs) + len(self.eager), "graphs_eager": len(self.eager),
+                "graphs_from_db": from_db,
                 "eager_reasons": self.eager[:3], "autofuse_kernels": len(kernels),
                 "autofuse_fallback_kernels": sum(1 for k in kernels if k.kind == "fallback")}
 
@@ -331,17 +333,20 @@ def gpu_profile(call: Callable[[], Any], calls: int) -> dict[str, float]:
 def host_ms(call: Callable[[], Any], wall: float, kernels: float) -> dict[str, Any]:
     """Host milliseconds per call: calls enqueued while a GPU sleep holds the stream, so the host
     never waits for the GPU (as many calls as keep the launch queue from filling). `host_exact` is
-    False when the sleep ended before the last call was enqueued (then this is an upper bound)."""
+    False when the sleep ended before the last call was enqueued (then this is an upper bound);
+    `host_blocked` when enqueueing took as long as the sleep: a call waits on the GPU (a sync)."""
     n = max(1, min(10, int(MAX_QUEUED_KERNELS // max(kernels, 1))))
+    sleep_s = 0.1 + 3 * n * wall * 1e-3
     torch.cuda.synchronize()
-    torch.cuda._sleep(int(SLEEP_CYCLES_PER_S * (0.1 + 3 * n * wall * 1e-3)))
+    torch.cuda._sleep(int(SLEEP_CYCLES_PER_S * sleep_s))
     t0 = time.perf_counter()
     for _ in range(n):
         call()
     t1 = time.perf_counter()
     exact = not torch.cuda.current_stream().query()
     torch.cuda.synchronize()
-    return {"host_ms": (t1 - t0) / n * 1e3, "host_calls": n, "host_exact": exact}
+    return {"host_ms": (t1 - t0) / n * 1e3, "host_calls": n, "host_exact": exact,
+            "host_blocked": t1 - t0 > 0.8 * sleep_s}
 
 
 # ---- the run ------------------------------------------------------------------------------------
@@ -393,8 +398,11 @@ def markdown(results: dict[str, Any]) -> str:
             if "error_text" in e:
                 lines.append(head + f"✗ {e['error_text'][:150].replace('|', '/')} |" + " |" * 10)
                 continue
-            host = f(e, "host_ms", ".3f", True) + ("" if e.get("host_exact", True) else " (upper bound)")
+            host = f(e, "host_ms", ".3f", True) + (" (waits on the GPU)" if e.get("host_blocked") else
+                                                   "" if e.get("host_exact", True) else " (upper bound)")
             eager = f"{e['graphs_eager']}/{e['autofuse_graphs']}" if "graphs_eager" in e else "—"
+            if e.get("graphs_from_db"):
+                eager += f" ({e['graphs_from_db']} from the DB)"
             lines.append(head + " | ".join([f(e, "wall_ms", ".2f", True), f(e, "gpu_ms", ".2f"), host,
                                             f(e, "compile_s", ".1f", True), f(e, "kernels_per_call", ".0f"),
                                             f(e, "autofuse_kernels", "d"), eager, f(e, "error", ".2e", True),
@@ -459,12 +467,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return opts
 
 
-def cold_caches(out: Path) -> None:
-    """Point Inductor's, Triton's and autofuse's on-disk caches at empty directories under out."""
-    root = Path(tempfile.mkdtemp(prefix="cold-cache-", dir=out))
+def cold_caches() -> str:
+    """Point Inductor's, Triton's and autofuse's on-disk caches at empty directories (outside out, so
+    the results folder stays small); the path is in results.json."""
+    root = Path(tempfile.mkdtemp(prefix="autofuse-bench-cache-"))
     for var, sub in (("TORCHINDUCTOR_CACHE_DIR", "inductor"), ("TRITON_CACHE_DIR", "triton"),
                      ("AUTOFUSE_CACHE_DIR", "autofuse")):
         os.environ[var] = str(root / sub)
+    return str(root)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -475,8 +485,7 @@ def main(argv: list[str] | None = None) -> int:
     import triton
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
-    if not opts.warm_cache:
-        cold_caches(out)
+    caches = "warm (--warm-cache)" if opts.warm_cache else cold_caches()
     try:
         tf_version = transformers_module().__version__
     except Exception as e:  # noqa: BLE001 - the torchvision model still runs
@@ -484,7 +493,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {
         "device": torch.cuda.get_device_name() if opts.device == "cuda" else "cpu (Triton interpreter, no timing)",
         "torch": torch.__version__, "triton": triton.__version__, "transformers": tf_version,
-        "python": platform.python_version(), "tiny": opts.tiny,
+        "python": platform.python_version(), "tiny": opts.tiny, "caches": caches,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": "python3 -m benchmarks.models " + " ".join(argv if argv is not None else sys.argv[1:]),
         "runs": [], "not_run": []}
