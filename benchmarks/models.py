@@ -1,0 +1,544 @@
+"""Real models end to end: eager, torch.compile (default, max-autotune-no-cudagraphs), autofuse's
+default plan and autofuse tuned (with --db), side by side in one run.
+
+    python3 -m benchmarks.models --out DIR [--models llama,gpt2,bert,vit,resnet50]
+        [--modes forward,train] [--variants eager,inductor,inductor_max_autotune,autofuse_default,autofuse_tuned]
+        [--db PATH] [--time-budget S] [--calls N] [--strict]
+    python3 -m benchmarks.models --device cpu --tiny --out DIR --models bert --variants eager,autofuse_default
+
+Models are built from configs with random weights (no downloads): a LLaMA-style decoder (8 layers,
+hidden 2048, GQA 16/4 heads, RMSNorm, RoPE, SwiGLU; batch 4 x 512 tokens), GPT-2 (12 layers, n_embd
+1024; 4 x 512), BERT-base (16 x 512), ViT-base/16 (32 images of 224²) and torchvision's ResNet-50
+(32 images of 224²). "forward": bf16 inference, no grad. "train": one training step in f32 (forward
+with the loss inside the compiled model, backward, an eager AdamW step) for the decoder and ResNet-50.
+
+Per model, mode and variant: GPU time per call (the profiler's sum of GPU kernel times), wall time
+per call (back-to-back calls, one synchronize at the end), host time per call (time to enqueue calls
+while the GPU sleeps, so the host never waits on it), compile time (the first call; every cache
+directory fresh at the start of the run, unless --warm-cache), kernels per call (profiler: GPU
+kernels launched, library kernels included), autofuse's kernels and graphs left to eager (its
+report; compiled non-strict, as users run it, unless --strict), and the relative error of the main
+output (logits, hidden states, or loss and gradients) against an f32 eager reference with TF32 off,
+next to torch.compile's. A variant that fails is recorded and the run goes on. Variants run in
+priority order: max-autotune comes after every other variant of every model, so a run cut short by
+--time-budget drops it first. Writes DIR/results.json (after every variant), results.md, results.png.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import datetime
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+MODELS = ("llama", "gpt2", "bert", "vit", "resnet50")
+TRAINABLE = ("llama", "resnet50")
+VARIANTS = ("eager", "inductor", "autofuse_default", "autofuse_tuned", "inductor_max_autotune")
+SLEEP_CYCLES_PER_S = 2.0e9   # about the H200's clock: a sleep of s seconds spins s * this many cycles
+MAX_QUEUED_KERNELS = 600     # below the GPU's launch queue depth: enqueueing never blocks
+
+
+def transformers_module() -> Any:
+    """transformers, importable where a torchvision built for another torch breaks its import."""
+    try:
+        import torchvision  # noqa: F401
+    except Exception:  # noqa: BLE001 - a broken torchvision: hide it from transformers
+        for k in [k for k in sys.modules if k.startswith("torchvision")]:
+            del sys.modules[k]
+        sys.modules["torchvision"] = None  # type: ignore[assignment]
+    import transformers
+    return transformers
+
+
+# ---- models -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Built:
+    model: nn.Module
+    inputs: dict[str, Any]      # keyword inputs of one call
+
+
+def _tokens(batch: int, seq: int, vocab: int, device: str, gen: torch.Generator) -> torch.Tensor:
+    return torch.randint(0, vocab, (batch, seq), generator=gen, device=device)
+
+
+def build(name: str, tiny: bool, train: bool, device: str) -> Built:
+    """The model (f32, random weights, on device) and its inputs; in train mode the loss is computed
+    inside the model (labels / targets among the inputs)."""
+    gen = torch.Generator(device=device).manual_seed(0)
+    torch.manual_seed(0)
+    if name == "resnet50":
+        return _resnet(tiny, train, device, gen)
+    tf = transformers_module()
+    if name == "llama":
+        cfg = tf.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                             num_key_value_heads=2, vocab_size=500, max_position_embeddings=64) if tiny else \
+            tf.LlamaConfig(hidden_size=2048, intermediate_size=5632, num_hidden_layers=8, num_attention_heads=16,
+                           num_key_value_heads=4, vocab_size=32000, max_position_embeddings=2048)
+        cfg.use_cache = False
+        model = tf.LlamaForCausalLM(cfg)
+        ids = _tokens(2, 16, 500, device, gen) if tiny else _tokens(4, 512, 32000, device, gen)
+        inputs = {"input_ids": ids, **({"labels": ids} if train else {})}
+    elif name == "gpt2":
+        cfg = tf.GPT2Config(n_embd=64, n_layer=2, n_head=4, vocab_size=500, n_positions=64, bos_token_id=0,
+                             eos_token_id=0) if tiny else \
+            tf.GPT2Config(n_embd=1024, n_layer=12, n_head=16, vocab_size=50257, n_positions=1024)
+        cfg.use_cache, cfg.resid_pdrop, cfg.embd_pdrop, cfg.attn_pdrop = False, 0.0, 0.0, 0.0
+        model = tf.GPT2LMHeadModel(cfg)
+        ids = _tokens(2, 16, 500, device, gen) if tiny else _tokens(4, 512, 50257, device, gen)
+        inputs = {"input_ids": ids, **({"labels": ids} if train else {})}
+    elif name == "bert":
+        cfg = tf.BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+                            vocab_size=500, max_position_embeddings=64) if tiny else tf.BertConfig()
+        cfg.hidden_dropout_prob = cfg.attention_probs_dropout_prob = 0.0
+        model = tf.BertModel(cfg, add_pooling_layer=False)
+        ids = _tokens(2, 16, 500, device, gen) if tiny else _tokens(16, 512, cfg.vocab_size, device, gen)
+        inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    elif name == "vit":
+        cfg = tf.ViTConfig(image_size=32, patch_size=8, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                           intermediate_size=128) if tiny else tf.ViTConfig()
+        cfg.hidden_dropout_prob = cfg.attention_probs_dropout_prob = 0.0
+        model = tf.ViTModel(cfg, add_pooling_layer=False)
+        shape = (2, 3, 32, 32) if tiny else (32, 3, 224, 224)
+        inputs = {"pixel_values": torch.randn(shape, generator=gen, device=device)}
+    else:
+        raise ValueError(f"unknown model {name!r}; choose from {', '.join(MODELS)}")
+    return Built(model.to(device), inputs)
+
+
+class WithLoss(nn.Module):
+    """An image classifier with its cross-entropy loss, so the loss is part of the compiled graph."""
+
+    def __init__(self, net: nn.Module) -> None:
+        super().__init__()
+        self.net = net
+
+    def forward(self, pixel_values: torch.Tensor, labels: torch.Tensor | None = None) -> torch.Tensor:
+        logits = self.net(pixel_values)
+        return logits if labels is None else F.cross_entropy(logits, labels)
+
+
+def _resnet(tiny: bool, train: bool, device: str, gen: torch.Generator) -> Built:
+    import torchvision
+    from torchvision.models.resnet import Bottleneck, ResNet
+    net = ResNet(Bottleneck, [1, 1, 1, 1], num_classes=10) if tiny else torchvision.models.resnet50(weights=None)
+    shape, classes = ((2, 3, 32, 32), 10) if tiny else ((32, 3, 224, 224), 1000)
+    inputs: dict[str, Any] = {"pixel_values": torch.randn(shape, generator=gen, device=device)}
+    if train:
+        inputs["labels"] = torch.randint(0, classes, (shape[0],), generator=gen, device=device)
+    return Built(WithLoss(net).to(device), inputs)
+
+
+def main_output(out: Any) -> torch.Tensor:
+    """The tensor a model call is judged by: the loss, logits, last hidden state, or the tensor."""
+    if isinstance(out, torch.Tensor):
+        return out
+    for key in ("loss", "logits", "last_hidden_state"):
+        v = getattr(out, key, None)
+        if isinstance(v, torch.Tensor):
+            return v
+    if isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor):
+        return out[0]
+    raise TypeError(f"no output tensor in a {type(out).__name__}")
+
+
+def rel_error(a: torch.Tensor, ref: torch.Tensor) -> float:
+    a, ref = a.detach().double(), ref.detach().double()
+    return float((a - ref).norm() / ref.norm().clamp_min(1e-30))
+
+
+@contextlib.contextmanager
+def no_tf32():
+    m, c = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = m, c
+
+
+# ---- one model in one mode: its calls and its reference -----------------------------------------
+
+class Job:
+    """A model in one mode ("forward" or "train"): its f32 reference and a fresh call per variant."""
+
+    def __init__(self, name: str, mode: str, tiny: bool, device: str) -> None:
+        self.name, self.mode, self.device = name, mode, device
+        built = build(name, tiny, mode == "train", device)
+        self.base, self.inputs = built.model, built.inputs
+        with no_tf32():
+            if mode == "forward":
+                self.base.eval()
+                with torch.no_grad():
+                    self.ref = [main_output(self.base(**self.inputs)).float()]
+                self.model = copy.deepcopy(self.base).to(torch.bfloat16)
+                self.call_inputs = {k: v.to(torch.bfloat16) if v.is_floating_point() else v
+                                    for k, v in self.inputs.items()}
+            else:
+                self.base.train()
+                ref = copy.deepcopy(self.base)
+                loss = main_output(ref(**self.inputs))
+                loss.backward()
+                self.ref = [loss.detach()] + [p.grad.detach() for p in ref.parameters() if p.grad is not None]
+                del ref
+
+    def variant_call(self, compile_fn: Callable[[nn.Module], Callable[..., Any]]) -> tuple[Callable[[], Any], Callable[[], list]]:
+        """(call, outputs): call runs one forward (no grad) or one training step; outputs gives the
+        tensors compared with the reference (in training, the first step's loss and gradients)."""
+        if self.mode == "forward":
+            fn = compile_fn(self.model)
+
+            def call() -> Any:
+                with torch.no_grad():
+                    return fn(**self.call_inputs)
+
+            return call, lambda: [main_output(call()).float()]
+        model = copy.deepcopy(self.base)
+        fn = compile_fn(model)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-5, foreach=self.device == "cuda")
+        first: list = []   # the first step's loss and gradients: those of the starting weights
+
+        def step() -> Any:
+            loss = main_output(fn(**self.inputs))
+            loss.backward()
+            if not first:
+                first.extend([loss.detach().clone()] + [p.grad.detach().clone() for p in model.parameters()
+                                                        if p.grad is not None])
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            return loss
+
+        def outputs() -> list:
+            if not first:
+                step()
+            return first
+
+        return step, outputs
+
+    def error(self, outs: list) -> dict[str, float]:
+        if self.mode == "forward":
+            return {"error": rel_error(outs[0], self.ref[0])}
+        if len(outs) != len(self.ref):
+            raise RuntimeError(f"{len(outs) - 1} gradients, the reference has {len(self.ref) - 1}")
+        num = sum(float((a.double() - b.double()).pow(2).sum()) for a, b in zip(outs[1:], self.ref[1:]))
+        den = sum(float(b.double().pow(2).sum()) for b in self.ref[1:])
+        return {"error": rel_error(outs[0], self.ref[0]), "grad_error": (num / max(den, 1e-300)) ** 0.5}
+
+
+# ---- variants and measurements ------------------------------------------------------------------
+
+class AutofuseLog:
+    """The autofuse report of a compile: kernels, and graphs that fell back to eager (with why)."""
+
+    def __init__(self) -> None:
+        from autofuse.api import Recorder
+        self.recorder = Recorder()
+        self.eager: list[str] = []
+
+    def summary(self) -> dict[str, Any]:
+        kernels = [k for _, _, art in self.recorder.graphs for k in art.kernels]
+        from_db = sum(1 for _, _, art in self.recorder.graphs if getattr(art, "source", "") == "tuning DB")
+        return {"autofuse_graphs": len(self.recorder.graphs) + len(self.eager), "graphs_eager": len(self.eager),
+                "graphs_from_db": from_db,
+                "eager_reasons": self.eager[:3], "autofuse_kernels": len(kernels),
+                "autofuse_fallback_kernels": sum(1 for k in kernels if k.kind == "fallback")}
+
+
+def compiler(variant: str, opts: argparse.Namespace, log: AutofuseLog | None) -> Callable[[nn.Module], Callable[..., Any]]:
+    import autofuse
+    if variant == "eager":
+        return lambda m: m
+    if variant == "inductor":
+        return lambda m: torch.compile(m)
+    if variant == "inductor_max_autotune":
+        return lambda m: torch.compile(m, mode="max-autotune-no-cudagraphs")
+    kw: dict[str, Any] = {"strict": opts.strict, "recorder": log.recorder if log else None}
+    if variant == "autofuse_default":
+        return lambda m: autofuse.compile(m, use_db=False, **kw)
+    if variant == "autofuse_tuned":
+        if not opts.db:
+            raise RuntimeError("autofuse_tuned needs --db PATH (a tuning DB with plans for these models)")
+        return lambda m: autofuse.compile(m, db=opts.db, **kw)
+    raise ValueError(f"unknown variant {variant!r}; choose from {', '.join(VARIANTS)}")
+
+
+def sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def measure(job: Job, variant: str, opts: argparse.Namespace) -> dict[str, Any]:
+    torch._dynamo.reset()
+    log = AutofuseLog() if variant.startswith("autofuse") else None
+    entry: dict[str, Any] = {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        call, outputs = job.variant_call(compiler(variant, opts, log))
+        t0 = time.perf_counter()
+        call()
+        sync(job.device)
+        entry["compile_s"] = time.perf_counter() - t0
+        entry.update(job.error(outputs()))
+    if log is not None:
+        log.eager = [str(w.message)[:300] for w in caught if "could not compile" in str(w.message)]
+        entry.update(log.summary())
+    if job.device == "cuda":
+        entry.update(gpu_profile(call, opts.profile_calls))
+        entry["wall_ms"] = wall_ms(call, opts.calls)
+        entry.update(host_ms(call, entry["wall_ms"], entry.get("kernels_per_call", 0)))
+    return entry
+
+
+def wall_ms(call: Callable[[], Any], calls: int) -> float:
+    """Milliseconds per call of back-to-back calls, one synchronize at the end."""
+    for _ in range(3):
+        call()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        call()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / calls * 1e3
+
+
+def gpu_profile(call: Callable[[], Any], calls: int) -> dict[str, float]:
+    """GPU milliseconds per call (the profiler's sum of kernel, copy and fill times) and GPU
+    operations per call."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+    call()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            call()
+        torch.cuda.synchronize()
+    gpu = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
+    return {"gpu_ms": sum(e.time_range.elapsed_us() for e in gpu) / calls / 1e3,
+            "kernels_per_call": len(gpu) / calls}
+
+
+def host_ms(call: Callable[[], Any], wall: float, kernels: float) -> dict[str, Any]:
+    """Host milliseconds per call: calls enqueued while a GPU sleep holds the stream, so the host
+    never waits for the GPU (as many calls as keep the launch queue from filling). `host_exact` is
+    False when the sleep ended before the last call was enqueued (then this is an upper bound);
+    `host_blocked` when enqueueing took as long as the sleep: a call waits on the GPU (a sync)."""
+    n = max(1, min(10, int(MAX_QUEUED_KERNELS // max(kernels, 1))))
+    sleep_s = 0.1 + 3 * n * wall * 1e-3
+    torch.cuda.synchronize()
+    torch.cuda._sleep(int(SLEEP_CYCLES_PER_S * sleep_s))
+    t0 = time.perf_counter()
+    for _ in range(n):
+        call()
+    t1 = time.perf_counter()
+    exact = not torch.cuda.current_stream().query()
+    torch.cuda.synchronize()
+    return {"host_ms": (t1 - t0) / n * 1e3, "host_calls": n, "host_exact": exact,
+            "host_blocked": t1 - t0 > 0.8 * sleep_s}
+
+
+# ---- the run ------------------------------------------------------------------------------------
+
+def _error(e: BaseException) -> str:
+    first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return f"{type(e).__name__}: {first[:300]}"
+
+
+def plan(opts: argparse.Namespace) -> list[tuple[str, str, str]]:
+    """(model, mode, variant) in priority order: max-autotune after everything else."""
+    jobs = [(m, mode) for m in opts.models for mode in opts.modes if mode == "forward" or m in TRAINABLE]
+    first = [(m, mode, v) for m, mode in jobs for v in opts.variants if v != "inductor_max_autotune"]
+    last = [(m, mode, v) for m, mode in jobs for v in opts.variants if v == "inductor_max_autotune"]
+    return first + last
+
+
+def annotate(results: dict[str, Any]) -> None:
+    """Ratios to torch.compile default: wall time, host time, compile time, and error."""
+    for r in results["runs"]:
+        ind = r["variants"].get("inductor", {})
+        for e in r["variants"].values():
+            for key in ("wall_ms", "host_ms", "gpu_ms", "compile_s", "error"):
+                if key in e and ind.get(key):
+                    e[f"{key}_vs_inductor"] = e[key] / ind[key]
+
+
+def markdown(results: dict[str, Any]) -> str:
+    lines = [f"Device: {results['device']}; torch {results['torch']}, triton {results['triton']}, "
+             f"transformers {results.get('transformers', '?')}; {results['date']}.",
+             f"Command: `{results['command']}`.", "",
+             "forward: bf16 inference, no grad. train: one f32 step (forward with the loss, backward, eager AdamW). "
+             "error: relative L2 error of the main output (train: the loss; grad: all gradients) against f32 eager "
+             "with TF32 off. ×ind: ratio to torch.compile default (time: lower is better). Kernels: GPU operations "
+             "per call in the profiler (library kernels, copies and fills included); autofuse's own count and its "
+             "graphs left to eager come from its report.", "",
+             "| model | mode | variant | wall ms (×ind) | GPU ms | host ms (×ind) | compile s (×ind) | kernels/call | "
+             "autofuse kernels | graphs eager | error (×ind) | grad error |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+
+    def f(e: dict, key: str, fmt: str, ratio: bool = False) -> str:
+        if key not in e:
+            return "—"
+        s = format(e[key], fmt)
+        return s + (f" ({e[key + '_vs_inductor']:.2f})" if ratio and f"{key}_vs_inductor" in e else "")
+    for r in results["runs"]:
+        for v, e in r["variants"].items():
+            head = f"| {r['model']} | {r['mode']} | {v} | "
+            if "error_text" in e:
+                lines.append(head + f"✗ {e['error_text'][:150].replace('|', '/')} |" + " |" * 10)
+                continue
+            host = f(e, "host_ms", ".3f", True) + (" (waits on the GPU)" if e.get("host_blocked") else
+                                                   "" if e.get("host_exact", True) else " (upper bound)")
+            eager = f"{e['graphs_eager']}/{e['autofuse_graphs']}" if "graphs_eager" in e else "—"
+            if e.get("graphs_from_db"):
+                eager += f" ({e['graphs_from_db']} from the DB)"
+            lines.append(head + " | ".join([f(e, "wall_ms", ".2f", True), f(e, "gpu_ms", ".2f"), host,
+                                            f(e, "compile_s", ".1f", True), f(e, "kernels_per_call", ".0f"),
+                                            f(e, "autofuse_kernels", "d"), eager, f(e, "error", ".2e", True),
+                                            f(e, "grad_error", ".2e")]) + " |")
+    if results.get("not_run"):
+        lines += ["", "Not run (time budget): " + ", ".join(results["not_run"])]
+    return "\n".join(lines) + "\n"
+
+
+def plot(results: dict[str, Any], path: Path) -> str | None:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not installed: no plot"
+    runs = [r for r in results["runs"] if any("wall_ms_vs_inductor" in e for e in r["variants"].values())]
+    if not runs:
+        return "nothing timed: no plot"
+    names = [v for v in VARIANTS if any(v in r["variants"] for r in runs)]
+    fig, ax = plt.subplots(figsize=(max(8, 1.2 * len(runs)), 5))
+    w = 0.8 / len(names)
+    for i, n in enumerate(names):
+        vals = [r["variants"].get(n, {}).get("wall_ms_vs_inductor", 0) for r in runs]
+        ax.bar([c + i * w for c in range(len(runs))], vals, w, label=n)
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_xticks([c + 0.4 - w / 2 for c in range(len(runs))])
+    ax.set_xticklabels([f"{r['model']} {r['mode']}" for r in runs], rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("wall time per call ÷ torch.compile default (lower is better)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    return None
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True)
+    p.add_argument("--models", default=",".join(MODELS))
+    p.add_argument("--modes", default="forward,train")
+    p.add_argument("--variants", default=None, help=f"comma-separated, from {','.join(VARIANTS)} "
+                   "(default: all; autofuse_tuned only with --db)")
+    p.add_argument("--db", default=None, help="tuning DB with plans for these models (the autofuse_tuned variant)")
+    p.add_argument("--time-budget", type=float, default=420.0, help="seconds; no variant starts after it")
+    p.add_argument("--calls", type=int, default=20, help="back-to-back calls for the wall time")
+    p.add_argument("--profile-calls", type=int, default=5)
+    p.add_argument("--strict", action="store_true", help="autofuse compiles strict (a graph it cannot compile fails the variant)")
+    p.add_argument("--warm-cache", action="store_true", help="keep Inductor's, Triton's and autofuse's cache directories")
+    p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    p.add_argument("--tiny", action="store_true", help="tiny configs (CPU smoke test)")
+    opts = p.parse_args(argv)
+    opts.models = [m for m in opts.models.split(",") if m]
+    opts.modes = [m for m in opts.modes.split(",") if m]
+    if opts.variants is None:
+        opts.variants = [v for v in VARIANTS if v != "autofuse_tuned" or opts.db]
+    else:
+        opts.variants = [v for v in opts.variants.split(",") if v]
+    for bad, allowed in ((set(opts.models) - set(MODELS), MODELS), (set(opts.modes) - {"forward", "train"}, ("forward", "train")),
+                         (set(opts.variants) - set(VARIANTS), VARIANTS)):
+        if bad:
+            p.error(f"unknown {sorted(bad)}; choose from {', '.join(allowed)}")
+    return opts
+
+
+def cold_caches() -> str:
+    """Point Inductor's, Triton's and autofuse's on-disk caches at empty directories (outside out, so
+    the results folder stays small); the path is in results.json."""
+    root = Path(tempfile.mkdtemp(prefix="autofuse-bench-cache-"))
+    for var, sub in (("TORCHINDUCTOR_CACHE_DIR", "inductor"), ("TRITON_CACHE_DIR", "triton"),
+                     ("AUTOFUSE_CACHE_DIR", "autofuse")):
+        os.environ[var] = str(root / sub)
+    return str(root)
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts = parse(argv)
+    if opts.device == "cuda" and not torch.cuda.is_available():
+        print("no CUDA device: use --device cpu --tiny", file=sys.stderr)
+        return 2
+    import triton
+    out = Path(opts.out)
+    out.mkdir(parents=True, exist_ok=True)
+    caches = "warm (--warm-cache)" if opts.warm_cache else cold_caches()
+    try:
+        tf_version = transformers_module().__version__
+    except Exception as e:  # noqa: BLE001 - the torchvision model still runs
+        tf_version = f"not importable ({_error(e)})"
+    results: dict[str, Any] = {
+        "device": torch.cuda.get_device_name() if opts.device == "cuda" else "cpu (Triton interpreter, no timing)",
+        "torch": torch.__version__, "triton": triton.__version__, "transformers": tf_version,
+        "python": platform.python_version(), "tiny": opts.tiny, "caches": caches,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": "python3 -m benchmarks.models " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "runs": [], "not_run": []}
+    jobs: dict[tuple[str, str], Job | str] = {}
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    t0 = time.perf_counter()
+    for model, mode, variant in plan(opts):
+        key = (model, mode)
+        if key not in rows:
+            rows[key] = {"model": model, "mode": mode, "variants": {}}
+            results["runs"].append(rows[key])
+        if time.perf_counter() - t0 > opts.time_budget:
+            results["not_run"].append(f"{model} {mode} {variant}")
+            continue
+        if key not in jobs:
+            try:
+                jobs[key] = Job(model, mode, opts.tiny, opts.device)
+            except Exception as e:  # noqa: BLE001 - a model that cannot be built is recorded
+                jobs[key] = _error(e)
+        job = jobs[key]
+        try:
+            if isinstance(job, str):
+                raise RuntimeError(f"could not build the model: {job}")
+            entry = measure(job, variant, opts)
+        except Exception as e:  # noqa: BLE001 - a failing variant is recorded, the run goes on
+            entry = {"error_text": _error(e)}
+        entry["elapsed_s"] = time.perf_counter() - t0
+        rows[key]["variants"][variant] = entry
+        print(f"[{entry['elapsed_s']:.0f}s] {model} {mode} {variant}: "
+              + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in entry.items()
+                          if k not in ("eager_reasons", "elapsed_s")), flush=True)
+        annotate(results)
+        (out / "results.json").write_text(json.dumps(results, indent=1))
+        if opts.device == "cuda":
+            torch.cuda.empty_cache()
+    annotate(results)
+    (out / "results.json").write_text(json.dumps(results, indent=1))
+    md = markdown(results)
+    note = plot(results, out / "results.png")
+    if note:
+        md += f"\n({note}.)\n"
+    (out / "results.md").write_text(md)
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+"""The broad corpus: memory-bound and conv/GEMM+epilogue programs at the sizes users run.
+
+    PROGRAMS: list[Program]     categories() -> list[str]     select(only, names, max_programs)
+
+Each program is an nn.Module with its inputs (`Program.make(device, shrink)`), a name, a
+category and per-dtype tolerances; `shrink=True` gives CPU sizes (hundreds to thousands of
+elements). Hand-written families cover the categories; `generated` adds programs drawn from a
+seed. Run it with `python3 -m benchmarks.programs --out DIR` (see `runner.py`).
+"""
+from __future__ import annotations
+
+from . import convgemm, generated, losses, norms, pointwise, reductions
+from .base import In, Program
+
+PROGRAMS: list[Program] = (reductions.programs() + losses.programs() + norms.programs() + pointwise.programs()
+                           + convgemm.programs() + generated.programs())
+
+
+def categories() -> list[str]:
+    return list(dict.fromkeys(p.category for p in PROGRAMS))
+
+
+def select(only: list[str] | None = None, names: list[str] | None = None,
+           max_programs: int | None = None) -> list[Program]:
+    """Programs of the given categories (or names), interleaved across categories so that a run cut
+    short by --max-programs or a time budget still covers every category."""
+    picked = [p for p in PROGRAMS if (not only or p.category in only) and (not names or p.name in names)]
+    by_cat: dict[str, list[Program]] = {}
+    for p in picked:
+        by_cat.setdefault(p.category, []).append(p)
+    order: list[Program] = []
+    queues = list(by_cat.values())
+    while any(queues):
+        for q in queues:
+            if q:
+                order.append(q.pop(0))
+    return order[:max_programs] if max_programs else order
+
+
+__all__ = ["PROGRAMS", "Program", "In", "categories", "select"]

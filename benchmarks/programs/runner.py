@@ -1,0 +1,326 @@
+"""Run the broad corpus side by side: eager, torch.compile (default, max-autotune-no-cudagraphs),
+autofuse's default plan and autofuse tuned with a small budget.
+
+    python3 -m benchmarks.programs --out DIR [--variants eager,inductor,autofuse_default]
+        [--only CATEGORY ...] [--names NAME ...] [--max-programs N] [--time-budget S]
+        [--tune-trials N --tune-budget S] [--reps R --rounds K]
+    python3 -m benchmarks.programs --device cpu --shrink --out DIR     (CPU check, no timing)
+
+Every variant is checked against eager before it is timed (autofuse compiled strict, its check
+run with poisoned buffers); a variant that fails to compile or differs is recorded, not fatal.
+Timing reuses `benchmarks/run.py`: CUDA events per call behind a GPU sleep, the variants taking
+turns over interleaved rounds, inputs rotated when a program fits the L2 several times. Writes
+DIR/results.json (after every program, so a cut-short run keeps what it measured), results.md
+(per-program rows, per-category geomeans of each variant's time ÷ torch.compile default's) and
+results.png (when matplotlib imports). Programs are taken in an order interleaved across
+categories, so a run stopped by --time-budget or --max-programs still covers every category.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from ..run import L2_BYTES, copy_bandwidth, host_us, time_interleaved
+from . import categories, select
+from .base import Program
+from .check import mismatch
+
+ALL_VARIANTS = ("eager", "inductor", "inductor_max_autotune", "autofuse_default", "autofuse_tuned")
+DEFAULT_VARIANTS = "eager,inductor,autofuse_default"
+BASELINE = "inductor"
+
+
+def _nbytes(v: Any) -> int:
+    if isinstance(v, torch.Tensor):
+        return v.numel() * v.element_size()
+    return sum(_nbytes(x) for x in v) if isinstance(v, (list, tuple)) else 0
+
+
+def _error(e: BaseException) -> str:
+    first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return f"{type(e).__name__}: {first[:300]}"
+
+
+def build_variant(name: str, module: torch.nn.Module, args: tuple, db: str | None) -> Callable[..., Any]:
+    """The compiled callable of one variant (autofuse strict: a compile error raises)."""
+    import autofuse
+    if name == "eager":
+        return module
+    if name == "inductor":
+        return torch.compile(module)
+    if name == "inductor_max_autotune":
+        return torch.compile(module, mode="max-autotune-no-cudagraphs")
+    if name == "autofuse_default":
+        return autofuse.compile(module, strict=True, use_db=False)
+    if name == "autofuse_tuned":
+        if db is None:
+            raise RuntimeError("no tuning DB (the tune failed or --tune-trials is 0)")
+        return autofuse.compile(module, db=db, on_miss="error", strict=True)
+    raise ValueError(f"unknown variant {name!r}; choose from {', '.join(ALL_VARIANTS)}")
+
+
+def check_autofuse(name: str, module: torch.nn.Module, args: tuple, db: str | None) -> Any:
+    """Outputs of the variant compiled with poisoned buffers (unwritten elements show up)."""
+    import autofuse
+    kw = {"db": db, "on_miss": "error"} if name == "autofuse_tuned" else {"use_db": False}
+    return autofuse.compile(module, strict=True, poison=True, **kw)(*args)
+
+
+def tune(module: torch.nn.Module, args: tuple, db: str, trials: int, budget: float) -> dict[str, Any]:
+    import autofuse
+    t0 = time.perf_counter()
+    res = autofuse.tune(module, args, db=db, trials=trials, time_budget=budget, progress=False,
+                        compare_torch_compile=False)
+    return {"seconds": time.perf_counter() - t0, **res.to_json()}
+
+
+def run_program(p: Program, opts: argparse.Namespace, bw: float | None) -> dict[str, Any]:
+    device, timed = opts.device, opts.device == "cuda"
+    torch._dynamo.reset()
+    module, args = p.make(device, opts.shrink)
+    with torch.no_grad():
+        expected = module(*args)
+    params = sum(_nbytes(t) for t in module.parameters()) + sum(_nbytes(t) for t in module.buffers())
+    min_bytes = _nbytes(args) + _nbytes(expected) + params
+    row: dict[str, Any] = {"program": p.name, "category": p.category, "dtype": str(p.dtype).replace("torch.", ""),
+                           "min_bytes": min_bytes, "variants": {}}
+    db = None
+    if "autofuse_tuned" in opts.variants:
+        db = str(Path(opts.out) / "tuning.db")
+        try:
+            row["tune"] = tune(module, args, db, opts.tune_trials, opts.tune_budget)
+        except Exception as e:  # noqa: BLE001 - a failed tune is recorded; the other variants still run
+            row["tune"] = {"error": _error(e)}
+            db = None
+    ok: dict[str, Callable[..., Any]] = {}
+    for name in opts.variants:
+        entry: dict[str, Any] = {}
+        row["variants"][name] = entry
+        try:
+            with torch.no_grad():
+                if name.startswith("autofuse"):
+                    why = mismatch(p, check_autofuse(name, module, args, db), expected)
+                    if why:
+                        entry.update(correct=False, error=f"differs from eager (poisoned buffers): {why}")
+                        continue
+                fn = build_variant(name, module, args, db)
+                t0 = time.perf_counter()
+                out = fn(*args)
+                if timed:
+                    torch.cuda.synchronize()
+                entry["first_call_s"] = time.perf_counter() - t0
+            why = mismatch(p, out, expected)
+            entry["correct"] = why is None
+            if why:
+                entry["error"] = f"differs from eager: {why}"
+            else:
+                ok[name] = fn
+        except Exception as e:  # noqa: BLE001 - a failing variant is recorded, the run goes on
+            entry.update(correct=False, error=_error(e))
+    if timed and ok:
+        _time(p, row, ok, args, min_bytes, bw, opts)
+    return row
+
+
+def _time(p: Program, row: dict[str, Any], ok: dict[str, Callable[..., Any]], args: tuple, min_bytes: int,
+          bw: float | None, opts: argparse.Namespace) -> None:
+    sets = max(1, min(4, -(-3 * L2_BYTES // max(min_bytes, 1))))
+    input_sets = [args] + [p.make(opts.device, opts.shrink, seed=p.seed + k)[1] for k in range(1, sets)]
+    row["input_sets"] = len(input_sets)
+    with torch.no_grad():
+        try:
+            samples = time_interleaved(ok, input_sets, opts.reps, opts.rounds)
+        except Exception:  # noqa: BLE001 - one variant failing while timed: time the others alone
+            samples = {}
+            for name, f in ok.items():
+                try:
+                    samples[name] = time_interleaved({name: f}, input_sets, opts.reps, opts.rounds)[name]
+                except Exception as e:  # noqa: BLE001
+                    row["variants"][name]["error"] = f"while timed: {_error(e)}"
+        for name, s in samples.items():
+            ms = statistics.median(s)
+            entry = row["variants"][name]
+            entry.update(ms=ms, samples=len(s))
+            if bw:
+                entry["bw_share"] = min_bytes / (ms * 1e-3) / bw
+            if name != "eager":
+                try:
+                    entry["host_us"] = host_us(ok[name], args)
+                except Exception as e:  # noqa: BLE001
+                    entry["host_error"] = _error(e)
+    base = row["variants"].get(BASELINE, {}).get("ms")
+    for entry in row["variants"].values():
+        if base and entry.get("ms"):
+            entry["vs_inductor"] = entry["ms"] / base
+
+
+def geomean(xs: list[float]) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def category_means(results: dict[str, Any]) -> dict[str, dict[str, tuple[float, int]]]:
+    """Per category (and "all"): each variant's geomean of time ÷ torch.compile default, over the
+    programs where both were timed, with that count."""
+    out: dict[str, dict[str, tuple[float, int]]] = {}
+    names = results["variants"]
+    for cat in [*dict.fromkeys(r["category"] for r in results["programs"]), "all"]:
+        rows = [r for r in results["programs"] if cat == "all" or r["category"] == cat]
+        out[cat] = {}
+        for n in names:
+            xs = [r["variants"][n]["vs_inductor"] for r in rows if "vs_inductor" in r["variants"].get(n, {})]
+            if xs:
+                out[cat][n] = (geomean(xs), len(xs))
+    return out
+
+
+def markdown(results: dict[str, Any]) -> str:
+    names = results["variants"]
+    progs = results["programs"]
+    lines = [f"Device: {results['device']}; torch {results['torch']}, triton {results['triton']}; {results['date']}.",
+             f"Command: `{results['command']}`.", ""]
+    if results.get("copy_bandwidth_TBps"):
+        lines[0] += (f" Copy bandwidth {results['copy_bandwidth_TBps']:.2f} TB/s (this run). Median of "
+                     f"{results['rounds']} interleaved rounds of {results['reps']} CUDA-event-timed calls per variant.")
+    correct = {n: sum(1 for r in progs if r["variants"].get(n, {}).get("correct")) for n in names}
+    lines.append(f"{len(progs)} programs run" + (f", {len(results['not_run'])} not run (time budget or "
+                                                 f"--max-programs)" if results.get("not_run") else "") + ". "
+                 "Correct against eager: " + ", ".join(f"{n} {correct[n]}/{len(progs)}" for n in names) + ".")
+    means = category_means(results)
+    timed = [n for n in names if any(n in m for m in means.values())]
+    if timed:
+        lines += ["", "Geomean of time ÷ torch.compile default (lower is better; programs timed):", "",
+                  "| category | " + " | ".join(timed) + " |", "|---|" + "---|" * len(timed)]
+        for cat, m in means.items():
+            cells = [f"{m[n][0]:.3f} ({m[n][1]})" if n in m else "—" for n in timed]
+            lines.append(f"| {'**all**' if cat == 'all' else cat} | " + " | ".join(cells) + " |")
+        for n in timed:
+            slow = [r["program"] for r in progs if r["variants"].get(n, {}).get("vs_inductor", 0) > 1 / 0.97]
+            if n != BASELINE and slow:
+                lines.append(f"\n{n}: {len(slow)} programs below 0.97× torch.compile default's speed.")
+    lines += ["", "| program | category | MB | " + " | ".join(f"{n} ms (÷ ind, % bw)" if results.get("timed") else n
+                                                          for n in names) + " |",
+              "|---|---|---|" + "---|" * len(names)]
+    for r in progs:
+        cells = []
+        for n in names:
+            e = r["variants"].get(n, {})
+            if "ms" in e:
+                bw = f", {100 * e['bw_share']:.0f}%" if "bw_share" in e else ""
+                cells.append(f"{e['ms']:.3f} ({e.get('vs_inductor', float('nan')):.2f}{bw})")
+            elif e.get("correct"):
+                cells.append("ok")
+            else:
+                cells.append(("✗ " + e.get("error", "not run"))[:80].replace("|", "/"))
+        lines.append(f"| {r['program']} | {r['category']} | {r['min_bytes'] / 1e6:.0f} | " + " | ".join(cells) + " |")
+    if results.get("not_run"):
+        lines += ["", "Not run: " + ", ".join(results["not_run"])]
+    return "\n".join(lines) + "\n"
+
+
+def plot(results: dict[str, Any], path: Path) -> str | None:
+    """Per-category geomean bars (time ÷ torch.compile default); a note instead when matplotlib is missing."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not installed: no plot"
+    means = category_means(results)
+    names = [n for n in results["variants"] if any(n in m for m in means.values())]
+    if not names:
+        return "nothing timed: no plot"
+    cats = list(means)
+    fig, ax = plt.subplots(figsize=(max(8, len(cats) * 0.8), 5))
+    w = 0.8 / len(names)
+    for i, n in enumerate(names):
+        ax.bar([c + i * w for c in range(len(cats))], [means[c].get(n, (0, 0))[0] for c in cats], w, label=n)
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_xticks([c + 0.4 - w / 2 for c in range(len(cats))])
+    ax.set_xticklabels(cats, rotation=35, ha="right", fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylabel("time ÷ torch.compile default (geomean, lower is better)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    return None
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True)
+    p.add_argument("--variants", default=DEFAULT_VARIANTS, help=f"comma-separated, from {','.join(ALL_VARIANTS)}")
+    p.add_argument("--only", nargs="*", default=None, help=f"categories: {' '.join(categories())}")
+    p.add_argument("--names", nargs="*", default=None, help="program names")
+    p.add_argument("--max-programs", type=int, default=None)
+    p.add_argument("--time-budget", type=float, default=450.0, help="seconds; no program starts after it")
+    p.add_argument("--tune-trials", type=int, default=8)
+    p.add_argument("--tune-budget", type=float, default=20.0, help="seconds of search per program")
+    p.add_argument("--reps", type=int, default=20, help="timed calls per variant per round")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    p.add_argument("--shrink", action="store_true", help="CPU sizes")
+    p.add_argument("--list", action="store_true", help="print the selected programs and exit")
+    opts = p.parse_args(argv)
+    opts.variants = [v for v in opts.variants.split(",") if v]
+    bad = [v for v in opts.variants if v not in ALL_VARIANTS]
+    if bad:
+        p.error(f"unknown variants {bad}; choose from {','.join(ALL_VARIANTS)}")
+    if opts.device == "cpu":   # the interpreter: correctness only
+        opts.variants = [v for v in opts.variants if v in ("eager", "autofuse_default")] or ["eager", "autofuse_default"]
+    return opts
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts = parse(argv)
+    programs = select(opts.only, opts.names, None)
+    if opts.list:
+        for p in programs:
+            print(f"{p.category:16s} {p.name}")
+        return 0
+    if opts.device == "cuda" and not torch.cuda.is_available():
+        print("no CUDA device: use --device cpu --shrink", file=sys.stderr)
+        return 2
+    import triton
+    out = Path(opts.out)
+    out.mkdir(parents=True, exist_ok=True)
+    timed = opts.device == "cuda"
+    bw = copy_bandwidth("cuda", opts.reps) if timed else None
+    results: dict[str, Any] = {
+        "device": torch.cuda.get_device_name() if timed else "cpu (Triton interpreter, no timing)",
+        "torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version(),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": "python3 -m benchmarks.programs " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "copy_bandwidth_TBps": bw / 1e12 if bw else None, "reps": opts.reps, "rounds": opts.rounds,
+        "timed": timed, "variants": opts.variants, "programs": [], "not_run": []}
+    t0 = time.perf_counter()
+    for i, p in enumerate(programs):
+        if (opts.max_programs is not None and i >= opts.max_programs) or time.perf_counter() - t0 > opts.time_budget:
+            results["not_run"].append(p.name)
+            continue
+        row = run_program(p, opts, bw)
+        row["seconds"] = time.perf_counter() - t0
+        results["programs"].append(row)
+        print(f"[{i + 1}/{len(programs)} {row['seconds']:.0f}s] {p.name}: " + "; ".join(
+            f"{n} " + (f"{e['ms']:.3f} ms" if "ms" in e else "ok" if e.get("correct") else e.get("error", "?")[:120])
+            for n, e in row["variants"].items()), flush=True)
+        if timed:
+            torch.cuda.empty_cache()
+        (out / "results.json").write_text(json.dumps(results, indent=1))
+    (out / "results.json").write_text(json.dumps(results, indent=1))
+    md = markdown(results)
+    note = plot(results, out / "results.png")
+    if note:
+        md += f"\n({note}.)\n"
+    (out / "results.md").write_text(md)
+    print(md)
+    return 0

@@ -1,0 +1,43 @@
+"""The model benchmark's CPU smoke run: a tiny model, eager and autofuse's default plan, compared with
+an f32 reference; and its tables from a results record."""
+import importlib.util
+import json
+
+import pytest
+
+from benchmarks.models import markdown, plan, parse
+
+
+def test_tiny_bert_forward_runs_and_matches_the_reference(tmp_path):
+    if importlib.util.find_spec("transformers") is None:   # not imported here: models.py imports it with care
+        pytest.skip("transformers is not installed")
+    from benchmarks.models import main
+    assert main(["--device", "cpu", "--tiny", "--out", str(tmp_path), "--models", "bert", "--modes", "forward",
+                 "--variants", "eager,autofuse_default", "--strict"]) == 0
+    res = json.loads((tmp_path / "results.json").read_text())
+    (run,) = res["runs"]
+    assert run["model"] == "bert" and set(run["variants"]) == {"eager", "autofuse_default"}
+    af = run["variants"]["autofuse_default"]
+    assert "error_text" not in af, af
+    assert af["graphs_eager"] == 0 and af["autofuse_kernels"] > 0
+    # bf16 against the f32 reference: autofuse no further off than eager bf16 is (with slack)
+    assert af["error"] < max(3 * run["variants"]["eager"]["error"], 2e-2)
+    assert "| bert | forward | autofuse_default |" in (tmp_path / "results.md").read_text()
+
+
+def test_plan_puts_max_autotune_last_and_trains_only_trainable_models():
+    opts = parse(["--out", "x", "--models", "bert,resnet50", "--variants", "inductor_max_autotune,eager"])
+    jobs = plan(opts)
+    assert [j[2] for j in jobs] == ["eager"] * 3 + ["inductor_max_autotune"] * 3
+    assert ("bert", "train", "eager") not in jobs and ("resnet50", "train", "eager") in jobs
+
+
+def test_markdown_shows_failures_and_ratios():
+    res = {"device": "d", "torch": "t", "triton": "tr", "date": "x", "command": "c", "not_run": ["vit forward eager"],
+           "runs": [{"model": "gpt2", "mode": "forward", "variants": {
+               "inductor": {"wall_ms": 2.0, "wall_ms_vs_inductor": 1.0, "error": 1e-3, "error_vs_inductor": 1.0},
+               "autofuse_default": {"error_text": "LoweringError: get_attr | x"}}}]}
+    md = markdown(res)
+    assert "| gpt2 | forward | inductor | 2.00 (1.00) |" in md
+    assert "✗ LoweringError: get_attr / x" in md
+    assert "Not run (time budget): vit forward eager" in md

@@ -1,0 +1,95 @@
+"""Every corpus program, shrunk, compiled by autofuse (strict, poisoned buffers) in Triton's
+interpreter on the CPU, matches eager within the program's tolerance; the runner's CPU mode works."""
+import json
+
+import pytest
+import torch
+
+import autofuse
+from benchmarks.programs import PROGRAMS, categories, select
+from benchmarks.programs.check import mismatch
+
+XFAIL: dict[str, str] = {}
+
+
+def _param(p):
+    marks = [pytest.mark.xfail(strict=True, reason=XFAIL[p.name])] if p.name in XFAIL else []
+    return pytest.param(p, id=p.name, marks=marks)
+
+
+@pytest.mark.parametrize("program", [_param(p) for p in PROGRAMS])
+def test_program_matches_eager(program):
+    torch._dynamo.reset()
+    module, inputs = program.make("cpu", shrink=True)
+    with torch.no_grad():
+        expected = module(*inputs)
+        compiled = autofuse.compile(module, strict=True, poison=True, use_db=False)
+        actual = compiled(*inputs)
+    assert mismatch(program, actual, expected) is None, mismatch(program, actual, expected)
+
+
+def test_corpus_covers_the_categories():
+    assert len(PROGRAMS) >= 150
+    assert len({p.name for p in PROGRAMS}) == len(PROGRAMS)
+    need = {"norm_whole", "loss", "layernorm_multi", "norm", "conv_norm", "softmax", "attention", "reduction",
+            "argreduce", "scan", "broadcast", "gather", "gelu_tanh", "activation", "conv_epilogue",
+            "gemm_epilogue", "generated"}
+    assert need <= set(categories())
+    assert any(p.dtype == torch.bfloat16 for p in PROGRAMS)
+
+
+def test_select_interleaves_categories():
+    first = select(max_programs=len(categories()))
+    assert {p.category for p in first} == set(categories())
+    assert all(p.category == "scan" for p in select(only=["scan"]))
+
+
+def test_mismatch_reports_wrong_values():
+    p = PROGRAMS[0]
+    x = torch.randn(5)
+    assert mismatch(p, x, x.clone()) is None
+    assert mismatch(p, x + 1, x) is not None
+    assert mismatch(p, x[:4], x) is not None
+
+
+def test_runner_cpu_mode(tmp_path):
+    from benchmarks.programs.runner import main
+    names = ["act_silu_f32", "loss_mse_mean_f32"]
+    assert main(["--device", "cpu", "--shrink", "--out", str(tmp_path), "--names", *names]) == 0
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert sorted(r["program"] for r in res["programs"]) == names
+    for r in res["programs"]:
+        assert set(r["variants"]) == {"eager", "autofuse_default"}
+        assert r["variants"]["autofuse_default"]["correct"] is True
+    assert "| act_silu_f32 |" in (tmp_path / "results.md").read_text()
+
+
+def test_timed_rows_give_ratios_and_category_geomeans(monkeypatch):
+    """The GPU path's bookkeeping with an injected timer: ratios to torch.compile default, the
+    per-category geomean table, and the count of programs below 0.97x."""
+    import argparse
+
+    from benchmarks.programs import runner
+    times = {"eager": [2.0], "inductor": [1.0], "autofuse_default": [0.5]}
+    monkeypatch.setattr(runner, "time_interleaved", lambda fns, sets, reps, rounds: {n: times[n] for n in fns})
+    monkeypatch.setattr(runner, "host_us", lambda fn, args: 7.0)
+    opts = argparse.Namespace(device="cpu", shrink=True, reps=1, rounds=1)
+    rows = []
+    for name, af in (("act_relu_f32", 0.5), ("act_tanh_f32", 2.0), ("cumsum_last_f32", 1.0)):
+        times["autofuse_default"] = [af]
+        p = next(q for q in PROGRAMS if q.name == name)
+        _, args = p.make("cpu", True)
+        row = {"program": name, "category": p.category, "min_bytes": 1e6,
+               "variants": {n: {"correct": True} for n in times}}
+        runner._time(p, row, {n: (lambda *a: None) for n in times}, args, 10**6, 1e12, opts)
+        rows.append(row)
+    assert rows[0]["variants"]["autofuse_default"]["vs_inductor"] == 0.5
+    assert rows[0]["variants"]["inductor"]["host_us"] == 7.0 and "host_us" not in rows[0]["variants"]["eager"]
+    res = {"device": "d", "torch": "t", "triton": "tr", "date": "x", "command": "c", "copy_bandwidth_TBps": 1.0,
+           "reps": 1, "rounds": 1, "timed": True, "variants": list(times), "programs": rows, "not_run": []}
+    means = runner.category_means(res)
+    assert means["activation"]["autofuse_default"] == (1.0, 2)
+    assert means["all"]["eager"] == (2.0, 3)
+    md = runner.markdown(res)
+    assert "| activation | 2.000 (2) | 1.000 (2) | 1.000 (2) |" in md
+    assert "autofuse_default: 1 programs below 0.97× torch.compile default's speed." in md
