@@ -334,3 +334,36 @@ def test_broken_plan_files_are_plan_errors_never_a_silent_eager_run(name, tmp_pa
     assert rc == 2 and out == "" and len(err) == 1 and want in err[0], err
     with pytest.raises(PlanError):
         autofuse.compile(softmax_and_centered, plan=str(tmp_path / "bad.json"))(rand((8, 32)))
+
+
+# --- non-finite inputs ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("fast", [False, True])
+def test_gelu_of_infinities_and_nan_is_the_exact_value(approximate, dtype, fast):
+    """gelu(+inf) = +inf, gelu(-inf) and gelu(nan) = nan, as eager computes them element by element
+    (in float64, on CUDA, or on one CPU element); eager's vectorized CPU float32 kernel alone gives
+    nan for +inf in the erf form, an artifact of its erf approximation, not a value to copy."""
+    from dataclasses import replace
+    import torch.nn.functional as F
+    from autofuse import CompileOptions
+    from autofuse.capture.trace import compile_traced, trace_aten
+    from autofuse.compiler import compile_graph
+    if fast and (dtype == torch.float32 or approximate == "none"):
+        pytest.skip("fast_tanh is for 16-bit kernels with a tanh")
+    x = rand((5, 37), dtype)
+    x[0, :3] = torch.tensor([float("inf"), float("-inf"), float("nan")], dtype=dtype)
+
+    def fn(a):
+        return F.gelu(a, approximate=approximate)
+    options = CompileOptions(strict=True, use_db=False, poison=True)
+    if fast:
+        art = compile_graph(trace_aten(fn, [x]), [x], options.with_(poison=False))
+        options = options.with_(plan=replace(art.plan, kernels=tuple(
+            replace(k, config=replace(k.config, fast_tanh=True)) for k in art.plan.kernels)))
+    got = compile_traced(fn, [x], options)(x)[0]
+    exact = torch.stack([fn(v.double().reshape(1)) for v in x.reshape(-1)]).reshape(x.shape).to(dtype)
+    assert got[0, 0].item() == float("inf") and got[0, 1:3].isnan().all()
+    torch.testing.assert_close(got, exact, equal_nan=True, **({} if dtype == torch.float32 else
+                                                                {"atol": 4e-2, "rtol": 4e-2}))
