@@ -9,6 +9,39 @@ from typing import Sequence
 from .options import STRATEGIES
 
 
+def _count(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative")
+    return v
+
+
+def _seconds(text: str) -> float:
+    """argparse type: a finite number of seconds > 0."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not v > 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} is not a positive, finite number of seconds")
+    return v
+
+
+def _share(text: str) -> float:
+    """argparse type: a share in [0, 1]."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 <= v <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text} is not in [0, 1]")
+    return v
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="autofuse", description="A performance-model-guided autotuning compiler for PyTorch.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -23,21 +56,23 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("--render", metavar="FILE", help="also render the graph and its kernels to FILE (.svg or .png; needs Graphviz)")
     ex.add_argument("--save-plan", metavar="FILE", help="write the plans of the compiled graphs to FILE")
     ex.add_argument("--device", default=None, help="move the model and its inputs to this device (e.g. cuda)")
+    ex.add_argument("--force", action="store_true", help="replace existing --save-plan/--render files")
     tu = sub.add_parser("tune", help="search fusion plans and launch configs for a model file; store the winners")
     tu.add_argument("model", help="model file: class Model + get_inputs() + get_init_inputs(), or model + example_inputs()")
-    tu.add_argument("--trials", type=int, default=40, help="trials per graph (default 40)")
-    tu.add_argument("--time-budget", type=float, default=None, metavar="SECONDS", help="stop searching after this long (whole model)")
+    tu.add_argument("--trials", type=_count, default=40, help="trials per graph (default 40)")
+    tu.add_argument("--time-budget", type=_seconds, default=None, metavar="SECONDS", help="stop searching after this long (whole model)")
     tu.add_argument("--db", help="tuning DB path or SQLAlchemy URL (default: $AUTOFUSE_DB, else the user cache)")
     tu.add_argument("--seed", type=int, default=0)
     tu.add_argument("--resume", action="store_true", help="continue the graphs' studies (also: join other workers on them)")
-    tu.add_argument("--top-k", type=int, default=6, help="configs measured per kernel besides the default (default 6)")
-    tu.add_argument("--explore", type=float, default=0.25, help="share of top-k picked at random instead of by the cost model")
-    tu.add_argument("--refine", type=int, default=None,
+    tu.add_argument("--top-k", type=_count, default=6, help="configs measured per kernel besides the default (default 6)")
+    tu.add_argument("--explore", type=_share, default=0.25, help="share of top-k picked at random instead of by the cost model")
+    tu.add_argument("--refine", type=_count, default=None,
                     help="then neighbours (one knob changed) of each kernel's fastest measured configs, "
                          "best first, at most this many (0: none; default: the tuner's TunerSettings.refine)")
     tu.add_argument("--device", default=None, help="device for the model and inputs (default: cuda when available, else cpu)")
     tu.add_argument("--no-progress", action="store_true", help="no progress bar")
     tu.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    tu.add_argument("--force", action="store_true", help="replace an existing --json file")
     from tuning_db.cli import register as register_db
     register_db(sub)
     try:
@@ -55,11 +90,21 @@ def _to_device(loaded, device: str):
     return model, inputs
 
 
+def _check_outputs(args: argparse.Namespace, *names: str) -> None:
+    """Output files are checked before the work: a bad path fails now, not after a long compile."""
+    from tuning_db.files import check_output
+    for name in names:
+        if getattr(args, name, None):
+            check_output(getattr(args, name), force=args.force, what=f"--{name.replace('_', '-')} file")
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     from .api import explain
-    from .capture.model_file import load_model_file
+    from .capture.model_file import check_forward, load_model_file
+    _check_outputs(args, "save_plan", "render")
     loaded = load_model_file(args.model)
     model, inputs = _to_device(loaded, args.device) if args.device else (loaded.model, loaded.example_inputs)
+    check_forward(model, inputs, loaded.path)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="autofuse: running Triton kernels on the CPU")
         report = explain(model, inputs, strategy=args.strategy, plan=args.plan, db=args.db)
@@ -77,13 +122,17 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     import torch
 
-    from .capture.model_file import load_model_file
+    from .capture.model_file import check_forward, load_model_file
+    from .runtime.reuse import open_db
     from .search.graph_tuner import TuneSettings
     from .search.kernels import TunerSettings
     from .search.tune import tune
+    _check_outputs(args, "json")
+    open_db(args.db)  # an unusable DB fails here, in one line, before any work
     loaded = load_model_file(args.model)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     model, inputs = _to_device(loaded, device)
+    check_forward(model, inputs, loaded.path)
     settings = TuneSettings(trials=args.trials, time_budget=args.time_budget, db=args.db, seed=args.seed,
                             resume=args.resume, progress=not args.no_progress,
                             kernel=TunerSettings(top_k=args.top_k, explore=args.explore, seed=args.seed,
@@ -95,10 +144,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result.to_json(), f, indent=1, default=str)
-    return 130 if result.interrupted else 0
+    return 130 if result.interrupted else 1 if result.errors else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from tuning_db import DBError
+
     from .capture.model_file import ModelFileError
     from .plan.plan import PlanError
     args = _parser().parse_args(argv)
@@ -109,7 +160,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("autofuse: interrupted", file=sys.stderr)
         return 130
-    except (ModelFileError, PlanError) as e:
+    except ModelFileError as e:
+        print(f"autofuse: {e}", file=sys.stderr)
+        return e.exit_code
+    except (PlanError, DBError) as e:
         print(f"autofuse: {e}", file=sys.stderr)
         return 2
     except RuntimeError as e:

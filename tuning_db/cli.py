@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any, Callable, Sequence
 
 from .errors import DBError
+from .files import check_output
 from .store import TuningDB
 
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -18,7 +19,12 @@ def parse_age(text: str) -> timedelta:
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*", text)
     if not m:
         raise argparse.ArgumentTypeError(f"{text!r} is not an age like 30d, 12h, 90m, 2w or 45s")
-    return timedelta(**{_UNITS[m.group(2)]: float(m.group(1))})
+    try:
+        age = timedelta(**{_UNITS[m.group(2)]: float(m.group(1))})
+        datetime.now() - age - timedelta(days=366)  # a cutoff before the year 1 cannot be stored or compared
+    except OverflowError:
+        raise argparse.ArgumentTypeError(f"{text!r} is too long an age (the cutoff would be before the year 1)") from None
+    return age
 
 
 def format_age(age: timedelta) -> str:
@@ -45,7 +51,9 @@ def register(subparsers: Any) -> None:
 
     add("list", cmd_list, "list graphs with their plan counts and best times")
     add("show", cmd_show, "show a graph and its plans").add_argument("hash", help="graph hash or a unique prefix of it")
-    add("export", cmd_export, "write the whole DB as JSON lines").add_argument("file")
+    export = add("export", cmd_export, "write the whole DB as JSON lines")
+    export.add_argument("file")
+    export.add_argument("--force", action="store_true", help="replace the file if it exists")
     add("import", cmd_import, "add the rows of a JSON-lines export (idempotent)").add_argument("file")
     add("prune", cmd_prune, "delete plans and measurements older than an age").add_argument(
         "--older-than", metavar="AGE", type=parse_age, required=True, help="e.g. 30d, 12h")
@@ -121,6 +129,8 @@ def cmd_show(db: TuningDB, args: argparse.Namespace) -> None:
 @_handler
 def cmd_export(db: TuningDB, args: argparse.Namespace) -> None:
     """The whole DB as JSON lines."""
+    own = (db.sqlite_file,) if db.sqlite_file is not None else ()
+    check_output(args.file, force=args.force, what="export", protected=own)
     n = db.export_jsonl(args.file)
     print(f"exported {n} rows from {db.url} to {args.file}")
 

@@ -74,6 +74,11 @@ class TuningDB:
         return self._target.url.render_as_string(hide_password=True)
 
     @property
+    def sqlite_file(self) -> Path | None:
+        """The SQLite file of the database (None for a server)."""
+        return self._target.sqlite_file
+
+    @property
     def storage_url(self) -> str:
         """The full database URL (password included) for another client of the same DB: Optuna's
         RDB storage keeps the search's studies next to the plans."""
@@ -246,7 +251,10 @@ class TuningDB:
         """Delete plans and measurements created more than `older_than` ago; returns rows removed."""
         if older_than < timedelta(0):
             raise DBError(f"prune: older_than must not be negative, not {older_than}")
-        cutoff: datetime = schema.utcnow() - older_than
+        try:
+            cutoff: datetime = schema.utcnow() - older_than
+        except OverflowError:
+            raise DBError(f"prune: an age of {older_than.days} days reaches before the year 1") from None
         with self._write("prune") as conn:
             return sum(conn.execute(sa.delete(t).where(t.c.created < cutoff)).rowcount
                        for t in (schema.plans, schema.kernel_measurements))

@@ -11,11 +11,43 @@ import sys
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 
 class ModelFileError(Exception):
-    """A model file that cannot be used; the message is meant for the user as is."""
+    """A model file that cannot be used; the message is meant for the user as is. `exit_code`: the
+    command's exit status (the file's own when it called sys.exit)."""
+
+    def __init__(self, message: str, exit_code: int = 2) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def _exited(path: Path, e: SystemExit, when: str) -> ModelFileError:
+    code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    return ModelFileError(f"{path} called sys.exit({e.code!r}) while {when}; a model file must define the "
+                          f"model, not end the program", exit_code=code or 2)
+
+
+def _where(exc: BaseException, path: Path) -> str:
+    """' (model.py:12, in forward)': the last frame of the user's file in the traceback, if any."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).resolve() == path.resolve()]
+    return f" ({Path(frames[-1].filename).name}:{frames[-1].lineno}, in {frames[-1].name})" if frames else ""
+
+
+def check_forward(model: Callable[..., Any], inputs: Sequence[Any], path: Path) -> None:
+    """Run the model once eagerly: an error of the user's forward is reported in one line as theirs,
+    not as a compiler traceback from deep inside the capture."""
+    import torch
+    try:
+        with torch.no_grad():
+            model(*inputs)
+    except SystemExit as e:
+        raise _exited(path, e, "running the model") from None
+    except Exception as e:  # noqa: BLE001 - the user's error, reported as theirs
+        msg = (str(e).strip().splitlines() or [""])[0][:300]
+        raise ModelFileError(f"{path}: the model raised {type(e).__name__}: {msg}{_where(e, path)} "
+                             f"(this is the model file's error)") from None
 
 
 @dataclass
@@ -44,6 +76,8 @@ def load_model_file(path: str | Path) -> LoadedModel:
     sys.path.insert(0, str(path.parent.resolve()))
     try:
         spec.loader.exec_module(module)
+    except SystemExit as e:
+        raise _exited(path, e, "importing") from None
     except Exception as e:  # noqa: BLE001 - the user's error, reported as theirs
         raise ModelFileError(f"{path} raised an error while importing (this is the model file's error):\n"
                              f"{_user_traceback(e, path)}") from None
@@ -67,6 +101,8 @@ def load_model_file(path: str | Path) -> LoadedModel:
                                  f"nor `model` + `example_inputs()`")
     except ModelFileError:
         raise
+    except SystemExit as e:
+        raise _exited(path, e, "building the model or its inputs") from None
     except Exception as e:  # noqa: BLE001
         raise ModelFileError(f"{path}: building the model or its inputs failed (this is the model file's error):\n"
                              f"{_user_traceback(e, path)}") from None

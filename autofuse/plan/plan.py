@@ -8,7 +8,7 @@ a plan re-checks legality (see apply.py); an illegal or stale plan is rejected w
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +31,38 @@ class KernelPlan:
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> "KernelPlan":
+        if not isinstance(d, dict):
+            raise PlanError(f"a kernel of a plan is a JSON object, not {d!r}")
         cfg = d.get("config")
+        if cfg is not None and not isinstance(cfg, dict):
+            raise PlanError(f"bad launch config {cfg!r}: not a JSON object")
         try:
             config = LaunchConfig(**cfg) if cfg else None
         except TypeError as e:
             raise PlanError(f"bad launch config {cfg!r}: {e}") from None
-        return KernelPlan(tuple(d["nodes"]), config)
+        if config is not None:
+            why = config_type_error(config)
+            if why:
+                raise PlanError(f"bad launch config {cfg!r}: {why}")
+        return KernelPlan(_names(d["nodes"], "a kernel's nodes"), config)
+
+
+def config_type_error(cfg: LaunchConfig) -> str | None:
+    """Which field of a config read from JSON has the wrong type (a plan is never coerced: "64" is not 64)."""
+    for f in fields(LaunchConfig):
+        v = getattr(cfg, f.name)
+        want = bool if isinstance(f.default, bool) else int
+        if want is int and (not isinstance(v, int) or isinstance(v, bool)):
+            return f"{f.name} must be an integer, not {v!r}"
+        if want is bool and not isinstance(v, bool):
+            return f"{f.name} must be true or false, not {v!r}"
+    return None
+
+
+def _names(value: Any, what: str) -> tuple[str, ...]:
+    if not isinstance(value, (list, tuple)) or not all(isinstance(x, str) for x in value):
+        raise PlanError(f"{what} must be a list of strings, not {value!r}")
+    return tuple(value)
 
 
 @dataclass(frozen=True)
@@ -75,9 +101,15 @@ class FusionPlan:
         if version != SCHEMA_VERSION:
             raise PlanError(f"plan schema version {version!r} is not supported (this autofuse reads version {SCHEMA_VERSION})")
         try:
-            return FusionPlan(graph_key=str(d["graph_key"]), kernels=tuple(KernelPlan.from_json(k) for k in d["kernels"]),
-                              realize=tuple(d.get("realize", ())), recompute=tuple(d.get("recompute", ())),
-                              strategy=str(d.get("strategy", "file")), conv_layout=_conv_layout(d.get("conv_layout")))
+            if not isinstance(d["graph_key"], str):
+                raise PlanError(f"graph_key must be a string, not {d['graph_key']!r}")
+            if not isinstance(d["kernels"], list):
+                raise PlanError(f"kernels must be a list, not {d['kernels']!r}")
+            return FusionPlan(graph_key=d["graph_key"], kernels=tuple(KernelPlan.from_json(k) for k in d["kernels"]),
+                              realize=_names(d.get("realize", []), "realize"),
+                              recompute=_names(d.get("recompute", []), "recompute"),
+                              strategy=str(d.get("strategy", "file")),
+                              conv_layout=_conv_layout(d.get("conv_layout")))
         except KeyError as e:
             raise PlanError(f"plan is missing the field {e.args[0]!r}") from None
 

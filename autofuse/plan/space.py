@@ -68,13 +68,17 @@ class CandidateSpace:
         graph: SchedulerGraph = self.graph
         by_id = {node_id(n): n for n in graph.nodes}
         owner: dict[str, FusionGroup] = {i: singleton(n) for i, n in by_id.items()}
+        by_name = {n.name: owner[i] for i, n in by_id.items()}   # the group-level cycle check's view
         for c in chosen:
+            if c.a not in owner or c.b not in owner:
+                continue
             ga, gb = owner[c.a], owner[c.b]
-            if ga is gb or can_fuse(ga, gb, graph) is not None:
+            if ga is gb or can_fuse(ga, gb, graph, owner=by_name) is not None:
                 continue
             m = merge(ga, gb, graph)
             for n in m.nodes:
                 owner[node_id(n)] = m
+                by_name[n.name] = m
         groups = list({id(g): g for g in owner.values()}.values())
         ordered = topological_groups(groups, graph)
         return plan_from_groups(self.graph_key, ordered, [None] * len(ordered), strategy, self.decisions)

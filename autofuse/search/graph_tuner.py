@@ -27,7 +27,7 @@ from .evaluate import PlanEvaluator, runner_up_plans
 from .finalists import CONFIRM_MIN_ROUNDS, Finalist, needs_confirmation, pick, time_rounds, verify
 from .kernels import KernelTuner, TunerSettings, device_traits
 from .progress import Progress
-from .study import SpaceCache, enqueue_baselines, open_study, study_name
+from .study import SpaceCache, enqueue_baselines, fail_stale_trials, open_study, study_name, worker_id
 
 BASELINES = ("inductor", "tvm", "none")
 
@@ -116,6 +116,8 @@ class GraphTuner:
             baselines[name] = Finalist(name, arts.plan)
         spaces = SpaceCache(gm, args, s.heuristics)
         study = open_study(self.db.storage_url, study_name(key, dev), s.seed, s.resume)
+        if s.resume:
+            fail_stale_trials(study)
         enqueue_baselines(study, spaces, {n: f.plan for n, f in baselines.items()})
 
         done_before = sum(1 for t in study.get_trials(deepcopy=False) if t.state.name == "COMPLETE") if s.resume else 0
@@ -125,7 +127,15 @@ class GraphTuner:
 
         def objective(trial: Any) -> float:
             base = trial.user_attrs.get("baseline")
-            plan = spaces.suggest(trial)
+            trial.set_user_attr("worker", worker_id())
+            try:
+                plan = spaces.suggest(trial)
+            except Exception as e:  # noqa: BLE001 - a candidate that cannot be built scores infinity
+                why = f"{type(e).__name__}: {e}"
+                trial.set_user_attr("error", why[:500])
+                failures.append((f"trial {trial.number}", why))
+                state["done"] += 1
+                return 1e30
             if base in baselines:
                 plan = baselines[base].plan
             ev = evaluator.evaluate(plan)
@@ -147,6 +157,8 @@ class GraphTuner:
             _ask_tell(study, objective, remaining, deadline)
         except KeyboardInterrupt:
             interrupted = True
+        except Exception as e:  # noqa: BLE001 - the search ends; what it measured and found is kept
+            failures.append(("search", f"stopped: {type(e).__name__}: {e}"))
         finally:
             progress.close()
 
@@ -239,7 +251,7 @@ def _ask_tell(study: Any, objective: Any, n_trials: int, deadline: float | None)
             value = objective(trial)
         except optuna.exceptions.UpdateFinishedTrialError:
             continue  # the other worker's result stands; the kernels measured here are in the DB
-        except KeyboardInterrupt:
+        except BaseException:  # interrupted or failed: the trial must not stay RUNNING
             _tell_quietly(study, trial, state=optuna.trial.TrialState.FAIL)
             raise
         _tell_quietly(study, trial, value)

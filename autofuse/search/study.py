@@ -9,7 +9,9 @@ plan (user attribute "baseline") and parameters that describe them, so the sampl
 """
 from __future__ import annotations
 
+import os
 import random
+import socket
 import time
 import warnings
 from dataclasses import replace
@@ -108,3 +110,45 @@ def enqueue_baselines(study: Any, spaces: SpaceCache, baselines: dict[str, Fusio
     for name, plan in baselines.items():
         if name not in done:
             study.enqueue_trial(spaces.params_of(plan), user_attrs={"baseline": name}, skip_if_exists=True)
+
+
+STALE_AFTER_S = 6 * 3600.0  # a RUNNING trial of another host (or of no recorded worker) older than this is dead
+
+
+def worker_id() -> str:
+    """host:pid of this process, recorded on each trial it runs."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def is_stale(trial: Any, now: float | None = None) -> bool:
+    """A RUNNING trial whose worker is gone: a dead process of this host, or, when its worker is
+    elsewhere or unknown, one started more than STALE_AFTER_S ago."""
+    host, _, pid = str(trial.user_attrs.get("worker", "")).rpartition(":")
+    if host == socket.gethostname() and pid.isdigit():
+        return int(pid) != os.getpid() and not _alive(int(pid))
+    start = trial.datetime_start.timestamp() if trial.datetime_start is not None else None
+    return start is not None and (now if now is not None else time.time()) - start > STALE_AFTER_S
+
+
+def fail_stale_trials(study: Any) -> int:
+    """Mark RUNNING trials of dead workers FAIL (a killed tune leaves its trial RUNNING); how many."""
+    import optuna
+    n = 0
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        if is_stale(t):
+            try:
+                study._storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL)
+                n += 1
+            except (RuntimeError, ValueError):  # finished meanwhile
+                pass
+    return n

@@ -27,6 +27,7 @@ class TuneResult:
     measured: bool = True
     interrupted: bool = False
     db_url: str = ""
+    errors: list[str] = field(default_factory=list)   # graphs whose tune failed: "label: reason"
 
     def to_json(self) -> dict[str, Any]:
         def row(r: Row) -> dict[str, Any]:
@@ -36,7 +37,7 @@ class TuneResult:
                             "why": g.why, "min_bytes": g.min_bytes, "trials": g.trials,
                             "new_measurements": g.new_measurements, "failures": g.failures[:50],
                             "plan": g.plan.to_json(), "rows": [row(r) for r in g.rows]} for g in self.graphs],
-                "model": [row(r) for r in self.model_rows]}
+                "model": [row(r) for r in self.model_rows], "errors": self.errors}
 
     def report(self) -> str:
         out = []
@@ -54,6 +55,8 @@ class TuneResult:
         if self.model_rows:
             total = sum(g.min_bytes for g in self.graphs)
             out.append(table("whole model", self.model_rows, total, self.copy_bw))
+        for e in self.errors:
+            out.append(f"failed: {e} (its measurements are kept; --resume continues)")
         if self.interrupted:
             out.append("interrupted: what was measured is kept; the best plans verified so far were stored.")
         out.append(f"tuning DB: {self.db_url}")
@@ -97,19 +100,27 @@ def tune(model: Callable[..., Any], example_inputs: Sequence[Any], *, settings: 
         distinct.setdefault(graph_hash(gm, args), (label, gm, args))
     tuner = GraphTuner(db, settings, benchmarker, copy_bw)
     results: list[GraphResult] = []
+    errors: list[str] = []
     interrupted = False
     for i, (label, gm, args) in enumerate(distinct.values()):
         deadline = None
         if settings.time_budget is not None:
             left = settings.time_budget - (time.monotonic() - start)
             deadline = time.monotonic() + max(1.0, left / (len(distinct) - i))
-        res = tuner.run(gm, args, f"{label} {i + 1}/{len(distinct)}", deadline)
+        try:
+            res = tuner.run(gm, args, f"{label} {i + 1}/{len(distinct)}", deadline)
+        except KeyboardInterrupt:
+            interrupted = True
+            break
+        except Exception as e:  # noqa: BLE001 - one graph's failure keeps the other graphs' plans
+            errors.append(f"graph {label} {i + 1}/{len(distinct)}: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")
+            continue
         results.append(res)
         if res.interrupted:
             interrupted = True
             break
     measured = all(r.source == "tuned" for r in results)
-    out = TuneResult(results, copy_bw=copy_bw, measured=measured, interrupted=interrupted, db_url=db.url)
+    out = TuneResult(results, copy_bw=copy_bw, measured=measured, interrupted=interrupted, db_url=db.url, errors=errors)
     if on_gpu and benchmarker is None and settings.compare_torch_compile and not interrupted:
         out.model_rows = model_rows(model, example_inputs, settings)
     return out
