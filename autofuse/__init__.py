@@ -7,6 +7,11 @@ __all__ = ["compile", "explain", "tune", "CompileOptions", "Heuristics"]
 __version__ = "0.1.0"
 
 
+def _configure_logs() -> None:
+    from .logs import configure_from_env
+    configure_from_env()
+
+
 def _register_backend() -> None:
     try:
         from .capture.backend import register
@@ -15,4 +20,5 @@ def _register_backend() -> None:
         pass
 
 
+_configure_logs()
 _register_backend()

@@ -17,8 +17,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from ..logs import logger
+
 _lock = threading.Lock()
 _warned = False
+
+
+_source_log = logger("source")
 
 
 def cache_dir() -> Path:
@@ -69,6 +74,7 @@ def load_kernel(name: str, source: str, interpret: bool):
                 tmp = path.with_suffix(f".{os.getpid()}.tmp")
                 tmp.write_text(source)
                 os.replace(tmp, path)
+            _source_log.info("%s: %s", name, path)
             spec = importlib.util.spec_from_file_location(mod_name, path)
             mod = importlib.util.module_from_spec(spec)
             with interpret_env(interpret):

@@ -17,10 +17,12 @@ from typing import Any, Sequence
 import torch
 
 from ..capture.graph_hash import Versions, device_key, graph_hash
+from ..logs import logger
 from ..options import CompileOptions
 from ..plan.plan import FusionPlan, PlanError
 
 log = logging.getLogger("autofuse")
+_cache_log = logger("cache")
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,7 @@ def open_db(url: str | None) -> Any:
 
 def _say(options: CompileOptions, msg: str) -> None:
     log.info(msg)
+    _cache_log.info(msg)
     if options.verbose:
         print(msg, file=sys.stderr)
 

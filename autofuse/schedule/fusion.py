@@ -10,10 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from ..logs import logger
 from .heuristics import Heuristics
 from .loops import Placement, placement, same_point
 from .nodes import SchedulerNode, itemsize
 from .scheduler import SchedulerGraph
+
+_fusion_log = logger("fusion")
 
 
 @dataclass(eq=False)
@@ -195,6 +198,11 @@ class FusionLog:
 
     def reject(self, a: FusionGroup, b: FusionGroup, reason: str) -> None:
         self.rejected.append((a.describe(), b.describe(), reason))
+        _fusion_log.debug("not fused: %s + %s: %s", a.describe(), b.describe(), reason)
+
+    def fuse(self, a: FusionGroup, b: FusionGroup) -> None:
+        self.fused.append((a.describe(), b.describe()))
+        _fusion_log.debug("fused: %s + %s", a.describe(), b.describe())
 
 
 def merge(a: FusionGroup, b: FusionGroup, graph: SchedulerGraph) -> FusionGroup:
@@ -247,7 +255,7 @@ def fuse_once(groups: list[FusionGroup], graph: SchedulerGraph, heur: Heuristics
             log.reject(a, b, why)
             continue
         m = merge(a, b, graph)
-        log.fused.append((a.describe(), b.describe()))
+        log.fuse(a, b)
         del current[id(a)], current[id(b)]
         current[id(m)] = m
         for n in m.nodes:
