@@ -2,10 +2,10 @@
 
 Note: a scan is a realized buffer with a `ScanBody` whose body is the input's loader, so a lazy
 input (casts, masks, shifts, flips) is computed inside the scan kernel, and pointwise consumers
-that read the scan where it writes fuse after it. A scan of `flip(x, [d])` along d is lowered as
-the reverse scan of x viewed flipped (flip(x).cumsum(d) == flip(reverse_cumsum(x))): the flip of
-the input costs nothing, and a final flip back reads the reverse scan where it writes, so the
-usual reversed-scan idiom `x.flip(d).cumsum(d).flip(d)` is one kernel.
+that read the scan where it writes fuse after it. A scan of `flip(x, [d])` along d whose result is
+only flipped back is lowered as the reverse scan of x viewed flipped (flip(x).cumsum(d) ==
+flip(reverse_cumsum(x))): the final flip then reads the reverse scan where it writes, so the
+reversed-scan idiom `x.flip(d).cumsum(d).flip(d)` is one kernel.
 """
 from __future__ import annotations
 
@@ -30,16 +30,22 @@ def _acc(dtype: torch.dtype) -> torch.dtype:
     return upcast(dtype)
 
 
+def _flips_only_d(node: Any, d: int, ndim: int) -> bool:
+    return node.target is aten.flip.default and {norm_dim(k, ndim) for k in node.args[1]} == {d}
+
+
 def _flipped_source(g: Any, d: int) -> Any | None:
-    """The input of the scan's input when that is a flip over exactly the scanned dim, else None."""
+    """The input of the scan's input when that is a flip over exactly the scanned dim and every user
+    of the scan flips it back (else a forward scan with the flip as its prologue is one kernel)."""
+    ndim = len(g.out.shape)
     arg = g.node.args[0] if g.node is not None and g.node.args else None
-    if not isinstance(arg, torch.fx.Node) or arg.target is not aten.flip.default:
+    if not isinstance(arg, torch.fx.Node) or not _flips_only_d(arg, d, ndim):
+        return None
+    users = list(g.node.users)
+    if not users or not all(_flips_only_d(u, d, ndim) for u in users):
         return None
     src = arg.args[0]
-    ndim = len(g.out.shape)
-    if {norm_dim(k, ndim) for k in arg.args[1]} != {d} or not isinstance(src, torch.fx.Node):
-        return None
-    return g.env.get(src)
+    return g.env.get(src) if isinstance(src, torch.fx.Node) else None
 
 
 def scan(g: Any, x: Any, dim: int, combine: str, acc: torch.dtype) -> Any:
