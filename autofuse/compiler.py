@@ -200,9 +200,7 @@ class ProgramBuilder:
         kind = "reduction" if g.is_reduction else "pointwise"
         if any(n.kind == "scan" for n in g.nodes):
             kind = "scan"
-        if config is None and kind == "scan":
-            config = self.options.heuristics.launch_config(kind, g.numel, g.rnumel, interpret, is_outer_reduction(g))
-        elif config is None:
+        if config is None:
             splittable = g.is_reduction and why_not_split(g.placements(), True) is None
             online = g.is_reduction and why_not_online(g.placements(), True) is None
             hints = g.is_reduction and not interpret and why_not_cache_hints(g.placements(), True, False) is None

@@ -45,9 +45,6 @@ def check_config(cfg: LaunchConfig, group: FusionGroup) -> str | None:
             return f"persistent reduction with RBLOCK={cfg.RBLOCK} < rnumel={group.rnumel}"
         if cfg.XBLOCK * cfg.RBLOCK > 1 << 20:
             return f"XBLOCK*RBLOCK={cfg.XBLOCK * cfg.RBLOCK} elements per program is too large"
-    if any(n.kind == "scan" for n in group.nodes) and (cfg.split != 1 or cfg.online or cfg.early_loads
-                                                        or cfg.cache_hints):
-        return "a scan kernel takes no split, online, early_loads or cache_hints (its r loop carries a prefix)"
     if cfg.split != 1:
         if not 1 <= cfg.split <= MAX_SPLIT:
             return f"split={cfg.split} is outside [1, {MAX_SPLIT}]"
