@@ -33,7 +33,7 @@ class KernelInfo:
     """What explain reports about one kernel of a compiled program."""
 
     name: str
-    kind: str  # "pointwise" | "reduction" | "fallback"
+    kind: str  # "pointwise" | "reduction" | "scan" | "fallback"
     aten_ops: tuple[str, ...]
     nodes: tuple[str, ...]
     numel: int = 0
@@ -204,6 +204,8 @@ class ProgramBuilder:
         if interpret:
             warn_interpreter_once()
         kind = "reduction" if g.is_reduction else "pointwise"
+        if any(n.kind == "scan" for n in g.nodes):
+            kind = "scan"
         if config is None:
             splittable = g.is_reduction and why_not_split(g.placements(), True) is None
             online = g.is_reduction and why_not_online(g.placements(), True) is None
@@ -293,11 +295,14 @@ class ProgramBuilder:
 
 
 def is_outer_reduction(g: FusionGroup) -> bool:
-    """Does the group's first reduction read memory with a stride along its innermost r variable?"""
+    """Does the group's first reduction (or scan) read memory with a stride along its innermost r variable?"""
     for n in g.nodes:
-        if n.kind != "reduction" or not n.rvars:
+        if n.kind == "scan":  # its r variable is its last
+            inner_r = n.vars[-1]
+        elif n.kind != "reduction" or not n.rvars:
             continue
-        inner_r = n.rvars[-1]
+        else:
+            inner_r = n.rvars[-1]
         coeffs = [dep.index.coeff(inner_r) for dep in n.reads if not dep.is_indirect and dep.index.has(inner_r)]
         return bool(coeffs) and all(c != 1 for c in coeffs)
     return False

@@ -94,7 +94,7 @@ def _signature_traits(sig: dict | None) -> dict[str, float]:
 
 def _config_features(rec: dict, sm_count: float) -> dict[str, float]:
     cfg = rec.get("config") if isinstance(rec.get("config"), dict) else {}
-    reduction = rec.get("kind") == "reduction"
+    reduction = rec.get("kind") in ("reduction", "scan")  # a scan's config has a reduction's r loop
     numel, rnumel = max(_num(rec.get("numel"), 1.0), 1.0), max(_num(rec.get("rnumel"), 1.0), 1.0)
     xb = max(_num(cfg.get("XBLOCK"), 1.0), 1.0)
     rb = max(_num(cfg.get("RBLOCK"), 1.0), 1.0) if reduction else 1.0
@@ -210,7 +210,7 @@ def _known_features(rec: dict, compile: bool, cache: Path | None, counts: dict[s
         "sm_count": sm_count, "copy_bw": copy_bw,
     }
     f.update(_config_features(rec, sm_count))
-    rows = numel if rec.get("kind") == "reduction" else 0.0  # a pointwise kernel's per-program ops are a few
+    rows = numel if rec.get("kind") in ("reduction", "scan") else 0.0  # a pointwise kernel's per-program ops are a few
     f.update(_op_features(counts, numel * rnumel, rows, nbytes))
     f.update(_signature_traits(rec.get("signature")))
     narrow = f["ptr_args"] > 0 and f["ptr16_args"] == f["ptr_args"]

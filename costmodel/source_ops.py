@@ -232,7 +232,7 @@ class _Counter(ast.NodeVisitor):
         if name in ("load", "store"):
             self._access(node, name)
             return
-        if name == "reduce" and len(node.args) >= 3:
+        if name in ("reduce", "associative_scan") and len(node.args) >= 3:  # a scan combines like a reduction
             comb = node.args[2]
             kind = REDUCE_COMBINES.get(comb.attr if isinstance(comb, ast.Attribute) else getattr(comb, "id", ""))
             self.c["reductions"] += 1

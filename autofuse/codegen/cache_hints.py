@@ -59,6 +59,8 @@ def why_not_cache_hints(members: Sequence[tuple[SchedulerNode, Placement]], is_r
     of this kernel, else why not — the one rule plans check, the search and codegen ask."""
     if not is_reduction:
         return None if members else "the kernel stores nothing"
+    if any(node.kind == "scan" for node, _ in members):
+        return "a scan kernel takes no cache hints (not measured)"
     inside = {n.name for n, _ in members}
     for node, pl in members:
         if pl.cls not in ("r", "red"):

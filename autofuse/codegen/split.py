@@ -37,6 +37,8 @@ def why_not_split(members: Sequence[tuple[SchedulerNode, Placement]], is_reducti
     eligibility rule: plan checks, default heuristics and codegen all ask here."""
     if not is_reduction:
         return "split needs a reduction kernel"
+    if any(node.kind == "scan" for node, _ in members):
+        return "a scan kernel does not split (each chunk's prefix needs the chunks before it)"
     after: dict[str, str] = {}  # node -> the reduction whose value it needs
     for node, pl in members:
         if pl.cls == "red" and node.buffer.body.reduction_type not in SPLITTABLE_REDUCTIONS:

@@ -27,6 +27,7 @@ from .printer import print_expr, tl_dtype
 from .early_loads import early_loads, why_not_early_loads
 from .fast_math import why_not_fast_tanh
 from .online import LOG2E, chunk_width, online_pairs, why_not_online
+from .scan import SCAN_HELPERS, carry_init, is_scan_kernel, reverse_loop, scan_value
 from .split import (SplitWorkspaces, combine_header, counter_reset, last_program_header, partial_header, split_chunk,
                     why_not_split)
 
@@ -347,7 +348,7 @@ class KernelWriter(OpsHandler):
         saved = self.current
         self.current = (node, pl)
         try:
-            value = node.run_body(self)
+            value = scan_value(self, node) if node.kind == "scan" else node.run_body(self)
         finally:
             self.current = saved
         self.scope.node_values[name] = value
@@ -598,11 +599,19 @@ class KernelWriter(OpsHandler):
                     self.emit(f"{idx} = tl.full([XBLOCK, RBLOCK], 2147483647, tl.int32)")
                 accs[node.name] = (acc, idx, dt)
             self.pass_index = k
+            for node, pl in in_pass:
+                if node.kind == "scan":
+                    self.emit(carry_init(node))
+            reverse = reverse_loop(in_pass)
             if self.role == "partial":  # this program's chunk; rmask cuts the last one at rnumel
                 self.emit(f"for roffset in range(0, {self.rchunk}, RBLOCK):")
+            elif reverse:  # a reverse scan's chunks, from the last (scan.py)
+                self.emit(f"for rstep in range(0, {self.rnumel}, RBLOCK):")
             else:  # the trip count a literal, as the sizes are (Inductor's loops too): the compiler sees it
                 self.emit(f"for roffset in range(0, {self.rnumel}, RBLOCK):")
             self.push_scope()
+            if reverse:
+                self.emit(f"roffset = ({self.rnumel - 1} // RBLOCK) * RBLOCK - rstep")
             base = "rsplit_start + " if self.role == "partial" else ""
             self.emit(f"rindex = {base}roffset + tl.arange(0, RBLOCK)[None, :]{i64}")
             self.emit(self._rmask())
@@ -716,14 +725,14 @@ class KernelWriter(OpsHandler):
         params = self._buffer_params(len(self.workspaces)) + (["split_counter"] if split else [])
         params += ["xnumel"] + (["rnumel"] if self.reduction_kernel else [])
         params += ["XBLOCK: tl.constexpr"] + (["RBLOCK: tl.constexpr"] if self.reduction_kernel else [])
-        src = prelude(self.interpret) + self._function(params)
+        src = prelude(self.interpret) + (SCAN_HELPERS if is_scan_kernel(self.members) else "") + self._function(params)
         return KernelSource(self.name, src, tuple(self.inputs) + tuple(self.outputs),
                             "reduction" if self.reduction_kernel else "pointwise", self.numel, self.rnumel,
                             self.config, split)
 
 
 def kernel_name(kind: str, persistent: bool, origins: Sequence[str], index: int, max_ops: int = 8) -> str:
-    prefix = "poi" if kind == "pointwise" else ("per" if persistent else "red")
+    prefix = "poi" if kind == "pointwise" else "scan" if kind == "scan" else ("per" if persistent else "red")
     ops = sorted(set(origins))
     if len(ops) > max_ops:
         ops = ops[:max_ops]

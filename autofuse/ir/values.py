@@ -1,4 +1,4 @@
-"""IR values: layouts, realized buffers, strided views and lazy pointwise/reduction bodies.
+"""IR values: layouts, realized buffers, strided views and lazy pointwise/reduction/scan bodies.
 
 Note: a lazy value is a function of sympy index variables evaluated through an `OpsHandler`
 (codegen, dependency recording, op counting all run the same body). Views are index rewrites of
@@ -107,17 +107,45 @@ class ReductionBody:
     src_dtype: torch.dtype
 
 
+@dataclass(frozen=True)
+class ScanBody:
+    """out[idx] = combine of inner_fn(ops, j) over the positions j along `dim` up to idx's (from idx's
+    on when `reverse`), in `acc_dtype`. `combine`: "sum", "prod", "logaddexp", "max" or "min".
+    A scan iterates its tensor with `dim` moved last (`iter_size`): the kernel's rows are the other
+    dims and its r loop runs along `dim`."""
+
+    size: tuple[int, ...]
+    dim: int
+    combine: str
+    inner_fn: Loader
+    acc_dtype: torch.dtype
+    reverse: bool = False
+
+    @property
+    def iter_size(self) -> tuple[int, ...]:
+        return self.size[: self.dim] + self.size[self.dim + 1:] + (self.size[self.dim],)
+
+    def position(self, ivars: Sequence[Expr]) -> list[Expr]:
+        """The tensor index of the iteration variables (the scanned dim's variable last)."""
+        ivars = list(ivars)
+        return ivars[: self.dim] + [ivars[-1]] + ivars[self.dim:-1]
+
+
 @dataclass(eq=False)
 class ComputedBuffer(Buffer):
     """A buffer written by a generated kernel."""
 
-    body: Union[PointwiseBody, ReductionBody] = None  # type: ignore[assignment]
+    body: Union[PointwiseBody, ReductionBody, ScanBody] = None  # type: ignore[assignment]
     origins: frozenset[str] = frozenset()
     node_id: str = ""  # stable id: the FX node it was lowered from, and its index among that node's buffers
 
     @property
     def is_reduction(self) -> bool:
         return isinstance(self.body, ReductionBody)
+
+    @property
+    def is_scan(self) -> bool:
+        return isinstance(self.body, ScanBody)
 
 
 @dataclass(eq=False)

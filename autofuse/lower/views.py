@@ -206,6 +206,17 @@ def _select(g, x, dim, index):
     return view_op(lambda *a: fn)(g, x)
 
 
+@register(aten.flip)
+def _flip(g, x, dims):
+    """A copy in eager, an index rewrite here: position p of a flipped dim of size n reads n - 1 - p."""
+    size = list(x.size)
+    flipped = {norm_dim(d, len(size)) for d in dims}
+
+    def fn(idx):
+        return [sympy.Integer(size[k] - 1) - i if k in flipped else i for k, i in enumerate(idx)]
+    return _rewrite(g, x, fn)
+
+
 @register(aten.as_strided)
 def _as_strided(g, x, size, stride, storage_offset=None):
     v = _strided_view(g, x)

@@ -93,7 +93,7 @@ def multi_use_values(gm: torch.fx.GraphModule, args: Sequence[Any], heuristics: 
         if n.op != "call_function" or sum(_count_uses(u, n) for u in n.users) < 2:
             continue
         v = low.env.get(n)
-        if isinstance(v, Pointwise) or (isinstance(v, ComputedBuffer) and not v.is_reduction):
+        if isinstance(v, Pointwise) or (isinstance(v, ComputedBuffer) and not v.is_reduction and not v.is_scan):
             out.append(n.name)
     return out
 

@@ -73,6 +73,8 @@ class FusionGroup:
 def singleton(node: SchedulerNode) -> FusionGroup:
     if node.kind == "extern":
         return FusionGroup([node], 0, 1, False)
+    if node.kind == "scan":
+        return FusionGroup([node], node.numel // node.sizes[-1], node.sizes[-1], True)
     return FusionGroup([node], node.numel, node.rnumel, node.kind == "reduction")
 
 
@@ -91,6 +93,20 @@ def merged_space(a: FusionGroup, b: FusionGroup) -> tuple[int, int, bool] | str:
         if placement(n, red.numel, red.rnumel, True) is None:
             return f"{n.name} with sizes {n.sizes} does not split into ({red.numel}, {red.rnumel})"
     return red.numel, red.rnumel, True
+
+
+def scan_mix(a: FusionGroup, b: FusionGroup) -> str | None:
+    """Why the scans of a ∪ b cannot share a kernel, else None: a scan's r loop carries its prefix
+    in one direction, which a reduction's loop or a scan in the other direction cannot share."""
+    nodes = a.nodes + b.nodes
+    scans = [n for n in nodes if n.kind == "scan"]
+    if not scans:
+        return None
+    if any(n.kind == "reduction" for n in nodes):
+        return "a scan and a reduction do not share a kernel"
+    if len({n.buffer.body.reverse for n in scans}) > 1:
+        return "scans in opposite directions do not share a kernel"
+    return None
 
 
 def creates_cycle(a: FusionGroup, b: FusionGroup, graph: SchedulerGraph,
@@ -142,6 +158,9 @@ def can_fuse(a: FusionGroup, b: FusionGroup, graph: SchedulerGraph, check_cycle:
         return "ATen fallback kernels are not fused"
     if a.device != b.device:
         return f"different devices {a.device} and {b.device}"
+    why = scan_mix(a, b)
+    if why is not None:
+        return why
     space = merged_space(a, b)
     if isinstance(space, str):
         return space

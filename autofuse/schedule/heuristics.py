@@ -76,6 +76,9 @@ class Heuristics:
     # convolutions' operand layout: "auto" is channels-last on CUDA (cuDNN's native layout there,
     # which saves its NCHW<->NHWC transposes), as given elsewhere; or "channels_last" / "as_given"
     conv_layout: str = "auto"
+    # a scan's row runs persistent up to this many elements (Inductor's persistent threshold for
+    # inner reductions, which its scans share), else it loops over RBLOCK chunks carrying the prefix
+    scan_persistent_max: int = 1024
 
     # ---- lowering ---------------------------------------------------------------------
     def should_realize(self, num_uses: int, num_reads: int, op_count: int) -> bool:
@@ -118,6 +121,9 @@ class Heuristics:
         137.4 -> 129.8 µs, the seed example at 16384x4096 137.6 -> 132.2 µs and layernorm 147.0 ->
         146.0 µs on the H200 (docs/defaults.md). Split,
         outer and online kernels were not measured with them and keep none."""
+        if kind == "scan":  # a reduction's config; scans take no split, online or cache hints
+            return replace(self, persistent_rnumel_max=self.scan_persistent_max)._launch_config(
+                "reduction", numel, rnumel, interpret, outer)
         cfg = self._launch_config(kind, numel, rnumel, interpret, outer)
         if splittable and kind == "reduction" and not interpret:
             cfg = replace(cfg, split=self.choose_split(cfg, numel, rnumel))

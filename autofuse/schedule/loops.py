@@ -55,6 +55,10 @@ def placement(node: SchedulerNode, numel: int, rnumel: int, is_reduction_kernel:
         if node.numel == numel and node.rnumel == rnumel:
             return Placement("red", len(node.sizes))
         return None
+    if node.kind == "scan":  # its rows in x, the scanned dim (its last size) the whole r loop
+        if is_reduction_kernel and node.sizes[-1] == rnumel and node.numel == numel * rnumel:
+            return Placement("r", len(node.sizes) - 1)
+        return None
     if not is_reduction_kernel:
         return Placement("x", len(node.sizes)) if node.numel == numel else None
     if rnumel > 1 and node.numel == numel * rnumel:

@@ -9,7 +9,7 @@ import torch
 
 from ..ir.index import make_vars, prod
 from ..ir.ops import analyze
-from ..ir.values import ComputedBuffer, ExternKernel, ReductionBody
+from ..ir.values import ComputedBuffer, ExternKernel, ReductionBody, ScanBody
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class MemoryDep:
 class SchedulerNode:
     name: str
     order: int
-    kind: str  # "pointwise" | "reduction" | "extern"
+    kind: str  # "pointwise" | "reduction" | "scan" | "extern"
     buffer: ComputedBuffer | None = None
     extern: ExternKernel | None = None
     sizes: tuple[int, ...] = ()
@@ -72,6 +72,8 @@ class SchedulerNode:
         body = self.buffer.body
         if isinstance(body, ReductionBody):
             return body.inner_fn(ops, self.vars, self.rvars)
+        if isinstance(body, ScanBody):  # sizes are the scan's iteration order (ScanBody.iter_size)
+            return body.inner_fn(ops, body.position(self.vars))
         return body.inner_fn(ops, self.vars)
 
     def __repr__(self) -> str:
@@ -80,17 +82,19 @@ class SchedulerNode:
 
 def node_for_buffer(buf: ComputedBuffer, order: int) -> SchedulerNode:
     body = buf.body
-    is_red = isinstance(body, ReductionBody)
-    sizes = tuple(body.size)
+    is_red, is_scan = isinstance(body, ReductionBody), isinstance(body, ScanBody)
+    sizes = tuple(body.iter_size) if is_scan else tuple(body.size)
     rsizes = tuple(body.rsize) if is_red else ()
-    node = SchedulerNode(buf.name, order, "reduction" if is_red else "pointwise", buffer=buf,
+    kind = "reduction" if is_red else ("scan" if is_scan else "pointwise")
+    node = SchedulerNode(buf.name, order, kind, buffer=buf,
                          sizes=sizes, rsizes=rsizes, origins=buf.origins, outputs=(buf.name,))
     ranges = tuple(zip(node.vars, sizes)) + tuple(zip(node.rvars, rsizes))
     info = analyze(lambda ops: node.run_body(ops))
     node.reads = tuple(dict.fromkeys(MemoryDep(n, sympy.expand(i), ranges) for n, i in info.loads))
     node.read_names = frozenset(n for n, _ in info.loads)
     wranges = tuple(zip(node.vars, sizes))
-    node.write = MemoryDep(buf.name, sympy.expand(buf.layout.index(node.vars)), wranges)
+    position = body.position(node.vars) if is_scan else node.vars
+    node.write = MemoryDep(buf.name, sympy.expand(buf.layout.index(position)), wranges)
     return node
 
 

@@ -1,0 +1,119 @@
+"""Scan lowerings: cumsum, cumprod, logcumsumexp, and the values of cummax / cummin.
+
+Note: a scan is a realized buffer with a `ScanBody` whose body is the input's loader, so a lazy
+input (casts, masks, shifts, flips) is computed inside the scan kernel, and pointwise consumers
+that read the scan where it writes fuse after it. A scan of `flip(x, [d])` along d whose result is
+only flipped back is lowered as the reverse scan of x viewed flipped (flip(x).cumsum(d) ==
+flip(reverse_cumsum(x))): the final flip then reads the reverse scan where it writes, so the
+reversed-scan idiom `x.flip(d).cumsum(d).flip(d)` is one kernel.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import sympy
+import torch
+
+from ..ir.values import ComputedBuffer, Layout, Pointwise, ScanBody
+from .common import make_pointwise, norm_dim, origins_of, upcast
+from .graph import is_dense
+from .registry import Unsupported, register
+
+aten = torch.ops.aten
+
+
+def _acc(dtype: torch.dtype) -> torch.dtype:
+    """Accumulation dtype: int64 for integers and bool (as ATen), f32 for half types."""
+    if dtype == torch.bool or not dtype.is_floating_point:
+        return torch.int64
+    return upcast(dtype)
+
+
+def _flips_only_d(node: Any, d: int, ndim: int) -> bool:
+    return node.target is aten.flip.default and {norm_dim(k, ndim) for k in node.args[1]} == {d}
+
+
+def _flipped_source(g: Any, d: int) -> Any | None:
+    """The input of the scan's input when that is a flip over exactly the scanned dim and every user
+    of the scan flips it back (else a forward scan with the flip as its prologue is one kernel)."""
+    ndim = len(g.out.shape)
+    arg = g.node.args[0] if g.node is not None and g.node.args else None
+    if not isinstance(arg, torch.fx.Node) or not _flips_only_d(arg, d, ndim):
+        return None
+    users = list(g.node.users)
+    if not users or not all(_flips_only_d(u, d, ndim) for u in users):
+        return None
+    src = arg.args[0]
+    return g.env.get(src) if isinstance(src, torch.fx.Node) else None
+
+
+def scan(g: Any, x: Any, dim: int, combine: str, acc: torch.dtype) -> Any:
+    """The scan of x along dim in acc, stored in the node's output dtype (and strides, when dense)."""
+    out = g.out
+    size = tuple(int(s) for s in out.shape)
+    if tuple(x.size) != size:
+        raise Unsupported("scan input and output sizes differ")
+    if any(s == 0 for s in size):
+        raise Unsupported("scan of no elements")
+    if not size or size[norm_dim(dim, len(size))] == 1:  # each element its own prefix
+        return make_pointwise(g, [x], lambda ops, a: a, acc)
+    d = norm_dim(dim, len(size))
+    flipped = _flipped_source(g, d)
+    source, reverse = (flipped, True) if flipped is not None else (x, False)
+    loader, src = source.loader(), upcast(source.dtype)
+
+    def inner(ops, idx):
+        v = loader(ops, idx)
+        return v if src == acc else ops.to_dtype(v, acc)
+
+    stride = tuple(int(s) for s in out.stride())
+    layout = (Layout(x.device, out.dtype, size, stride) if is_dense(size, stride)
+              else Layout.contiguous(x.device, out.dtype, size))
+    buf = g.add_computed(ComputedBuffer(g.new_name(), layout, ScanBody(size, d, combine, inner, acc, reverse),
+                                        origins_of(source) | g.current_origins()))
+    if not reverse:
+        return buf
+    ld, last = buf.loader(), size[d] - 1
+
+    def flip_back(ops, idx):
+        idx = list(idx)
+        idx[d] = sympy.Integer(last) - idx[d]
+        return ld(ops, idx)
+
+    return Pointwise(x.device, out.dtype, size, flip_back)
+
+
+@register(aten.cumsum)
+def _cumsum(g, x, dim, dtype=None):
+    return scan(g, x, dim, "sum", _acc(g.out.dtype))
+
+
+@register(aten.cumprod)
+def _cumprod(g, x, dim, dtype=None):
+    return scan(g, x, dim, "prod", _acc(g.out.dtype))
+
+
+@register(aten.logcumsumexp)
+def _logcumsumexp(g, x, dim):
+    if not g.out.dtype.is_floating_point:
+        raise Unsupported("logcumsumexp of integers")
+    return scan(g, x, dim, "logaddexp", upcast(g.out.dtype))
+
+
+@register(aten.cummax, aten.cummin)
+def _cummax(g, x, dim):
+    """The values only, when nothing reads the indices (a values-and-indices scan is not lowered)."""
+    for user in g.node.users:
+        if user.target is not operator.getitem or (user.args[1] != 0 and user.users):
+            raise Unsupported("cummax/cummin indices are used")
+    values, _ = g.out
+    if values.dtype == torch.bool:
+        raise Unsupported("cummax of bool")
+    combine = "max" if g.node.target.overloadpacket is aten.cummax else "min"
+    saved = g.out
+    g.out = values
+    try:
+        return (scan(g, x, dim, combine, upcast(values.dtype)), None)
+    finally:
+        g.out = saved
