@@ -243,3 +243,36 @@ def test_split_search_range_reaches_the_default():
     near = {c.split for c in neighbour_configs(cfg, g)}
     assert {cfg.split * 2, cfg.split // 2} <= near
     assert replace(cfg, split=1) != cfg
+
+
+def test_group_norm_reads_back_its_view_at_the_flat_index():
+    # [N, C, H, W] viewed as [N, G, C/G*H*W] and back: the normalize kernel loads x at xindex and
+    # the per-group statistics at xindex // (C/G*H*W), with no leftover division or modulo
+    x = rand((3, 6, 11, 13))
+    options = CompileOptions(strict=True, use_db=False, poison=True, heuristics=SmallGpuDefaults())
+    compiled = compile_traced(lambda x: F.group_norm(x, 3), [x], options)
+    assert_close(compiled(x)[0], F.group_norm(x, 3))
+    (pw,) = [k for k in kernels_of(compiled) if k.kind == "pointwise"]
+    loads = [line.strip() for line in pw.source.split("@triton.jit")[-1].splitlines() if "tl.load(" in line]
+    assert loads[0].startswith("tmp0 = tl.load(in_ptr0 + (xindex), ")
+    assert all("(xindex // 286)" in line for line in loads[1:]) and len(loads) == 3
+    assert "%" not in "".join(loads)
+
+
+def test_index_simplification_drops_low_digits_exactly():
+    import itertools
+
+    import sympy
+
+    from autofuse.ir.index import FloorDiv, ModIndex, make_vars, simplify_index
+    i1, i2, i3 = make_vars("i", 3)
+    ranges = {i1: 6, i2: 11, i3: 13}
+    exprs = [FloorDiv(143 * i1 + 13 * i2 + i3, 286), ModIndex(143 * i1 + 13 * i2 + i3, 286),
+             FloorDiv(ModIndex(i1 * 13 + i3, 26), 13), ModIndex(ModIndex(143 * i1 + i2, 12), 4)]
+    for e in exprs:
+        s = simplify_index(e, ranges)
+        for v in itertools.product(range(6), range(11), range(13)):
+            sub = dict(zip((i1, i2, i3), v))
+            assert int(s.subs(sub)) == int(e.subs(sub)), (e, s, v)
+    assert simplify_index(exprs[0], ranges) == FloorDiv(i1, 2)
+    assert sympy.Add.make_args(simplify_index(exprs[1], ranges)) and "286" not in str(simplify_index(exprs[1], ranges))

@@ -70,6 +70,9 @@ class Heuristics:
     # enough for a whole-tensor reduction to fill a GPU of up to 256 SMs (Inductor splits 2^30
     # elements 8192 ways into a second kernel; here the partials are combined by one program)
     split_max: int = 1024
+    # partials one x block's last program combines (XBLOCK x split): a column sum's 64 lanes get
+    # fewer chunks than a row's one, so the combine's values stay in registers
+    split_combine_max_elements: int = 1 << 13
     # a reduction over fewer elements is a few µs in one program; splitting it saves the GPU little
     # (set when a split was two launches: cross-entropy's mean over 8192 rows cost 30 µs of host
     # time split, 10 µs not, benchmarks/sync_probe.py; the search may still split it)
@@ -156,7 +159,8 @@ class Heuristics:
                 or xprograms >= self.split_below_programs_per_sm * device.sm_count
                 or numel * rnumel < self.split_min_elements):
             return 1
-        limit = min(self.split_max, self.split_target_warps_per_sm * device.sm_count // cfg.num_warps // xprograms,
+        limit = min(self.split_max, self.split_combine_max_elements // cfg.XBLOCK,
+                    self.split_target_warps_per_sm * device.sm_count // cfg.num_warps // xprograms,
                     rnumel // max(cfg.RBLOCK, self.split_min_chunk))
         split = 1
         while split * 2 <= limit:
