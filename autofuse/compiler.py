@@ -9,6 +9,7 @@ import torch.fx
 
 from .codegen.cache_hints import why_not_cache_hints
 from .codegen.config import LaunchConfig
+from .codegen.device import device_facts
 from .codegen.online import why_not_online
 from .codegen.split import why_not_split
 from .codegen.triton_kernel import KernelSource, KernelWriter, kernel_name
@@ -211,7 +212,8 @@ class ProgramBuilder:
             online = g.is_reduction and why_not_online(g.placements(), True) is None
             hints = g.is_reduction and not interpret and why_not_cache_hints(g.placements(), True, False) is None
             config = self.options.heuristics.launch_config(kind, g.numel, g.rnumel, interpret, is_outer_reduction(g),
-                                                           splittable=splittable, online=online, hints=hints)
+                                                           splittable=splittable, online=online, hints=hints,
+                                                           device=device_facts(device))
         self.used_configs.append(config)
         origins: set[str] = set()
         for n in g.nodes:

@@ -48,7 +48,8 @@ class SmallBlocks(Heuristics):
     looped: bool = True
     split: int = 1
 
-    def launch_config(self, kind, numel, rnumel, interpret, outer=False, splittable=False, online=False, hints=False):
+    def launch_config(self, kind, numel, rnumel, interpret, outer=False, splittable=False, online=False, hints=False,
+                      device=None):
         if kind == "pointwise":
             return LaunchConfig(XBLOCK=16)
         if self.looped and splittable and self.split > 1:

@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 import sympy
 import torch
 
-from ..ir.index import fold_divmod
+from ..ir.index import fold_divmod, simplify_index
 from ..ir.ops import MATH_OPS, OpsHandler
 from ..schedule.loops import Placement
 from ..schedule.nodes import SchedulerNode
@@ -239,11 +239,21 @@ class KernelWriter(OpsHandler):
     def index_str(self, index: sympy.Expr, shape_cls: str | None = None) -> str:
         node, pl = self.current
         cls = shape_cls or pl.cls
-        # in kernel terms; a contiguous multi-dim index folds back to the flat xindex / rindex
-        index = fold_divmod(sympy.expand(sympy.sympify(index).xreplace(pl.kernel_vars(node))))
+        # divisions the node's ranges make trivial dropped (a view of a view), then in kernel terms;
+        # a contiguous multi-dim index folds back to the flat xindex / rindex
+        ranges = dict(zip(node.vars, node.sizes)) | dict(zip(node.rvars, node.rsizes))
+        index = simplify_index(sympy.sympify(index), ranges)
+        index = simplify_index(index.xreplace(pl.kernel_vars(node)), self.kernel_ranges)
+        index = fold_divmod(sympy.expand(index))
         if not index.free_symbols:
             return f"tl.full({self._shape(cls)}, {int(index)}, {'tl.int64' if self.use_int64 else 'tl.int32'})"
         return print_expr(index, self.indirect_names)
+
+    @property
+    def kernel_ranges(self) -> dict[sympy.Symbol, int]:
+        """xindex and rindex below numel and rnumel (a lane past them is masked: its address is never used)."""
+        return {sympy.Symbol("xindex", integer=True, nonnegative=True): self.numel,
+                sympy.Symbol("rindex", integer=True, nonnegative=True): max(self.rnumel, 1)}
 
     def pointer_index(self, index: sympy.Expr, shape_cls: str) -> str:
         """Offsets of a load/store with the full block shape of `shape_cls`: an index that does not

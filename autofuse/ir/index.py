@@ -31,6 +31,8 @@ class FloorDiv(sympy.Function):
             d = int(divisor)
             if isinstance(base, FloorDiv) and base.args[1].is_Integer:
                 return FloorDiv(base.args[0], int(base.args[1]) * d)  # (x // a) // b == x // (a*b)
+            if isinstance(base, ModIndex) and base.args[1].is_Integer and int(base.args[1]) % d == 0:
+                return ModIndex(FloorDiv(base.args[0], d), int(base.args[1]) // d)  # (x % (a*d)) // d
             pulled, rest = _split_divisible(base, d)
             if pulled != 0:
                 return pulled + FloorDiv(rest, divisor)
@@ -50,6 +52,8 @@ class ModIndex(sympy.Function):
         if base.is_Integer and divisor.is_Integer:
             return sympy.Integer(int(base) % int(divisor))
         if divisor.is_Integer:
+            if isinstance(base, ModIndex) and base.args[1].is_Integer and int(base.args[1]) % int(divisor) == 0:
+                return ModIndex(base.args[0], divisor)  # (x % (a*d)) % d == x % d
             pulled, rest = _split_divisible(base, int(divisor))
             if pulled != 0:
                 return ModIndex(rest, divisor)
@@ -118,9 +122,31 @@ def simplify_index(expr: Expr, ranges: Mapping[sympy.Symbol, int]) -> Expr:
             b = bounds(e.args[0], ranges)
             if b is not None and b[0] >= 0 and b[1] < int(e.args[1]):
                 return sympy.Integer(0) if isinstance(e, FloorDiv) else e.args[0]
+            return _drop_low_digits(e, ranges)
         return e
 
     return sympy.expand(visit(expr))
+
+
+def _drop_low_digits(e: Expr, ranges: Mapping[sympy.Symbol, int]) -> Expr:
+    """(g*A + R) // (g*m) == A // m and (g*A + R) % (g*m) == g*(A % m) + R when 0 <= R < g (A an
+    integer): a view of a view (GroupNorm's [N, G, C/G*H*W] read back as [N, C, H, W]) leaves such
+    divisions, which `fold_divmod` then folds back into the flat index."""
+    base, d = e.args[0], int(e.args[1])
+    terms = sympy.Add.make_args(sympy.expand(base))
+    coeffs = [t.as_coeff_Mul()[0] for t in terms]
+    for g in sorted({sympy.gcd(int(c), d) for c in coeffs if c.is_Integer and c != 0}, reverse=True):
+        g = int(g)
+        if g == 1:
+            break
+        high = [t for t, c in zip(terms, coeffs) if c.is_Integer and int(c) % g == 0]
+        low = sympy.Add(*[t for t, c in zip(terms, coeffs) if not (c.is_Integer and int(c) % g == 0)])
+        b = bounds(low, ranges)
+        if not high or b is None or b[0] < 0 or b[1] >= g:
+            continue
+        a = sympy.expand(sympy.Add(*high) / g)
+        return FloorDiv(a, d // g) if isinstance(e, FloorDiv) else g * ModIndex(a, d // g) + low
+    return e
 
 
 def _split_floordiv(e: Expr) -> tuple[Expr, int]:

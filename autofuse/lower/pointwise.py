@@ -107,6 +107,9 @@ def _div(g, a, b, rounding_mode=None):
     return make_pointwise(g, [a, b], lambda ops, x, y: getattr(ops, name)(x, y), cd)
 
 
+MAX_EXPANDED_POW = 32  # a constant integral exponent up to this becomes repeated multiplication
+
+
 @register(aten.pow)
 def _pow(g, a, b):
     cd = _compute(g)
@@ -119,6 +122,13 @@ def _pow(g, a, b):
             return make_pointwise(g, [a], lambda ops, x: ops.sqrt(x), cd)
         if b == -1 and cd.is_floating_point:
             return make_pointwise(g, [a], lambda ops, x: ops.reciprocal(x), cd)
+        if cd.is_floating_point and float(b).is_integer() and 0 < abs(b) <= MAX_EXPANDED_POW:
+            # x ** 3 as x * x * x (eager's CUDA kernel and Inductor do so too): a few multiplies
+            # instead of libdevice's pow, which costs tens of instructions per element
+            e = int(abs(b))
+            if b > 0:
+                return make_pointwise(g, [a], lambda ops, x: _int_pow(ops, x, e, cd), cd)
+            return make_pointwise(g, [a], lambda ops, x: ops.reciprocal(_int_pow(ops, x, e, cd)), cd)
     if not cd.is_floating_point:
         if isinstance(b, int) and not isinstance(b, bool) and b >= 0 and not isinstance(a, (int, float)):
             return make_pointwise(g, [a], lambda ops, x: _int_pow(ops, x, b, cd), cd)

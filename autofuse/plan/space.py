@@ -35,7 +35,7 @@ CONFIG_RANGES: dict[str, dict[str, tuple[int, ...]]] = {
     "persistent": {"XBLOCK": (1, 2, 4, 8, 16, 32, 64), "num_warps": (1, 2, 4, 8, 16, 32), "num_stages": (1,)},
     # split > 1: a split reduction (legal where codegen.split.why_not_split allows; check_config says)
     "looped": {"XBLOCK": (1, 2, 4, 8), "RBLOCK": (256, 512, 1024, 2048, 4096, 8192), "num_warps": (2, 4, 8, 16, 32),
-               "num_stages": (1,), "split": (1, 2, 4, 8, 16, 32, 64)},
+               "num_stages": (1,), "split": (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)},
     # reductions that walk memory with a stride (column sums): lanes along x, short r steps
     "outer": {"XBLOCK": (16, 32, 64, 128, 256), "RBLOCK": (4, 8, 16, 32, 64), "num_warps": (2, 4, 8, 16),
               "num_stages": (1,), "split": (1, 4, 8, 16, 32, 64)},

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..codegen.config import LaunchConfig
+from ..codegen.device import REFERENCE, DeviceFacts, device_facts
 
 if TYPE_CHECKING:
     from .fusion import FusionGroup
@@ -62,13 +63,18 @@ class Heuristics:
     looped_rblock_max: int = 2048
     looped_cache_hints: bool = True      # a looped row reduction's default carries cache hints (see launch_config)
     interpreter_block_elems: int = 1 << 16
-    split_below_programs: int = 2 * 132  # split a reduction whose x grid is smaller (H200: 132 SMs)...
-    split_min_rnumel: int = 4096         # ...and whose rows are at least this long
-    # warps in flight the split aims for (4 programs of 8 warps per SM): a program of fewer warps
-    # gets proportionally more programs
-    split_target_warps: int = 4 * 132 * 8
-    split_min_chunk: int = 1024          # r elements per chunk, at least
-    split_max: int = 64
+    split_below_programs_per_sm: int = 2  # split a reduction whose x grid is smaller than 2 programs per SM...
+    split_min_rnumel: int = 4096          # ...and whose rows are at least this long
+    # warps in flight the split aims for, per SM (4 programs of 8 warps): a program of fewer warps
+    # gets proportionally more programs. The SM count is the device's (codegen/device.py).
+    split_target_warps_per_sm: int = 4 * 8
+    split_min_chunk: int = 1024           # r elements per chunk, at least
+    # enough for a whole-tensor reduction to fill a GPU of up to 256 SMs (Inductor splits 2^30
+    # elements 8192 ways into a second kernel; here the partials are combined by one program)
+    split_max: int = 1024
+    # partials one x block's last program combines (XBLOCK x split): a column sum's 64 lanes get
+    # fewer chunks than a row's one, so the combine's values stay in registers
+    split_combine_max_elements: int = 1 << 13
     # a reduction over fewer elements is a few µs in one program; splitting it saves the GPU little
     # (set when a split was two launches: cross-entropy's mean over 8192 rows cost 30 µs of host
     # time split, 10 µs not; the search may still split it)
@@ -105,11 +111,37 @@ class Heuristics:
             return "no shared data"
         if len(a.nodes) + len(b.nodes) > self.max_fusion_size:
             return f"fusion would exceed {self.max_fusion_size} nodes"
-        return None
+        return self.why_not_keep_split(a, b)
+
+    def why_not_keep_split(self, a: "FusionGroup", b: "FusionGroup") -> str | None:
+        """None unless a reduction the GPU default would split (few outputs, long rows) would take in
+        a node reading its value inside the r loop: the merged kernel could not split, and its few
+        programs would run the whole reduction (a whole-tensor norm and the division by it: one
+        program for 10^9 elements). Inductor splits such reductions before fusion, so they never
+        fuse that way either; the consumer runs as its own kernel after the split one."""
+        from ..codegen.split import why_not_split  # split.py imports this module
+        from ..compiler import is_outer_reduction
+        from .fusion import FusionGroup, merged_space
+        space = merged_space(a, b)
+        if isinstance(space, str) or not space[2]:
+            return None
+        wanting = [g for g in (a, b) if g.is_reduction and why_not_split(g.placements(), True) is None
+                   and self.wants_split(g.numel, g.rnumel, is_outer_reduction(g), device_facts(g.device))]
+        if not wanting:
+            return None
+        merged = FusionGroup(sorted(a.nodes + b.nodes, key=lambda n: n.order), *space)
+        why = why_not_split(merged.placements(), True)
+        return None if why is None else f"the reduction would no longer split: {why}"
+
+    def wants_split(self, numel: int, rnumel: int, outer: bool, device: DeviceFacts) -> bool:
+        """Would the GPU default config of a splittable reduction over (numel, rnumel) split it?"""
+        cfg = self._launch_config("reduction", numel, rnumel, False, outer)
+        return self.choose_split(cfg, numel, rnumel, device) > 1
 
     # ---- codegen -------------------------------------------------------------------------
     def launch_config(self, kind: str, numel: int, rnumel: int, interpret: bool, outer: bool = False,
-                      splittable: bool = False, online: bool = False, hints: bool = False) -> LaunchConfig:
+                      splittable: bool = False, online: bool = False, hints: bool = False,
+                      device: DeviceFacts = REFERENCE) -> LaunchConfig:
         """`outer`: the reduction walks memory with a stride (e.g. a column sum), so lanes must run
         along x, where memory is contiguous, and the r loop takes short steps. `splittable`: the
         kernel may split its r range (codegen/split.py); on the GPU a long reduction with too few
@@ -120,13 +152,14 @@ class Heuristics:
         looped kernels do: at this default (one row, RBLOCK 2048, 8 warps) they took rmsnorm
         137.4 -> 129.8 µs, the seed example at 16384x4096 137.6 -> 132.2 µs and layernorm 147.0 ->
         146.0 µs on the H200 (docs/defaults.md). Split,
-        outer and online kernels were not measured with them and keep none."""
+        outer and online kernels were not measured with them and keep none. `device`: the GPU's facts
+        (its SM count sizes a split)."""
         if kind == "scan":  # a reduction's config; scans take no split, online or cache hints
             return replace(self, persistent_rnumel_max=self.scan_persistent_max)._launch_config(
                 "reduction", numel, rnumel, interpret, outer)
         cfg = self._launch_config(kind, numel, rnumel, interpret, outer)
         if splittable and kind == "reduction" and not interpret:
-            cfg = replace(cfg, split=self.choose_split(cfg, numel, rnumel))
+            cfg = replace(cfg, split=self.choose_split(cfg, numel, rnumel, device))
         if online and kind == "reduction" and not cfg.persistent and cfg.split == 1:
             cfg = replace(cfg, online=True)
         if (hints and self.looped_cache_hints and kind == "reduction" and not interpret and not outer
@@ -134,14 +167,17 @@ class Heuristics:
             cfg = replace(cfg, cache_hints=True)
         return cfg
 
-    def choose_split(self, cfg: LaunchConfig, numel: int, rnumel: int) -> int:
-        """A power of two bringing the grid near `split_target_warps` in flight; 1 when the x grid is
-        already large enough, the rows too short, the whole reduction small (or the kernel persistent)."""
+    def choose_split(self, cfg: LaunchConfig, numel: int, rnumel: int, device: DeviceFacts = REFERENCE) -> int:
+        """A power of two bringing the grid near `split_target_warps_per_sm` warps in flight on every
+        SM of `device`; 1 when the x grid is already large enough, the rows too short, the whole
+        reduction small (or the kernel persistent)."""
         xprograms = -(-max(numel, 1) // cfg.XBLOCK)
-        if (cfg.persistent or rnumel < self.split_min_rnumel or xprograms >= self.split_below_programs
+        if (cfg.persistent or rnumel < self.split_min_rnumel
+                or xprograms >= self.split_below_programs_per_sm * device.sm_count
                 or numel * rnumel < self.split_min_elements):
             return 1
-        limit = min(self.split_max, self.split_target_warps // cfg.num_warps // xprograms,
+        limit = min(self.split_max, self.split_combine_max_elements // cfg.XBLOCK,
+                    self.split_target_warps_per_sm * device.sm_count // cfg.num_warps // xprograms,
                     rnumel // max(cfg.RBLOCK, self.split_min_chunk))
         split = 1
         while split * 2 <= limit:

@@ -213,6 +213,8 @@ def neighbour_configs(cfg: LaunchConfig, group: Any) -> list[LaunchConfig]:
         out += [replace(cfg, **{key: v * 2}), replace(cfg, **{key: max(v // 2, 1)})]
     if cfg.num_stages != 1:
         out.append(replace(cfg, num_stages=1))
+    if reduction and cfg.split > 1:  # a split's partials: doubled or halved
+        out += [replace(cfg, split=cfg.split * 2), replace(cfg, split=cfg.split // 2)]
     out.append(replace(cfg, cache_hints=not cfg.cache_hints))
     if reduction:
         out.append(replace(cfg, early_loads=not cfg.early_loads))

@@ -1,0 +1,278 @@
+"""Reductions at the shapes users run, shrunk: whole-tensor norms and scalar losses, norms over
+several trailing dims, group/instance norms, argmax, middle-dim sums, a written-out tanh GELU —
+each compiled with the GPU's default configs scaled down (splits and looped rows forced on small
+tensors) and compared with eager in every dtype it accepts, on non-power-of-two and
+non-contiguous inputs; and the default plan's split and grouping for the full sizes, with the
+device's SM count injected."""
+from dataclasses import dataclass, replace
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from autofuse import CompileOptions
+from autofuse.capture.trace import compile_traced, trace_aten
+from autofuse.codegen.device import REFERENCE, DeviceFacts, device_facts
+from autofuse.compiler import schedule
+from autofuse.schedule.heuristics import Heuristics
+from tests.helpers import assert_close, kernels_of, rand
+
+FLOATS = [torch.float32, torch.float16, torch.bfloat16]
+
+
+@dataclass(frozen=True)
+class SmallGpuDefaults(Heuristics):
+    """The GPU's default configs, run in the interpreter, with thresholds scaled down so that small
+    tensors take the paths the large ones take on the GPU: looped rows, splits, unfused consumers."""
+
+    persistent_rnumel_max: int = 32
+    looped_rblock_max: int = 64
+    split_min_rnumel: int = 128
+    split_min_chunk: int = 64
+    split_min_elements: int = 1
+    split_target_warps_per_sm: int = 2
+
+    def launch_config(self, kind, numel, rnumel, interpret, *args, **kw):
+        return super().launch_config(kind, numel, rnumel, False, *args, **kw)
+
+
+def compile_small(fn, args, *, atol=None, rtol=None):
+    """Compile with SmallGpuDefaults on poisoned buffers, compare with eager twice (a split's
+    counters must be back at 0 for the second call), return the kernels."""
+    options = CompileOptions(strict=True, use_db=False, poison=True, heuristics=SmallGpuDefaults())
+    compiled = compile_traced(fn, args, options)
+    expected = fn(*args)
+    for _ in range(2):
+        actual = compiled(*args)
+        if not isinstance(expected, (list, tuple)):
+            assert len(actual) == 1
+            actual = actual[0]
+        assert_close(actual, expected, atol=atol, rtol=rtol)
+    return kernels_of(compiled)
+
+
+def splits(kernels):
+    return [k.config.split for k in kernels if k.kind == "reduction"]
+
+
+def lowp_tol(dtype, scale=1.0):
+    """Tolerances for a reduction of many half-precision values (eager rounds differently)."""
+    return {} if dtype == torch.float32 else {"atol": 5e-2 * scale, "rtol": 5e-2 * scale}
+
+
+# ---- whole-tensor norms and scalar losses --------------------------------------------------------
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("noncontig", [False, True])
+def test_whole_tensor_norm_splits(dtype, noncontig):
+    x = rand((37, 61), dtype, noncontig=noncontig)
+    ks = compile_small(lambda x: torch.linalg.vector_norm(x), [x], **lowp_tol(dtype))
+    assert splits(ks) and all(s > 1 for s in splits(ks))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_norm_then_divide_runs_split_and_apart(dtype):
+    # the division reads the norm inside the r loop: fused, the kernel could not split
+    x = rand((3, 5, 29, 31), dtype, noncontig=True)
+    ks = compile_small(lambda x: x / torch.norm(x, p="fro"), [x], **lowp_tol(dtype))
+    assert splits(ks) == [splits(ks)[0]] and splits(ks)[0] > 1
+    assert [k.kind for k in ks] == ["reduction", "pointwise"]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("loss", ["mse", "huber", "smooth_l1", "kl", "hinge", "l1"])
+def test_scalar_losses_split(dtype, loss):
+    a, b = rand((53, 97), dtype), rand((53, 97), dtype, noncontig=True)
+    fns = {
+        "mse": lambda a, b: torch.mean((a - b) ** 2),
+        "huber": lambda a, b: F.huber_loss(a, b, delta=0.7),
+        "smooth_l1": lambda a, b: F.smooth_l1_loss(a, b),
+        "kl": lambda a, b: F.kl_div(torch.log_softmax(a, -1), torch.softmax(b, -1), reduction="batchmean"),
+        "hinge": lambda a, b: torch.mean(torch.clamp(1 - a * b[:, :1], min=0)),
+        "l1": lambda a, b: F.l1_loss(a, b, reduction="sum"),
+    }
+    ks = compile_small(fns[loss], [a, b], **lowp_tol(dtype, 4.0 if loss == "l1" else 1.0))
+    assert any(s > 1 for s in splits(ks))
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.float16])
+def test_whole_tensor_sum_of_integers_and_halves(dtype):
+    x = rand((45, 77), dtype, noncontig=True)
+    ks = compile_small(lambda x: x.sum(), [x], **lowp_tol(dtype, 4.0) if dtype.is_floating_point else {})
+    assert splits(ks) == [splits(ks)[0]] and splits(ks)[0] > 1
+
+
+def test_whole_tensor_max_min_with_nan():
+    x = rand((41, 53))
+    x[17, 9] = float("nan")
+    compile_small(lambda x: (x.amax(), x.abs().amin()), [x])
+
+
+# ---- norms over several dims, group and instance norms ---------------------------------------------
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_layer_norm_over_trailing_dims(dtype):
+    x = rand((5, 6, 7, 9), dtype, noncontig=True)
+    w, b = rand((6, 7, 9), dtype), rand((6, 7, 9), dtype)
+    ks = compile_small(lambda x, w, b: F.layer_norm(x, x.shape[1:], w, b), [x, w, b], **lowp_tol(dtype))
+    assert all(k.config.persistent is False for k in ks if k.kind == "reduction")  # rows of 378: looped
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_group_and_instance_norm(dtype):
+    x = rand((3, 6, 11, 13), dtype).permute(0, 1, 3, 2)  # non-contiguous spatial dims
+    w, b = rand((6,), dtype), rand((6,), dtype)
+    compile_small(lambda x, w, b: F.group_norm(x, 3, w, b), [x, w, b], **lowp_tol(dtype))
+    compile_small(lambda x: F.instance_norm(x), [x], **lowp_tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_reduction_over_several_non_contiguous_dims(dtype):
+    x = rand((7, 9, 11, 5), dtype).permute(2, 0, 3, 1)   # [11, 7, 5, 9], strides out of order
+    compile_small(lambda x: (x.sum((1, 3)), x.mean((0, 2)), x.amax((1, 2))), [x], **lowp_tol(dtype))
+
+
+# ---- argmax, middle-dim sums -------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int32, torch.int64])
+def test_argmax_argmin_over_a_dim(dtype):
+    x = rand((43, 300), dtype, low=-50, high=50)  # ties (ints, bf16) go to the first index, as in eager
+    compile_small(lambda x: (x.argmax(1), x.argmin(0), x.t().argmax(1)), [x])
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int64])
+def test_sum_and_mean_over_a_middle_dim(dtype):
+    x = rand((6, 333, 7), dtype)
+    fns = [lambda x: x.sum(1)] + ([lambda x: x.mean(1)] if dtype.is_floating_point else [])
+    for fn in fns:
+        ks = compile_small(fn, [x], **lowp_tol(dtype))
+        assert any(s > 1 for s in splits(ks))  # 42 outputs, rows of 333: the outer reduction splits
+
+
+# ---- written-out tanh GELU -----------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_tanh_gelu_written_out_multiplies(dtype):
+    def gelu(x):
+        return 0.5 * x * (1 + torch.tanh(0.7978845608 * (x + 0.044715 * torch.pow(x, 3))))
+    x = rand((37, 101), dtype, noncontig=True)
+    (k,) = compile_small(gelu, [x])
+    assert "_pow(" not in k.source.split("@triton.jit")[-1]
+
+
+@pytest.mark.parametrize("exponent", [3.0, 4.0, 5.0, -2.0, -3.0, 2.5])
+def test_pow_by_a_constant(exponent):
+    x = rand((29, 31), low=0.5, high=2.0)
+    compile_small(lambda x: torch.pow(x, exponent) - x.neg().pow(exponent).abs(), [x], rtol=1e-5, atol=1e-5)
+
+
+# ---- the default plan at full size, device facts injected ----------------------------------------------
+def meta_groups(fn, shapes, heuristics=None):
+    args = [torch.empty(s, device="meta") for s in shapes]
+    _, _, placed, *_ = schedule(trace_aten(fn, args), args,
+                                CompileOptions(strict=True, use_db=False, **({"heuristics": heuristics} if heuristics else {})))
+    return [g for g, _ in placed]
+
+
+def gpu_default(g, device):
+    from autofuse.codegen.split import why_not_split
+    from autofuse.compiler import is_outer_reduction
+    splittable = g.is_reduction and why_not_split(g.placements(), True) is None
+    return Heuristics().launch_config("reduction" if g.is_reduction else "pointwise", g.numel, g.rnumel, False,
+                                      g.is_reduction and is_outer_reduction(g), splittable=splittable, device=device)
+
+
+@pytest.mark.parametrize("sms", [16, 132, 264])
+def test_whole_tensor_sum_fills_the_gpu(sms):
+    device = DeviceFacts("test gpu", sms)
+    (g,) = meta_groups(lambda x: x.sum(), [(1 << 30,)])
+    cfg = gpu_default(g, device)
+    assert cfg.split * cfg.num_warps >= 16 * sms   # >= 2 programs of 8 warps per SM
+    assert cfg.split * cfg.num_warps <= 64 * sms   # ... and all of them resident at once
+    assert cfg.split & (cfg.split - 1) == 0
+
+
+def test_split_follows_the_sm_count_and_stays_off_in_the_interpreter():
+    h = Heuristics()
+    small, big = DeviceFacts("small", 20), DeviceFacts("big", 200)
+    assert h.launch_config("reduction", 1, 1 << 30, False, splittable=True, device=small).split \
+        < h.launch_config("reduction", 1, 1 << 30, False, splittable=True, device=big).split
+    assert h.launch_config("reduction", 1, 1 << 30, True, splittable=True, device=big).split == 1
+    # a grid of 300 rows fills a GPU of 132 SMs, not one of 200
+    assert h.launch_config("reduction", 300, 1 << 16, False, splittable=True, device=REFERENCE).split == 1
+    assert h.launch_config("reduction", 300, 1 << 16, False, splittable=True, device=big).split > 1
+
+
+def test_device_facts_of_the_cpu_are_the_reference():
+    assert device_facts("cpu") == REFERENCE == device_facts(None)
+    assert REFERENCE.sm_count > 0
+
+
+def test_full_size_whole_tensor_cases_get_a_full_split():
+    cases = [
+        (lambda x: x / torch.norm(x, p="fro"), [(112, 64, 512, 512)]),
+        (lambda a, b: torch.mean((a - b) ** 2), [(32768, 32768)] * 2),
+        (lambda a, b: F.smooth_l1_loss(a, b), [(32768, 32768)] * 2),
+        (lambda a, b: torch.mean(torch.clamp(1 - a * b, min=0)), [(32768, 32768), (32768, 1)]),
+    ]
+    for fn, shapes in cases:
+        groups = meta_groups(fn, shapes)
+        red = [g for g in groups if g.is_reduction]
+        assert len(red) == 1
+        cfg = gpu_default(red[0], REFERENCE)
+        assert cfg.split >= 2 * REFERENCE.sm_count * 8 // cfg.num_warps // 2 > 64, cfg
+        for g in groups:  # every other kernel is pointwise over the whole tensor
+            assert g is red[0] or g.numel >= 1 << 28
+
+
+def test_small_tensor_norm_and_division_stay_one_kernel():
+    # below the split's size the reduction would not split: the division fuses as before
+    groups = meta_groups(lambda x: x / torch.norm(x), [(64, 100)])
+    assert len(groups) == 1
+
+
+def test_layer_norm_with_few_long_rows_splits_its_sums():
+    groups = meta_groups(lambda x: F.layer_norm(x, x.shape[1:]), [(128, 64, 32, 32)])
+    reds = [g for g in groups if g.is_reduction]
+    assert reds and all(gpu_default(g, REFERENCE).split > 1 for g in reds)
+    assert all(g.numel * gpu_default(g, REFERENCE).split >= 2 * REFERENCE.sm_count for g in reds)
+
+
+def test_split_search_range_reaches_the_default():
+    from autofuse.plan.space import CONFIG_RANGES
+    from autofuse.search.kernels import neighbour_configs
+    (g,) = meta_groups(lambda x: x.sum(), [(1 << 30,)])
+    cfg = gpu_default(g, REFERENCE)
+    assert cfg.split in CONFIG_RANGES["looped"]["split"]
+    near = {c.split for c in neighbour_configs(cfg, g)}
+    assert {cfg.split * 2, cfg.split // 2} <= near
+    assert replace(cfg, split=1) != cfg
+
+
+def test_group_norm_reads_back_its_view_at_the_flat_index():
+    # [N, C, H, W] viewed as [N, G, C/G*H*W] and back: the normalize kernel loads x at xindex and
+    # the per-group statistics at xindex // (C/G*H*W), with no leftover division or modulo
+    x = rand((3, 6, 11, 13))
+    options = CompileOptions(strict=True, use_db=False, poison=True, heuristics=SmallGpuDefaults())
+    compiled = compile_traced(lambda x: F.group_norm(x, 3), [x], options)
+    assert_close(compiled(x)[0], F.group_norm(x, 3))
+    (pw,) = [k for k in kernels_of(compiled) if k.kind == "pointwise"]
+    loads = [line.strip() for line in pw.source.split("@triton.jit")[-1].splitlines() if "tl.load(" in line]
+    assert loads[0].startswith("tmp0 = tl.load(in_ptr0 + (xindex), ")
+    assert all("(xindex // 286)" in line for line in loads[1:]) and len(loads) == 3
+    assert "%" not in "".join(loads)
+
+
+def test_index_simplification_drops_low_digits_exactly():
+    import itertools
+
+    import sympy
+
+    from autofuse.ir.index import FloorDiv, ModIndex, make_vars, simplify_index
+    i1, i2, i3 = make_vars("i", 3)
+    ranges = {i1: 6, i2: 11, i3: 13}
+    exprs = [FloorDiv(143 * i1 + 13 * i2 + i3, 286), ModIndex(143 * i1 + 13 * i2 + i3, 286),
+             FloorDiv(ModIndex(i1 * 13 + i3, 26), 13), ModIndex(ModIndex(143 * i1 + i2, 12), 4)]
+    for e in exprs:
+        s = simplify_index(e, ranges)
+        for v in itertools.product(range(6), range(11), range(13)):
+            sub = dict(zip((i1, i2, i3), v))
+            assert int(s.subs(sub)) == int(e.subs(sub)), (e, s, v)
+    assert simplify_index(exprs[0], ranges) == FloorDiv(i1, 2)
+    assert sympy.Add.make_args(simplify_index(exprs[1], ranges)) and "286" not in str(simplify_index(exprs[1], ranges))
