@@ -276,3 +276,38 @@ def test_lifted_constant_tensor(device):
 
     x = torch.randn(7, 3, device=device)
     _forward_matches(M(), dict(x=x), lambda o: o, device)
+
+
+def test_keyword_inputs_int_bool_mask_and_none(device):
+    """Keyword inputs: integer ids, a bool mask, a Python int and None; a dict of outputs."""
+    class M(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.emb = nn.Embedding(37, 12)
+            self.proj = nn.Linear(12, 12)
+
+        def forward(self, ids, *, mask=None, bias=None, repeat: int = 1):
+            h = self.emb(ids)
+            causal = torch.ones(ids.shape[1], ids.shape[1], dtype=torch.bool, device=ids.device).triu(1)
+            scores = (h @ h.transpose(1, 2)).masked_fill(causal, float("-inf"))
+            if mask is not None:
+                scores = torch.where(mask[:, None, :], scores, torch.full_like(scores, -1e4))
+            h = torch.softmax(scores, -1) @ self.proj(h)
+            if bias is not None:
+                h = h + bias
+            return {"hidden": h * repeat, "pos": torch.arange(ids.shape[1], device=ids.device) + ids[:, :1]}
+
+    torch.manual_seed(0)
+    ids = _ids(3, 7, 37)
+    mask = torch.rand(3, 7) > 0.3
+    mask[:, 0] = True
+    for kw in (dict(ids=ids, mask=mask, repeat=2), dict(ids=ids, bias=torch.randn(12))):
+        m = M().to(device).eval()
+        kw = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in kw.items()}
+        rec = Recorder()
+        f = _compile(m, rec)
+        with torch.no_grad():
+            ref, got = m(**kw), f(**kw)
+        torch.testing.assert_close(got["hidden"], ref["hidden"], rtol=1e-4, atol=1e-5)
+        assert torch.equal(got["pos"], ref["pos"])
+        _all_compiled(rec)
