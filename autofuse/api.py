@@ -29,26 +29,43 @@ def compile(model: Callable[..., Any], *, options: CompileOptions | None = None,
     return torch.compile(model, backend=make_backend(opts), dynamic=False)
 
 
+@dataclass(frozen=True)
+class GraphOutcome:
+    """How one captured graph runs: compiled by autofuse, or eagerly with ATen ops and why."""
+
+    label: str               # "forward", "backward", "inference" or "traced"
+    compiled: bool
+    kernels: int = 0
+    reason: str = ""         # the compiler's exception text when the graph runs eagerly
+
+
 @dataclass
 class Recorder:
-    """Collects the compiled artifacts of every graph a compile produces."""
+    """Collects the compiled artifacts of every graph a compile produces, and every graph's outcome
+    (compiled or eager, with the reason) in capture order."""
 
     graphs: list[tuple[str, Any, Any]] = field(default_factory=list)
+    outcomes: list[GraphOutcome] = field(default_factory=list)
 
     def record(self, label: str, gm: Any, artifacts: Any) -> None:
         self.graphs.append((label, gm, artifacts))
+        self.outcomes.append(GraphOutcome(label, True, len(artifacts.kernels)))
+
+    def record_eager(self, label: str, gm: Any, reason: str) -> None:
+        self.outcomes.append(GraphOutcome(label, False, 0, reason))
 
 
-def explain(model: Callable[..., Any], example_inputs: Sequence[Any], *, options: CompileOptions | None = None,
-            **kw: Any) -> "Report":
-    """Compile model for example_inputs and report its kernels (running it once, without gradients)."""
+def explain(model: Callable[..., Any], example_inputs: Sequence[Any] = (), *, options: CompileOptions | None = None,
+            example_kwargs: dict[str, Any] | None = None, **kw: Any) -> "Report":
+    """Compile model for example_inputs (and keyword inputs) and report every graph — compiled or
+    run eagerly, and why — and its kernels (running it once, without gradients)."""
     from .report import Report
     recorder = Recorder()
     opts = _options(options, kw).with_(recorder=recorder)
     torch._dynamo.reset()
     fn = compile(model, options=opts)
     with torch.no_grad():
-        fn(*example_inputs)
+        fn(*example_inputs, **(example_kwargs or {}))
     torch._dynamo.reset()
     return Report.from_recorder(recorder, opts)
 

@@ -51,6 +51,7 @@ class Report:
     plans: list[Any] = field(default_factory=list)
     unfused_bytes: int = 0
     artifacts: list[Any] = field(default_factory=list, repr=False)
+    outcomes: list[Any] = field(default_factory=list)  # GraphOutcome of every graph, compiled or eager
 
     @staticmethod
     def from_recorder(recorder: Any, options: Any) -> "Report":
@@ -69,7 +70,14 @@ class Report:
             names.append(f"{name} (from the tuning DB)" if art.source == "tuning DB" else
                          ("plan" if art.source == "plan" else name))
         strategy = ", ".join(dict.fromkeys(names)) or options.strategy
-        return Report(strategy, kernels, len(recorder.graphs), rejected, plans, eager, arts)
+        outcomes = list(getattr(recorder, "outcomes", []))
+        return Report(strategy, kernels, max(len(outcomes), len(recorder.graphs)), rejected, plans, eager, arts,
+                      outcomes)
+
+    @property
+    def eager_graphs(self) -> list[Any]:
+        """The graphs that run eagerly with ATen ops (each a compiler bug), with the reason."""
+        return [o for o in self.outcomes if not o.compiled]
 
     @property
     def bytes_moved(self) -> int:
@@ -77,6 +85,9 @@ class Report:
 
     def __str__(self) -> str:
         lines = [f"autofuse explain — strategy {self.strategy}: {self.graphs} graph(s), {len(self.kernels)} kernel(s)"]
+        for i, o in enumerate(self.outcomes):
+            lines.append(f"  graph {i} ({o.label}): " + (f"compiled, {o.kernels} kernel(s)" if o.compiled
+                                                          else f"EAGER (not compiled): {o.reason}"))
         for k in self.kernels:
             lines.append(f"  {k.name}  [{k.kind}]")
             lines.append(f"    aten ops: {', '.join(k.aten_ops) or '-'}")
@@ -98,6 +109,8 @@ class Report:
         return json.dumps({
             "strategy": self.strategy,
             "graphs": self.graphs,
+            "graph_outcomes": [{"label": o.label, "compiled": o.compiled, "kernels": o.kernels, "reason": o.reason}
+                               for o in self.outcomes],
             "kernels": [{"name": k.name, "kind": k.kind, "aten_ops": list(k.aten_ops), "nodes": list(k.nodes),
                          "numel": k.numel, "rnumel": k.rnumel, "config": k.config.to_json() if k.config else None,
                          "reads": list(k.reads), "writes": list(k.writes), "bytes_read": k.bytes_read,

@@ -65,8 +65,11 @@ class CompiledGraph:
                 from ..plan.plan import PlanError
                 if self.options.strict or isinstance(e, PlanError):
                     raise
-                warnings.warn(f"autofuse: could not compile a {self.label} graph ({type(e).__name__}: {e}); "
-                              "running it with ATen ops instead")
+                reason = f"{type(e).__name__}: {e}"
+                warnings.warn(f"autofuse: could not compile a {self.label} graph ({reason}); "
+                              "running it with ATen ops instead (strict=True raises; autofuse.explain lists it)")
+                if self.options.recorder is not None:
+                    self.options.recorder.record_eager(self.label, self.gm, reason)
                 prog = _EagerProgram(self.gm)
             self.programs[key] = prog
         return prog

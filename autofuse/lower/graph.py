@@ -151,7 +151,9 @@ class GraphLowering:
                 self._lower_call(node)
                 self._name_new_buffers(before, node.name)
             elif node.op == "get_attr":
-                raise LoweringError(f"get_attr {node.target} in a functional graph is not supported")
+                # CompiledGraph lifts tensor constants to inputs first (capture/constants.py)
+                raise LoweringError(f"get_attr {node.target}: lift constant tensors to graph inputs "
+                                    "(autofuse.capture.constants.lift_constants) before lowering")
             elif node.op == "output":
                 before = len(self.buffers)
                 self._lower_output(node)
