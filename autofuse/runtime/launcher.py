@@ -79,17 +79,27 @@ class FastLauncher:
             kernel = fn[grid](*args, *tail, **kw)
             if self._usable(kernel):
                 cache[key] = kernel
-                self.kernels.setdefault(("bound", *key), kernel)
+                self.kernels.setdefault(("bound", key), kernel)
 
         def go(stream: Any, *args: Any) -> None:
-            key = tuple([args[i].data_ptr() % 16 == 0 for i in dyn]) if dyn else ()
+            key = 1  # one bit per tensor of unknown alignment: set when 16-byte aligned
+            for i in dyn:
+                key = key + key + (args[i].data_ptr() % 16 == 0)
             kernel = cache.get(key)
             if kernel is None:
                 first(key, args)
                 return
             kernel.run(g0, g1, 1, stream, kernel.function, kernel.packed_metadata, None, None, None, *args, *tail,
                        *cvals)
-        return go
+
+        def go_aligned(stream: Any, *args: Any) -> None:
+            kernel = cache.get(1)
+            if kernel is None:
+                first(1, args)
+                return
+            kernel.run(g0, g1, 1, stream, kernel.function, kernel.packed_metadata, None, None, None, *args, *tail,
+                       *cvals)
+        return go if dyn else go_aligned
 
     def stream_getter(self) -> Callable[[int], Any]:
         """The current raw stream of a device index (what a compiled kernel's launcher takes)."""

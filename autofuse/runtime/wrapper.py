@@ -191,7 +191,9 @@ def _alloc(w: _Writer, step: Any) -> None:
 def _extern(w: _Writer, step: Any) -> None:
     args = ", ".join(w.expr(a) for a in step.args)
     kwargs = ", ".join(f"{k}={w.expr(v)}" for k, v in step.kwargs.items())
-    call = f"{w.name('op', step.op)}({', '.join(x for x in (args, kwargs) if x)})  # {step.name}"
+    # an OpOverload's __call__ only forwards to its C++ callable: call that one
+    op = step.op._op if isinstance(step.op, torch._ops.OpOverload) else step.op
+    call = f"{w.name('op', op)}({', '.join(x for x in (args, kwargs) if x)})  # {step.name}"
     if isinstance(step.out_slots, int):
         w.lines.append(f"b{step.out_slots} = {call}")
         _check_layout(w, step, step.out_slots)
