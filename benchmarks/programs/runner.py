@@ -262,7 +262,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--only", nargs="*", default=None, help=f"categories: {' '.join(categories())}")
     p.add_argument("--names", nargs="*", default=None, help="program names")
     p.add_argument("--max-programs", type=int, default=None)
-    p.add_argument("--time-budget", type=float, default=450.0, help="seconds; no program starts after it")
+    p.add_argument("--time-budget", type=float, default=400.0,
+                   help="seconds; no program starts that would end after it (a guess: the mean so far)")
     p.add_argument("--tune-trials", type=int, default=8)
     p.add_argument("--tune-budget", type=float, default=20.0, help="seconds of search per program")
     p.add_argument("--reps", type=int, default=20, help="timed calls per variant per round")
@@ -304,10 +305,15 @@ def main(argv: list[str] | None = None) -> int:
         "timed": timed, "variants": opts.variants, "programs": [], "not_run": []}
     t0 = time.perf_counter()
     for i, p in enumerate(programs):
-        if (opts.max_programs is not None and i >= opts.max_programs) or time.perf_counter() - t0 > opts.time_budget:
+        done = results["programs"]
+        mean_s = sum(r["program_s"] for r in done) / len(done) if done else 0.0   # a guess at this one's seconds
+        if (opts.max_programs is not None and i >= opts.max_programs) or \
+                time.perf_counter() - t0 + mean_s > opts.time_budget:
             results["not_run"].append(p.name)
             continue
+        start = time.perf_counter()
         row = run_program(p, opts, bw)
+        row["program_s"] = time.perf_counter() - start
         row["seconds"] = time.perf_counter() - t0
         results["programs"].append(row)
         print(f"[{i + 1}/{len(programs)} {row['seconds']:.0f}s] {p.name}: " + "; ".join(
