@@ -4,7 +4,8 @@ autofuse's default plan and autofuse tuned with a small budget.
     python3 -m benchmarks.programs --out DIR [--variants eager,inductor,autofuse_default]
         [--only CATEGORY ...] [--names NAME ...] [--max-programs N] [--time-budget S]
         [--tune-trials N --tune-budget S] [--reps R --rounds K]
-    python3 -m benchmarks.programs --device cpu --shrink --out DIR     (CPU check, no timing)
+    python3 -m benchmarks.programs --device cpu --shrink --out DIR     (CPU check, no timing: eager,
+        autofuse_default and, if asked for, autofuse_tuned)
 
 Every variant is checked against eager before it is timed (autofuse compiled strict, its check
 run with poisoned buffers); a variant that fails to compile or differs is recorded, not fatal.
@@ -79,8 +80,9 @@ def check_autofuse(name: str, module: torch.nn.Module, args: tuple, db: str | No
 def tune(module: torch.nn.Module, args: tuple, db: str, trials: int, budget: float) -> dict[str, Any]:
     import autofuse
     t0 = time.perf_counter()
-    res = autofuse.tune(module, args, db=db, trials=trials, time_budget=budget, progress=False,
-                        compare_torch_compile=False)
+    with torch.no_grad():   # the inference graphs the variants run
+        res = autofuse.tune(module, args, db=db, trials=trials, time_budget=budget, progress=False,
+                            compare_torch_compile=False)
     return {"seconds": time.perf_counter() - t0, **res.to_json()}
 
 
@@ -276,8 +278,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     bad = [v for v in opts.variants if v not in ALL_VARIANTS]
     if bad:
         p.error(f"unknown variants {bad}; choose from {','.join(ALL_VARIANTS)}")
-    if opts.device == "cpu":   # the interpreter: correctness only
-        opts.variants = [v for v in opts.variants if v in ("eager", "autofuse_default")] or ["eager", "autofuse_default"]
+    if opts.device == "cpu":   # the interpreter: correctness only (a CPU tune ranks plans by prediction)
+        cpu = ("eager", "autofuse_default", "autofuse_tuned")
+        opts.variants = [v for v in opts.variants if v in cpu] or ["eager", "autofuse_default"]
     return opts
 
 
