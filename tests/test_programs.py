@@ -93,3 +93,14 @@ def test_timed_rows_give_ratios_and_category_geomeans(monkeypatch):
     md = runner.markdown(res)
     assert "| activation | 2.000 (2) | 1.000 (2) | 1.000 (2) |" in md
     assert "autofuse_default: 1 programs below 0.97× torch.compile default's speed." in md
+
+
+def test_runner_tuned_variant_on_the_cpu(tmp_path):
+    """The tuned column: a small tune into DIR's DB, then autofuse.compile from it (no DB miss)."""
+    from benchmarks.programs.runner import main
+    assert main(["--device", "cpu", "--shrink", "--out", str(tmp_path), "--names", "bcast_row_bias_f32",
+                 "--variants", "eager,autofuse_tuned", "--tune-trials", "2", "--tune-budget", "5"]) == 0
+    (row,) = json.loads((tmp_path / "results.json").read_text())["programs"]
+    assert "error" not in row["tune"], row["tune"]
+    assert row["variants"]["autofuse_tuned"]["correct"] is True, row["variants"]["autofuse_tuned"]
+    assert (tmp_path / "tuning.db").exists()

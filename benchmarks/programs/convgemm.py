@@ -8,7 +8,7 @@ from torch import nn
 from .base import In, Program
 
 F32, BF16 = torch.float32, torch.bfloat16
-TOL = {F32: (2e-3, 2e-3), BF16: (5e-2, 5e-2)}   # cuDNN/cuBLAS may pick other algorithms (TF32 for conv)
+TOL = {F32: (5e-3, 5e-3), BF16: (5e-2, 5e-2)}   # cuDNN/cuBLAS may pick other algorithms (TF32 for conv)
 
 
 class ConvEpilogue(nn.Module):

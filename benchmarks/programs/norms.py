@@ -45,10 +45,12 @@ class ConvNorm(nn.Module):
 def layer_norms_multi() -> list[Program]:
     """Layer norm over [C, H, W] (tens of thousands of elements per row)."""
     out = []
-    for name, full, tiny, dtype in (("c64_h32_w32_f32", {"n": 1024, "c": 64, "h": 32, "w": 32}, {"n": 3, "c": 5, "h": 7, "w": 9}, F32),
-                                    ("c256_h16_w16_f32", {"n": 1024, "c": 256, "h": 16, "w": 16}, {"n": 2, "c": 6, "h": 5, "w": 11}, F32),
-                                    ("c96_h56_w56_bf16", {"n": 256, "c": 96, "h": 56, "w": 56}, {"n": 3, "c": 4, "h": 9, "w": 7}, BF16),
-                                    ("c3_h224_w224_f32", {"n": 512, "c": 3, "h": 224, "w": 224}, {"n": 2, "c": 3, "h": 13, "w": 17}, F32)):
+    cases = (("c64_h32_w32_f32", (1024, 64, 32, 32), (3, 5, 7, 9), F32),
+             ("c256_h16_w16_f32", (1024, 256, 16, 16), (2, 6, 5, 11), F32),
+             ("c96_h56_w56_bf16", (256, 96, 56, 56), (3, 4, 9, 7), BF16),
+             ("c3_h224_w224_f32", (512, 3, 224, 224), (2, 3, 13, 17), F32))
+    for name, full_shape, tiny_shape, dtype in cases:
+        full, tiny = dict(zip("nchw", full_shape)), dict(zip("nchw", tiny_shape))
         out.append(Program(f"layernorm_chw_{name}", "layernorm_multi",
                            lambda s: nn.LayerNorm((s["c"], s["h"], s["w"])), (In(("n", "c", "h", "w")),),
                            full, tiny, dtype, TOL))
