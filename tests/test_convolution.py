@@ -122,10 +122,11 @@ def test_training_step_grads():
         torch.testing.assert_close(g, p.grad, rtol=1e-4, atol=1e-5)
 
 
-def test_default_layout_by_device():
-    h = Heuristics()
-    assert h.conv_channels_last(torch.device("cuda"), torch.float32)
-    assert not h.conv_channels_last(torch.device("cpu"), torch.float32)
+def test_layout_choice():
+    assert not Heuristics().conv_channels_last(torch.device("cuda"), torch.float32)
+    auto = Heuristics(conv_layout="auto")
+    assert auto.conv_channels_last(torch.device("cuda"), torch.float32)
+    assert not auto.conv_channels_last(torch.device("cpu"), torch.float32)
     assert not Heuristics(conv_layout="as_given").conv_channels_last(torch.device("cuda"), torch.float32)
 
 

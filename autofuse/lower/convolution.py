@@ -4,12 +4,13 @@ changes as pointwise work that fuses with its neighbours.
 Note: two rewrites, both exact.
 - The bias leaves the extern call and becomes a lazy `conv + bias[c]`, so it fuses into the
   epilogue kernel instead of costing a separate broadcast add over the whole output.
-- Channels-last (`Heuristics.conv_channels_last`): cuDNN computes convolutions on Hopper in NHWC;
-  given NCHW tensors it transposes the input and weight in and the output out (three extra passes
-  over memory). The lowering hands it channels-last input and weight instead — a copy that fuses
-  into whatever produced them, or one small kernel for a graph input — and the NHWC result is read
-  by the epilogue through its strides. A graph output keeps eager's strides (`GraphLowering`
-  copies it there).
+- Channels-last (`Heuristics.conv_layout`, recorded in the plan and chosen by the search): cuDNN
+  computes convolutions on Hopper in NHWC; given NCHW tensors it transposes the input and weight
+  in and the output out. The lowering can hand it channels-last operands instead — a copy that
+  iterates in NHWC order (contiguous stores) and fuses into whatever produced the value — and
+  the epilogue reads the NHWC result through its strides. A graph output keeps eager's strides
+  (`GraphLowering` copies it there). Without 2-D tiled pointwise kernels, an epilogue that reads
+  NHWC and writes NCHW is slow, so the default keeps the given layout (docs/defaults.md).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from typing import Any
 
 import torch
 
-from ..ir.values import Pointwise, is_tensor_value
+from ..ir.values import Layout, Pointwise, ReinterpretView, is_tensor_value
 from .common import upcast
 from .registry import Unsupported, register
 
@@ -53,15 +54,29 @@ def _to_channels_last(g: Any, value: Any) -> Any:
     if done is not None and done[0] is value:
         return done[1]
     size = tuple(int(s) for s in value.size)
-    copy = Pointwise(value.device, value.dtype, size, value.loader(), getattr(value, "origins", frozenset()))
-    like = torch.empty_strided(size, channels_last_strides(size), dtype=value.dtype, device="meta")
-    buf = g.realize(copy, like)
+    # the copy iterates in the channels-last memory order (N, *spatial, C), so its stores are
+    # contiguous, and the convolution reads it as an N, C, *spatial view
+    perm = (0, *range(2, len(size)), 1)
+    load = value.loader()
+
+    def inner(ops, idx):
+        src = [None] * len(size)
+        for k, p in enumerate(perm):
+            src[p] = idx[k]
+        return load(ops, src)
+
+    psize = tuple(size[p] for p in perm)
+    copy = Pointwise(value.device, value.dtype, psize, inner, getattr(value, "origins", frozenset()))
+    stored = g.realize(copy)
+    buf = ReinterpretView(stored, Layout(value.device, value.dtype, size, channels_last_strides(size)))
     g.layout_copies[id(value)] = (value, buf)  # one copy per value, however many convolutions read it
     return buf
 
 
 def _fake_like(g: Any, value: Any) -> torch.Tensor:
     lay = value.layout
+    if isinstance(value, ReinterpretView) and lay.offset:
+        raise Unsupported("an offset view as a convolution operand")
     with g.fake_mode:
         return torch.empty_strided(tuple(lay.size), tuple(lay.stride), dtype=lay.dtype, device=lay.device)
 

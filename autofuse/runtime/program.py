@@ -184,7 +184,7 @@ def _assign(slots: Any, result: Any, env: list, layouts: dict[int, Layout]) -> N
     if isinstance(slots, int):
         lay = layouts[slots]
         t = result
-        if tuple(t.stride()) != lay.stride or tuple(t.shape) != lay.size:
+        if t is not None and (tuple(t.stride()) != lay.stride or tuple(t.shape) != lay.size):
             # keep the layout the rest of the program was compiled for
             t2 = torch.empty_strided(lay.size, lay.stride, dtype=lay.dtype, device=t.device)
             t2.copy_(t)

@@ -214,6 +214,7 @@ def _extern(w: _Writer, step: Any) -> None:
 def _check_layout(w: _Writer, step: Any, slot: int) -> None:
     lay = step.out_layouts[slot]
     size, stride = tuple(lay.size), tuple(lay.stride)
-    w.lines.append(f"if b{slot}.stride() != {stride!r} or b{slot}.shape != {size!r}: "
+    # an output the op leaves undefined (None: a CUDA attention kernel's unused results) stays None
+    w.lines.append(f"if b{slot} is not None and (b{slot}.stride() != {stride!r} or b{slot}.shape != {size!r}): "
                    f"b{slot} = _relayout(b{slot}, {size!r}, {stride!r})")
     w.known[slot] = Layout(lay.device, lay.dtype, size, stride, 0)

@@ -79,9 +79,9 @@ class Heuristics:
     # (set when a split was two launches: cross-entropy's mean over 8192 rows cost 30 µs of host
     # time split, 10 µs not; the search may still split it)
     split_min_elements: int = 1 << 20
-    # convolutions' operand layout: "auto" is channels-last on CUDA (cuDNN's native layout there,
-    # which saves its NCHW<->NHWC transposes), as given elsewhere; or "channels_last" / "as_given"
-    conv_layout: str = "auto"
+    # convolutions' operand layout, "as_given" or "channels_last" (the search tries both; see
+    # docs/defaults.md for why the default keeps the given layout)
+    conv_layout: str = "as_given"
     # a scan's row runs persistent up to this many elements (Inductor's persistent threshold for
     # inner reductions, which its scans share), else it loops over RBLOCK chunks carrying the prefix
     scan_persistent_max: int = 1024
@@ -94,7 +94,7 @@ class Heuristics:
         return num_reads > self.realize_acc_reads_threshold or op_count > self.realize_max_inline_ops
 
     def conv_channels_last(self, device: torch.device, dtype: torch.dtype) -> bool:
-        """Hand a convolution channels-last operands?"""
+        """Hand a convolution channels-last operands? ("auto": on CUDA, for floating point.)"""
         if self.conv_layout == "auto":
             return torch.device(device).type == "cuda" and dtype.is_floating_point
         return self.conv_layout == "channels_last"
