@@ -44,6 +44,8 @@ def _share(text: str) -> float:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="autofuse", description="A performance-model-guided autotuning compiler for PyTorch.")
+    from . import __version__
+    p.add_argument("--version", action="version", version=f"autofuse {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     ex = sub.add_parser("explain", help="compile a model file and show its kernels and fusion decisions")
     ex.add_argument("model", help="model file: class Model + get_inputs() + get_init_inputs(), or model + example_inputs()")

@@ -1,7 +1,7 @@
 """CompileOptions: every knob of a compile, as one explicit frozen value."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from .schedule.heuristics import Heuristics
@@ -32,6 +32,19 @@ class CompileOptions:
             raise ValueError(f"on_miss must be 'default', 'error' or 'tune', not {self.on_miss!r}")
         if self.strategy not in STRATEGIES:
             raise ValueError(f"unknown strategy {self.strategy!r}; choose one of {', '.join(STRATEGIES)}")
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> "CompileOptions":
+        """Options from a plain dict (torch.compile's `options=`); `heuristics` may be a dict too.
+        An unknown key is a ValueError that lists the known ones."""
+        known = {f.name for f in fields(CompileOptions)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"unknown autofuse option(s) {', '.join(map(repr, unknown))}; known: {', '.join(sorted(known))}")
+        d = dict(d)
+        if isinstance(d.get("heuristics"), dict):
+            d["heuristics"] = Heuristics(**d["heuristics"])
+        return CompileOptions(**d)
 
     def with_(self, **kw: Any) -> "CompileOptions":
         return replace(self, **kw)

@@ -178,6 +178,8 @@ def make_backend(options: CompileOptions | None = None) -> Callable[..., Any]:
 def autofuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Any:
     """Entry point registered as torch.compile(backend="autofuse")."""
     options = kwargs.pop("options", None)
+    if isinstance(options, dict):  # torch.compile(m, backend="autofuse", options={...})
+        options = CompileOptions.from_dict(options)
     return make_backend(options)(gm, example_inputs, **kwargs)
 
 
