@@ -296,9 +296,13 @@ def measure(job: Job, variant: str, opts: argparse.Namespace) -> dict[str, Any]:
         log.eager = [str(w.message)[:300] for w in caught if "could not compile" in str(w.message)]
         entry.update(log.summary())
     if job.device == "cuda":
-        entry.update(gpu_profile(call, opts.profile_calls))
-        entry["wall_ms"] = wall_ms(call, opts.calls)
-        entry.update(host_ms(call, entry["wall_ms"], entry.get("kernels_per_call", 0)))
+        for what, measured in (("wall", lambda: {"wall_ms": wall_ms(call, opts.calls)}),
+                               ("gpu", lambda: gpu_profile(call, opts.profile_calls)),
+                               ("host", lambda: host_ms(call, entry.get("wall_ms", 0.0), entry.get("kernels_per_call", 0)))):
+            try:   # one measurement failing leaves the others
+                entry.update(measured())
+            except Exception as e:  # noqa: BLE001
+                entry[f"{what}_error"] = _error(e)
     return entry
 
 
