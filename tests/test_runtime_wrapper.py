@@ -215,3 +215,19 @@ def test_explain_reports_the_wrapper_source():
     report = autofuse.explain(seed_fn, args, strategy="inductor")
     (src,) = report.wrapper_sources
     assert src.startswith("def wrapper(args):") and report.kernels[0].name in src
+
+
+def test_a_program_without_a_wrapper_runs_its_steps(monkeypatch):
+    import pytest
+
+    import autofuse.runtime.wrapper as wrapper
+
+    def broken(program):
+        raise ValueError("cannot write this step")
+    monkeypatch.setattr(wrapper, "generate", broken)
+    x, w = rand((6, 10)), rand((10, 12))
+    gm = trace_aten(lambda x, w: torch.relu(x @ w) + 1, [x, w])
+    with pytest.warns(UserWarning, match="no wrapper"):
+        art = compile_graph(gm, [x, w], OPTS)
+    assert art.program.wrapper is None and art.program.source == ""
+    assert_close(art.program([x, w]), [gm(x, w)])
