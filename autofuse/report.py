@@ -83,6 +83,11 @@ class Report:
     def bytes_moved(self) -> int:
         return sum(k.bytes_read + k.bytes_written for k in self.kernels)
 
+    @property
+    def wrapper_sources(self) -> list[str]:
+        """The generated wrapper of each compiled graph (runtime/wrapper.py), "" for one run interpreted."""
+        return [getattr(a.program, "source", "") for a in self.artifacts]
+
     def __str__(self) -> str:
         lines = [f"autofuse explain — strategy {self.strategy}: {self.graphs} graph(s), {len(self.kernels)} kernel(s)"]
         for i, o in enumerate(self.outcomes):

@@ -8,8 +8,9 @@ GPU total. On the CPU, autofuse's launches are stubbed (a fake compiled kernel w
 nothing, through the same FastLauncher path the GPU takes), so the figures are host time of the
 runtime itself: allocation, argument binding, the launch path, the ATen matmuls (tiny CPU ops).
 Inductor on the CPU runs its real C++ kernels (tiny), so its figure is an upper bound of its host
-time. "interpreter (with scans)" reproduces the former runtime: the step interpreter plus a scan
-of the live buffers before each storage reuse.
+time. `interpreter_with_scans` is the step interpreter plus a scan of the live buffers before each
+storage reuse: the cost of a runtime that checks aliasing per call instead of at compile time.
+Each figure is the fastest of 7 runs of `--calls` calls (a shared host disturbs the others).
 
     python -m benchmarks.host_time [--layers 12] [--calls 200] [--no-inductor] [--json FILE]
 """
@@ -58,7 +59,7 @@ def per_call_us(fn: Callable[[], Any], calls: int, sync: Callable[[], None]) -> 
             fn()
         sync()
         runs.append((time.perf_counter() - t0) / calls * 1e6)
-    return min(runs)  # the least disturbed run: a shared host inflates the others
+    return min(runs)
 
 
 def gpu_us(fn: Callable[[], Any], calls: int) -> float:
@@ -104,7 +105,7 @@ def stub_launches(program: Any) -> None:
 
 
 def old_call(program: Any, args: list) -> list:
-    """The former runtime: the step interpreter with a scan of the live slots before each reuse."""
+    """The step interpreter with a scan of the live slots before each storage reuse."""
     from autofuse.runtime.program import Alloc
     env = program.new_env(args)
     for step in program.steps:

@@ -178,3 +178,56 @@ def test_bound_launch_compiles_once_per_alignment_of_the_unplanned_tensors():
     assert run[:9] == (3, 2, 1, "s", "f", "m", None, None, None)
     assert run[9] is a and run[10] is b and run[11:] == ("ws", 10, 4)
     assert launcher.compiled_stats() is None  # the fake kernel has no register counts
+
+
+def test_gpu_launch_path_with_stub_kernels():
+    """The wrapper a GPU program gets (stream once per call, bound launchers), run on the CPU with
+    kernels whose launch only records: each call launches every kernel once, with the interpreter's
+    tensors (shapes and strides) in the same order."""
+    from autofuse.runtime.program import KernelLaunch
+    def fn(x, w):
+        return (torch.relu(x) @ w).softmax(-1) * 2
+    x, w = rand((6, 10)), rand((10, 12))
+    prog = _compile(trace_aten(fn, [x, w]), [x, w])
+    launches = [s for s in prog.steps if isinstance(s, KernelLaunch)]
+    fakes = []
+    for step in launches:
+        fakes.append(_FakeJit())
+        step._launch = FastLauncher(fakes[-1], torch.device("cuda", 0))
+        step._launch._stream = lambda index: f"stream{index}"
+    prog._wrapper = None
+    assert "st0 = " in prog.source and "_hooks_set()" in prog.source
+    prog([x, w])  # compiles: one JIT call per kernel
+    prog([x, w])
+    assert [len(f.jit_calls) for f in fakes] == [1] * len(launches)
+    for step, fake in zip(launches, fakes):
+        (run,) = fake.kernel.runs
+        assert run[3] == "stream0" and run[:2] == (step._grid[0], 1)
+        _, jit_args, _ = fake.jit_calls[0]
+        tensors = run[9:9 + len(step.arg_slots)]
+        assert [(t.shape, t.stride()) for t in tensors] == [(t.shape, t.stride()) for t in jit_args[:len(tensors)]]
+
+
+def test_explain_reports_the_wrapper_source():
+    import autofuse
+    from tests.helpers import seed_fn
+    args = (rand((8, 12)), rand((12,)), rand((12,)), rand((12,)))
+    report = autofuse.explain(seed_fn, args, strategy="inductor")
+    (src,) = report.wrapper_sources
+    assert src.startswith("def wrapper(args):") and report.kernels[0].name in src
+
+
+def test_a_program_without_a_wrapper_runs_its_steps(monkeypatch):
+    import pytest
+
+    import autofuse.runtime.wrapper as wrapper
+
+    def broken(program):
+        raise ValueError("cannot write this step")
+    monkeypatch.setattr(wrapper, "generate", broken)
+    x, w = rand((6, 10)), rand((10, 12))
+    gm = trace_aten(lambda x, w: torch.relu(x @ w) + 1, [x, w])
+    with pytest.warns(UserWarning, match="no wrapper"):
+        art = compile_graph(gm, [x, w], OPTS)
+    assert art.program.wrapper is None and art.program.source == ""
+    assert_close(art.program([x, w]), [gm(x, w)])

@@ -21,15 +21,16 @@ log = logging.getLogger("autofuse")
 
 
 def signature(args: Sequence[Any]) -> tuple:
-    sig = []
-    for a in args:
-        if isinstance(a, torch.Tensor):
-            sig.append((tuple(a.shape), tuple(a.stride()), a.dtype, a.device.type, a.device.index))
-        elif isinstance(a, torch.SymInt):
-            sig.append(int(a))
-        else:
-            sig.append(a if isinstance(a, (int, float, bool, type(None))) else type(a).__name__)
-    return tuple(sig)
+    """The specialization key of a call (checked on every call of a graph Dynamo does not guard:
+    one list comprehension, torch.Size and torch.device taken as they are)."""
+    return tuple([(a.shape, a.stride(), a.dtype, a.device) if isinstance(a, torch.Tensor) else _value_key(a)
+                  for a in args])
+
+
+def _value_key(a: Any) -> Any:
+    if isinstance(a, torch.SymInt):
+        return int(a)
+    return a if isinstance(a, (int, float, bool, type(None))) else type(a).__name__
 
 
 class CompiledGraph:

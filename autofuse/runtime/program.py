@@ -8,6 +8,7 @@ runs the generated wrapper (runtime/wrapper.py); the step interpreter (`new_env`
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -225,7 +226,11 @@ class Program:
         step or output the writer does not know (it then runs interpreted)."""
         if self._wrapper is None:
             from .wrapper import generate, writable
-            self._wrapper = generate(self) if writable(self) else False
+            try:
+                self._wrapper = generate(self) if writable(self) else False
+            except Exception as e:  # noqa: BLE001 - the interpreter runs any program; a wrapper is only faster
+                warnings.warn(f"autofuse: no wrapper for this program ({type(e).__name__}: {e}); running its steps")
+                self._wrapper = False
         return self._wrapper or None
 
     @property
