@@ -4,9 +4,13 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import tempfile
+from pathlib import Path
 from typing import Any, Sequence
 
+from .exports import import_exports, ship
 from .model import ESTIMATORS
+from .predict import pretrained_path
 from .select import format_comparison
 from .train import RetrainOptions, RetrainResult, retrain
 
@@ -28,6 +32,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--no-ranker", action="store_true",
                    help="rank a kernel's configs by the regressor alone, without the pair ranker")
     p.add_argument("--jobs", type=int, default=1, metavar="N", help="processes compiling kernels for features")
+    p.add_argument("--from-export", nargs="+", type=Path, metavar="FILE",
+                   help="train on these measurement exports (.jsonl.gz), imported into a fresh DB (--db: a new "
+                        "path, default a temporary file) instead of an existing tuning DB")
+    p.add_argument("--ship", action="store_true",
+                   help="with --from-export: a model stored replaces the shipped one (costmodel/pretrained)")
     p.set_defaults(func=cmd_retrain)
 
 
@@ -67,14 +76,40 @@ def cmd_retrain(args: argparse.Namespace) -> int:
     opts = RetrainOptions(estimator=None if args.estimator == "auto" else args.estimator,
                           compile=not args.no_compile, workers=max(1, args.jobs),
                           ranker=not getattr(args, "no_ranker", False))
-    try:
-        with TuningDB.open(args.db) as db:
-            result = retrain(db, args.device, force=args.force, seed=args.seed, options=opts)
-    except DBError as e:
-        print(f"autofuse: {e}", file=sys.stderr)
+    if args.ship and not args.from_export:
+        print("autofuse: --ship needs --from-export", file=sys.stderr)
         return 2
-    print(report(result))
+    with tempfile.TemporaryDirectory(prefix="autofuse-retrain-") as tmp:
+        db_path = args.db
+        if args.from_export:
+            db_path = args.db or str(Path(tmp) / "retrain.db")
+            if Path(db_path).exists():
+                print(f"autofuse: {db_path} exists: --from-export imports into a new DB; give a new path",
+                      file=sys.stderr)
+                return 2
+        try:
+            with TuningDB.open(db_path) as db:
+                if args.from_export:
+                    n = import_exports(db, args.from_export)
+                    print(f"imported {n} measurements from {len(args.from_export)} export(s) into {db_path}", flush=True)
+                result = retrain(db, args.device, force=args.force, seed=args.seed, options=opts)
+                print(report(result))
+                if args.ship and result.stored:
+                    version = ship(db, result.device, shipped_command(args))
+                    print(f"shipped {version} to {pretrained_path(result.device)}")
+        except (DBError, ValueError) as e:
+            print(f"autofuse: {e}", file=sys.stderr)
+            return 2
     return 0 if result.stored or result.new is not None else 1
+
+
+def shipped_command(args: argparse.Namespace) -> str:
+    """The command recorded with a shipped model (the DB is a temporary file: written as DB)."""
+    parts = ["python -m autofuse retrain --from-export", *map(str, args.from_export),
+             f"--estimator {args.estimator} --seed {args.seed}"]
+    parts += ["--no-compile"] if args.no_compile else []
+    parts += ["--force"] if args.force else []
+    return " ".join(parts + ["--db DB --ship"])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

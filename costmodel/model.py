@@ -6,8 +6,8 @@ learning log(time) itself, for every estimator. A model may also carry a `rank.P
 orders the records of one group (one kernel's configs, by the records' "group") within a call of
 `predict_us`; the regressor's times are kept, handed out in the ranker's order.
 
-The model is what the tuning DB stores (pickled, with its version, feature list and a description
-of its training data) and what `LearnedPredictor` wraps. Training rows are the measurements whose
+The model is what the tuning DB stores (as a `model_file`: arrays and JSON, never a pickle, with its
+version, feature list, the versions it was made with and a description of its training data) and what `LearnedPredictor` wraps. Training rows are the measurements whose
 stats have a positive median (failed or wrong kernels carry `median_us` null and are skipped).
 
 Note: candidate estimators (`ESTIMATORS`) are compared by `select.compare_estimators` on graphs
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import pickle
 import platform
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
@@ -229,15 +228,27 @@ class CostModel:
         return np.exp(self.predict_log_us(records))
 
     def to_bytes(self) -> bytes:
-        return pickle.dumps({"format": MODEL_FORMAT, "model": self}, protocol=pickle.HIGHEST_PROTOCOL)
+        """The model as a model file (`model_file`: arrays and JSON, no pickle)."""
+        from . import model_file
+        fields = {"version": self.version, "estimator_name": self.estimator_name,
+                  "feature_names": list(self.feature_names), "compiled_features": self.compiled_features,
+                  "target": self.target, "launch_overhead_us": self.launch_overhead_us,
+                  "trained_on": dict(self.trained_on),
+                  "ranker_feature_names": list(self.ranker.feature_names) if self.ranker is not None else None}
+        return model_file.dumps(fields, {"estimator": self.estimator,
+                                         "ranker": self.ranker.estimator if self.ranker is not None else None})
 
     @staticmethod
     def from_bytes(blob: bytes) -> "CostModel":
-        """The model in a blob from `to_bytes`; ValueError if it is something else."""
-        obj = pickle.loads(blob)  # noqa: S301 - blobs come from the user's own tuning DB or package
-        if not isinstance(obj, dict) or obj.get("format") != MODEL_FORMAT or not isinstance(obj.get("model"), CostModel):
-            raise ValueError("not an autofuse cost model blob (or one of another format)")
-        return obj["model"]
+        """The model in a blob from `to_bytes`; ValueError if it is something else (a pickle included:
+        it is never loaded), `model_file.StaleModel` if it was made for other features or codegen."""
+        from . import model_file
+        from .rank import PairRanker
+        f, parts = model_file.loads(blob)
+        ranker = PairRanker(tuple(f["ranker_feature_names"]), parts["ranker"]) if "ranker" in parts else None
+        return CostModel(str(f["version"]), str(f["estimator_name"]), tuple(f["feature_names"]), parts["estimator"],
+                         bool(f["compiled_features"]), str(f["target"]), float(f["launch_overhead_us"]),
+                         dict(f["trained_on"], versions=f["versions"]), ranker)
 
 
 def columns(x: np.ndarray, names: Sequence[str]) -> np.ndarray | None:

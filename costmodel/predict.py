@@ -6,8 +6,9 @@ roofline of a memory-bound kernel); `LearnedPredictor` wraps a trained `CostMode
 picks the best available for a device without touching the DB until the first prediction.
 
 Note: lookup order in `load_predictor` — the newest cost model stored in the DB for the device, else
-the pretrained model shipped in `costmodel/pretrained/<device-slug>.pkl`, else byte counts. A model
-that fails to load (corrupt blob, incompatible scikit-learn) is skipped with a warning, never raised.
+the pretrained model shipped in `costmodel/pretrained/<device-slug>.npz`, else byte counts. A model
+that fails to load (corrupt blob, a pickle, another feature schema or codegen version, an incompatible
+scikit-learn) is skipped with a one-line warning, never raised; no model file ever runs code.
 """
 from __future__ import annotations
 
@@ -155,14 +156,18 @@ def device_slug(device: str) -> str:
 
 
 def pretrained_path(device: str) -> Path:
-    return PRETRAINED_DIR / f"{device_slug(device)}.pkl"
+    """The shipped model file of a device (`model_file` format; its .json beside it says how it was made)."""
+    return PRETRAINED_DIR / f"{device_slug(device)}.npz"
 
 
 def _load_blob(blob: bytes, where: str) -> "CostModel | None":
     from .model import CostModel
     try:
         return CostModel.from_bytes(blob)
-    except Exception as e:  # noqa: BLE001 - any unpickling problem means "no usable model"
+    except ValueError as e:  # a refused model (stale, a pickle, damaged) says why in its message
+        warnings.warn(f"autofuse: ignoring the cost model in {where}: {e}", stacklevel=3)
+        return None
+    except Exception as e:  # noqa: BLE001 - any loading problem means "no usable model"
         warnings.warn(f"autofuse: ignoring the cost model in {where}: {type(e).__name__}: {e}", stacklevel=3)
         return None
 

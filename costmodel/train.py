@@ -3,11 +3,13 @@
 Steps: the device's usable measurements; a split by graph hash; the estimator (given, or chosen
 by `select.compare_estimators` on the training graphs alone, so the held-out graphs stay unseen);
 fit on the training graphs; the new model and the DB's current one scored on the same held-out
-graphs; stored when the new one's pairwise accuracy is at least the current one's (log-time error
-decides when either has no scorable pair), or when forced.
+graphs — the current one being the DB's newest model, else the shipped one; stored (and so put in
+use) only when the new one's pairwise accuracy is higher (log-time error decides when either has no
+scorable pair), or when forced.
 """
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from dataclasses import dataclass, field
@@ -16,7 +18,7 @@ from typing import Any, Sequence
 from .evaluate import Metrics, evaluate, split_by_graph
 from .features import precompile
 from .model import DEFAULT_ESTIMATOR, CostModel, fit, usable
-from .predict import DEFAULT_LAUNCH_US, LearnedPredictor
+from .predict import DEFAULT_LAUNCH_US, LearnedPredictor, pretrained_path
 from .select import Comparison, choose, compare_estimators
 
 MIN_MEASUREMENTS = 20
@@ -52,12 +54,16 @@ class RetrainResult:
     test_size: int = 0
 
 
-def _not_worse(new: Metrics, cur: Metrics) -> bool:
+def _better(new: Metrics, cur: Metrics) -> tuple[bool, str]:
+    """Whether the new model ranks better than the current one on the same held-out data, and why:
+    pairwise accuracy decides; log-time error when either has no scorable pair."""
     if not math.isnan(new.pairwise) and not math.isnan(cur.pairwise):
-        return new.pairwise >= cur.pairwise - 1e-12
+        verdict = new.pairwise > cur.pairwise + 1e-12
+        return verdict, f"held-out pairwise accuracy {new.pairwise:.3f} (new) vs {cur.pairwise:.3f} (current)"
     if math.isnan(cur.mae_log):
-        return True
-    return not math.isnan(new.mae_log) and new.mae_log <= cur.mae_log + 1e-12
+        return True, "the current model scores nothing on the held-out data"
+    verdict = not math.isnan(new.mae_log) and new.mae_log < cur.mae_log - 1e-12
+    return verdict, f"held-out log-time error {new.mae_log:.3f} (new) vs {cur.mae_log:.3f} (current)"
 
 
 def pick_device(measurements: Sequence[dict], device: str | None) -> tuple[str | None, str]:
@@ -74,15 +80,29 @@ def pick_device(measurements: Sequence[dict], device: str | None) -> tuple[str |
     return best, note
 
 
-def _load_current(db: Any, device: str, seed: int) -> tuple[CostModel | None, str | None, str]:
+def _current_row(db: Any, device: str) -> tuple[dict | None, str]:
+    """The model in use for the device: the DB's newest, else the shipped one (as a DB row would be)."""
     row = db.latest_cost_model(device)
+    if row is not None:
+        return row, "the tuning DB's"
+    path = pretrained_path(device)
+    if not path.is_file():
+        return None, ""
+    meta_path = path.with_suffix(".json")
+    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+    return {"blob": path.read_bytes(), "version": meta.get("version", path.stem),
+            "trained_on": meta.get("trained_on", {})}, "the shipped"
+
+
+def _load_current(db: Any, device: str, seed: int) -> tuple[CostModel | None, str | None, str]:
+    row, where = _current_row(db, device)
     if row is None:
         return None, None, ""
-    version = row.get("version")
+    version = f"{row.get('version')}, {where}"
     try:
         model = CostModel.from_bytes(row["blob"])
-    except Exception as e:  # noqa: BLE001 - an unreadable current model is replaced, not fatal
-        return None, version, f"the current model {version} cannot be loaded ({type(e).__name__}: {e}); treating it as absent"
+    except Exception as e:  # noqa: BLE001 - an unusable current model is replaced, not fatal
+        return None, version, f"the current model ({version}) cannot be used ({e}); treating it as absent"
     their = (row.get("trained_on") or {}).get("split_seed")
     note = "" if their == seed else (
         f"the current model {version} was split with seed {their}, not {seed}: it may have trained on some of "
@@ -117,13 +137,13 @@ def retrain(db: Any, device: str | None = None, force: bool = False, seed: int =
     new = evaluate(LearnedPredictor(model), test)
     current, current_version, load_note = _load_current(db, device, seed)
     cur = evaluate(LearnedPredictor(current), test) if current is not None else None
-    better = cur is None or _not_worse(new, cur)
+    better, why = (True, "no model is in use") if cur is None else _better(new, cur)
     notes = [n for n in (note, load_note) if n]
     common = dict(model=model, new=new, current=cur, current_version=current_version, comparison=comparison,
                   train_size=len(train), test_size=len(test))
     if not (better or force):
-        notes.append(f"not stored: the new model ({model.version}) is worse than the current one "
-                     f"({current_version}) on the same held-out graphs; --force stores it anyway")
+        notes.append(f"kept the current model ({current_version}): the new one ({model.version}) ranks worse, or no better, "
+                     f"on the same held-out graphs ({why}); --force stores it anyway")
         return RetrainResult(device, False, "; ".join(notes), **common)
     metrics = {"heldout": new.to_json(), "current_on_heldout": cur.to_json() if cur else None,
                "current_version": current_version, "forced": bool(force and not better),
@@ -132,6 +152,6 @@ def retrain(db: Any, device: str | None = None, force: bool = False, seed: int =
                       test_graphs=len({str(m["features"].get("graph")) for m in test}), test_measurements=len(test),
                       estimator=estimator, compiled_features=opts.compile)
     model_id = db.put_cost_model(device, model.version, model.to_bytes(), metrics, trained_on)
-    verdict = "stored (forced, although worse than the current one)" if not better else "stored"
-    notes.append(f"{verdict}: {model.version} as cost model #{model_id} for {device}")
+    verdict = "stored (forced, although not better than the current one)" if not better else "stored"
+    notes.append(f"{verdict}: {model.version} as cost model #{model_id} for {device}, now the one in use ({why})")
     return RetrainResult(device, True, "; ".join(notes), model_id=model_id, **common)

@@ -535,7 +535,7 @@ def test_load_predictor_fallbacks(tmp_path, dataset, monkeypatch):
     assert good.predict_us(recs) == pytest.approx(list(model.predict_us(recs)))
     # no model in the DB: the packaged pretrained model for the device
     (tmp_path / "pretrained").mkdir()
-    (tmp_path / "pretrained" / "nvidia-h200.pkl").write_bytes(model.to_bytes())
+    (tmp_path / "pretrained" / "nvidia-h200.npz").write_bytes(model.to_bytes())
     shipped = load_predictor(_CountingDB(), "NVIDIA H200").resolve()
     assert isinstance(shipped, LearnedPredictor) and shipped.model.version == model.version
     assert isinstance(load_predictor(_CountingDB(), "NVIDIA A100").resolve(), ByteCountPredictor)

@@ -367,3 +367,69 @@ def test_gelu_of_infinities_and_nan_is_the_exact_value(approximate, dtype, fast)
     assert got[0, 0].item() == float("inf") and got[0, 1:3].isnan().all()
     torch.testing.assert_close(got, exact, equal_nan=True, **({} if dtype == torch.float32 else
                                                                 {"atol": 4e-2, "rtol": 4e-2}))
+
+
+# --- the search under stress ---------------------------------------------------------------------------
+
+def _multi_use_reduction_graphs():
+    import torch.nn.functional as F
+    from autofuse.capture.trace import trace_aten
+    from tests.randgraph import make_case
+
+    def ln_softmax(x, w, b):
+        return F.layer_norm(x, (x.shape[-1],), w, b), torch.softmax(x, -1)
+
+    def centered_scaled(x):
+        m = x.mean(-1, keepdim=True)
+        d = x - m
+        return d / (d * d).mean(-1, keepdim=True).add(1e-5).sqrt(), torch.softmax(d, -1), x.amax(0)
+
+    def exp_twice(x):
+        e = torch.exp(x)
+        return e / e.sum(-1, keepdim=True), e.sum(0) + x.mean(0), (e * x).sum(-1)
+
+    cases = [(softmax_and_centered, [rand((8, 32))]), (ln_softmax, [rand((6, 40)), rand((40,)), rand((40,))]),
+             (centered_scaled, [rand((12, 24), noncontig=True)]), (exp_twice, [rand((10, 48))])]
+    heur = Heuristics()
+    seed = 0
+    while len(cases) < 7:   # random programs whose multi-use values feed reductions
+        fn, args, _ = make_case(seed)
+        seed += 1
+        gm = trace_aten(fn, args)
+        if multi_use_values(gm, args, heur) and any("sum" in str(n.target) or "mean" in str(n.target)
+                                                     or "amax" in str(n.target) for n in gm.graph.nodes):
+            cases.append((fn, args))
+    return [(trace_aten(fn, args), args) for fn, args in cases]
+
+
+def test_random_search_stress_never_raises():
+    """≥ 500 trials of the tuner's sampler and space over graphs with multi-use reductions: every
+    proposed plan is built without an exception and passes the plan's legality re-check."""
+    import hashlib
+    import warnings
+
+    import optuna
+    from autofuse import CompileOptions
+    from autofuse.compiler import schedule
+    from autofuse.search.study import SpaceCache
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    graphs = _multi_use_reduction_graphs()
+    per_graph = -(-500 // len(graphs))
+    total = 0
+    for gi, (gm, args) in enumerate(graphs):
+        spaces = SpaceCache(gm, args, Heuristics())
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            sampler = optuna.samplers.TPESampler(seed=gi, n_startup_trials=6, multivariate=True, group=True,
+                                                 constant_liar=True)
+        study = optuna.create_study(sampler=sampler, direction="minimize")
+        for _ in range(per_graph):
+            trial = study.ask()
+            plan = spaces.suggest(trial)
+            lowering, graph, placed, *_ = schedule(gm, args, CompileOptions(use_db=False, strict=True,
+                                                                           plan={plan.graph_key: plan}))
+            assert sum(len(g.nodes) for g, _ in placed) == len(graph.nodes)
+            noise = int(hashlib.sha256(plan.dumps().encode()).hexdigest()[:4], 16) / 65536
+            study.tell(trial, len(plan.kernels) + noise)   # a fake time: fewer kernels are faster
+            total += 1
+    assert total >= 500
