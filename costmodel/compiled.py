@@ -73,7 +73,9 @@ def gpu_module_source(source: str, kernel_fn: str) -> str:
     if "libdevice" in source:
         return source
     from autofuse.codegen.prelude import prelude
-    return prelude(False) + "\n\n" + kernel_body_source(source, kernel_fn)
+    from autofuse.codegen.scan import SCAN_HELPERS
+    helpers = SCAN_HELPERS if "tl.associative_scan" in source else ""  # what scan kernels carry besides the prelude
+    return prelude(False) + helpers + "\n\n" + kernel_body_source(source, kernel_fn)
 
 
 def default_signature(arg_names: list[str]) -> dict[str, str]:

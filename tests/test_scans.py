@@ -114,6 +114,13 @@ def test_running_mean_epilogue():
     check_both(running_mean, [rand((5, 1000))], kernels=1)
 
 
+def test_scan_of_a_scan_and_of_a_reduction():
+    x = rand((5, 300))
+    check_both(lambda x: x.cumsum(-1).cumsum(-1) * 0.01, [x], kernels=1)   # both carries in one loop
+    # the row mean is a reduction kernel; the scan kernel reads it once per row
+    check_both(lambda x: (x - x.mean(-1, keepdim=True)).cumsum(-1), [x], kernels=2)
+
+
 def test_cumprod_and_logcumsumexp():
     x = rand((4, 129), low=0.8, high=1.25)
     check_both(lambda x: torch.cumprod(x, -1), [x], kernels=1)

@@ -6,7 +6,8 @@ same element), so such a buffer is stored only if something outside the kernel r
 looped reduction, nodes are split into passes by how many in-kernel reductions they depend on;
 pass k is one r loop, a reduction's value exists after its loop, and an r-loop producer needed
 by a later pass is recomputed there. A split reduction (config.split > 1) stores partials, and its
-last program per x block combines them and runs the epilogue (see split.py).
+last program per x block combines them and runs the epilogue (see split.py). A scan is an r node
+whose value combines the row up to each position, carried across the loop's steps (see scan.py).
 """
 from __future__ import annotations
 
