@@ -22,6 +22,7 @@ from ..ir.values import (
     Buffer, ComputedBuffer, ExternBuffer, ExternKernel, InputBuffer, Layout, Pointwise, PointwiseBody,
     ReinterpretView, TensorValue, is_tensor_value,
 )
+from .extern_args import align_operands
 from .registry import LOWERINGS, Unsupported
 
 
@@ -112,7 +113,7 @@ class GraphLowering:
                 return r
             return v
 
-        args = tree_map(prep, args)
+        args = tree_map(prep, align_operands(self, target, tuple(args)))
         kwargs = tree_map(prep, kwargs)
         name = self.new_name("extern")
         kernel = ExternKernel(name, target, args, kwargs, [], reads, self.current_origins())
