@@ -25,23 +25,28 @@ def _running_mean(x: torch.Tensor) -> torch.Tensor:
     return x.cumsum(-1) / torch.arange(1, x.shape[-1] + 1, device=x.device, dtype=x.dtype)
 
 
+def _n(size: int, scale: float) -> int:
+    """A dim at `scale` (1: the GPU size); at least 3, so shrunk shapes stay non-trivial."""
+    return max(int(size * scale), 3)
+
+
 # name -> (fn, input maker(scale)); scale 1: ≥ 64 MB moved on the GPU, a small scale shrinks for the CPU
 CASES: dict[str, tuple[Callable[..., Any], Callable[[float], list]]] = {
-    "cumsum_last_f32_4096x4096": (lambda x: x.cumsum(-1), lambda s: [_rand((4096, int(4096 * s)))]),
-    "cumsum_last_f32_64x65536": (lambda x: x.cumsum(-1), lambda s: [_rand((64, int(65536 * s)))]),
-    "cumsum_first_f32_4096x4096": (lambda x: x.cumsum(0), lambda s: [_rand((int(4096 * s), 4096))]),
-    "cumsum_middle_f32_64x1024x256": (lambda x: x.cumsum(1), lambda s: [_rand((64, int(1024 * s), 256))]),
-    "reverse_cumsum_f32_4096x4096": (lambda x: x.flip(-1).cumsum(-1).flip(-1), lambda s: [_rand((4096, int(4096 * s)))]),
-    "exclusive_cumsum_f32_4096x4096": (lambda x: x.cumsum(-1) - x, lambda s: [_rand((4096, int(4096 * s)))]),
+    "cumsum_last_f32_4096x4096": (lambda x: x.cumsum(-1), lambda s: [_rand((_n(4096, s), _n(4096, s)))]),
+    "cumsum_last_f32_64x65536": (lambda x: x.cumsum(-1), lambda s: [_rand((_n(64, s), _n(65536, s)))]),
+    "cumsum_first_f32_4096x4096": (lambda x: x.cumsum(0), lambda s: [_rand((_n(4096, s), _n(4096, s)))]),
+    "cumsum_middle_f32_64x1024x256": (lambda x: x.cumsum(1), lambda s: [_rand((_n(64, s), _n(1024, s), _n(256, s)))]),
+    "reverse_cumsum_f32_4096x4096": (lambda x: x.flip(-1).cumsum(-1).flip(-1), lambda s: [_rand((_n(4096, s), _n(4096, s)))]),
+    "exclusive_cumsum_f32_4096x4096": (lambda x: x.cumsum(-1) - x, lambda s: [_rand((_n(4096, s), _n(4096, s)))]),
     "exclusive_pad_f32_4096x4096": (lambda x: F.pad(x.cumsum(-1)[..., :-1], (1, 0)),
-                                    lambda s: [_rand((4096, int(4096 * s)))]),
+                                    lambda s: [_rand((_n(4096, s), _n(4096, s)))]),
     "masked_cumsum_f32_4096x4096": (lambda x, m: (x * m).cumsum(-1),
-                                    lambda s: [_rand((4096, int(4096 * s))), _rand((4096, int(4096 * s))) > 0]),
-    "cumprod_f32_4096x4096": (lambda x: x.cumprod(-1), lambda s: [1 + 1e-4 * _rand((4096, int(4096 * s)))]),
-    "logcumsumexp_f32_4096x4096": (lambda x: torch.logcumsumexp(x, -1), lambda s: [_rand((4096, int(4096 * s)))]),
-    "cumsum_bf16_4096x4096": (lambda x: x.cumsum(-1), lambda s: [_rand((4096, int(4096 * s))).bfloat16()]),
-    "cumsum_int32_4096x4096": (lambda x: x.cumsum(-1), lambda s: [(_rand((4096, int(4096 * s))) * 4).int()]),
-    "running_mean_f32_4096x1000": (_running_mean, lambda s: [_rand((4096, max(int(1000 * s), 3)))]),
+                                    lambda s: [_rand((_n(4096, s), _n(4096, s))), _rand((_n(4096, s), _n(4096, s))) > 0]),
+    "cumprod_f32_4096x4096": (lambda x: x.cumprod(-1), lambda s: [1 + 1e-4 * _rand((_n(4096, s), _n(4096, s)))]),
+    "logcumsumexp_f32_4096x4096": (lambda x: torch.logcumsumexp(x, -1), lambda s: [_rand((_n(4096, s), _n(4096, s)))]),
+    "cumsum_bf16_4096x4096": (lambda x: x.cumsum(-1), lambda s: [_rand((_n(4096, s), _n(4096, s))).bfloat16()]),
+    "cumsum_int32_4096x4096": (lambda x: x.cumsum(-1), lambda s: [(_rand((_n(4096, s), _n(4096, s))) * 4).int()]),
+    "running_mean_f32_4096x1000": (_running_mean, lambda s: [_rand((_n(4096, s), _n(1000, s)))]),
 }
 
 DEVICE = {"name": "cuda"}
@@ -69,12 +74,11 @@ def variants(fn: Callable[..., Any], args: list, rnumel: int) -> Iterator[tuple[
 
 
 def probe_case(name: str, reps: int, check_only: bool) -> list[dict[str, Any]]:
-    import autofuse
     from autofuse import CompileOptions
     from autofuse.capture.trace import compile_traced
     from .run import close, time_fn
     fn, make = CASES[name]
-    args = make(0.005 if check_only else 1.0)
+    args = make(0.03 if check_only else 1.0)
     expected = fn(*args)
     scans = []
     rows = []
@@ -106,7 +110,6 @@ def probe_case(name: str, reps: int, check_only: bool) -> list[dict[str, Any]]:
     for label, run in runs.items():
         ms = None if check_only else time_fn(lambda *_: run(), [()], reps)
         rows.append({"variant": label, "ms": ms})
-    del autofuse
     return rows
 
 
