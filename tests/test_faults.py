@@ -433,3 +433,46 @@ def test_random_search_stress_never_raises():
             study.tell(trial, len(plan.kernels) + noise)   # a fake time: fewer kernels are faster
             total += 1
     assert total >= 500
+
+
+def test_a_terminated_tune_keeps_its_work_and_leaves_no_trial_running(tmp_path):
+    """SIGTERM during the search ends the tune like Ctrl-C (rc 130, best plan stored, its trial FAIL);
+    --resume then continues the same study to the requested trials."""
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+    (tmp_path / "m.py").write_text(MODEL_FILE)
+    db = tmp_path / "t.db"
+    root = Path(__file__).resolve().parents[1]
+    cmd = [sys.executable, "-m", "autofuse", "tune", str(tmp_path / "m.py"), "--db", str(db), "--no-progress",
+           "--top-k", "1", "--refine", "0"]
+    proc = subprocess.Popen(cmd + ["--trials", "400"], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def trials(state=None):
+        if not db.exists():
+            return 0
+        try:
+            con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+            q = "select count(*) from trials" + (f" where state = '{state}'" if state else "")
+            return con.execute(q).fetchone()[0]
+        except sqlite3.Error:
+            return 0
+    deadline = time.monotonic() + 120
+    while trials("COMPLETE") < 4 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "interrupted" in out and trials("RUNNING") == 0
+    con = sqlite3.connect(db)
+    assert con.execute("select count(*) from plans").fetchone()[0] == 1
+    assert con.execute("pragma integrity_check").fetchone()[0] == "ok"
+    con.close()
+    done = trials("COMPLETE")
+    again = subprocess.run(cmd + ["--trials", str(done + 3), "--resume"], cwd=root, capture_output=True, text=True,
+                           timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert trials("COMPLETE") >= done + 3 and trials("RUNNING") == 0
