@@ -476,3 +476,21 @@ def test_a_terminated_tune_keeps_its_work_and_leaves_no_trial_running(tmp_path):
                            timeout=300)
     assert again.returncode == 0, again.stderr[-2000:]
     assert trials("COMPLETE") >= done + 3 and trials("RUNNING") == 0
+
+
+@pytest.mark.parametrize("command", ["tune", "db import", "db prune"])
+def test_a_read_only_db_ends_writing_commands_in_one_line_untouched(command, tmp_path, capsys):
+    (tmp_path / "m.py").write_text(MODEL_FILE)
+    from tuning_db import TuningDB
+    with TuningDB.open(str(tmp_path / "other.db")) as other:   # an export with a row the DB lacks
+        other.put_graph("h" * 64, "another graph")
+        other.export_jsonl(tmp_path / "in.jsonl")
+    (tmp_path / "work").mkdir()
+    db = _valid_db(tmp_path / "work" / "ro.db")
+    before = db.read_bytes()
+    url = f"sqlite:///file:{db}?mode=ro&uri=true"
+    argv = COMMANDS[command](str(tmp_path / "m.py"), tmp_path)
+    argv = argv[:1] + ["--db", url] + argv[1:] if argv[0] == "db" else argv + ["--db", url]
+    rc, out, err = _run_cli(argv, capsys)
+    assert rc == 2 and len(err) == 1 and "readonly" in err[0], (out, err)
+    assert db.read_bytes() == before
