@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 import warnings
 from typing import Sequence
 
@@ -123,6 +124,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _terminated(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def cmd_tune(args: argparse.Namespace) -> int:
     import json
 
@@ -143,9 +148,16 @@ def cmd_tune(args: argparse.Namespace) -> int:
                             resume=args.resume, progress=not args.no_progress,
                             kernel=TunerSettings(top_k=args.top_k, explore=args.explore, seed=args.seed,
                                                  refine=TunerSettings().refine if args.refine is None else args.refine))
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="autofuse: running Triton kernels on the CPU")
-        result = tune(model, inputs, settings=settings)
+    import signal
+    main_thread = threading.current_thread() is threading.main_thread()
+    before = signal.signal(signal.SIGTERM, _terminated) if main_thread else None  # ends like Ctrl-C: trial FAIL, best kept
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="autofuse: running Triton kernels on the CPU")
+            result = tune(model, inputs, settings=settings)
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, before)
     print(result.report())
     if args.json:
         with open(args.json, "w") as f:

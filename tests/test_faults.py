@@ -433,3 +433,64 @@ def test_random_search_stress_never_raises():
             study.tell(trial, len(plan.kernels) + noise)   # a fake time: fewer kernels are faster
             total += 1
     assert total >= 500
+
+
+def test_a_terminated_tune_keeps_its_work_and_leaves_no_trial_running(tmp_path):
+    """SIGTERM during the search ends the tune like Ctrl-C (rc 130, best plan stored, its trial FAIL);
+    --resume then continues the same study to the requested trials."""
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+    (tmp_path / "m.py").write_text(MODEL_FILE)
+    db = tmp_path / "t.db"
+    root = Path(__file__).resolve().parents[1]
+    cmd = [sys.executable, "-m", "autofuse", "tune", str(tmp_path / "m.py"), "--db", str(db), "--no-progress",
+           "--top-k", "1", "--refine", "0"]
+    proc = subprocess.Popen(cmd + ["--trials", "400"], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def trials(state=None):
+        if not db.exists():
+            return 0
+        try:
+            con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+            q = "select count(*) from trials" + (f" where state = '{state}'" if state else "")
+            return con.execute(q).fetchone()[0]
+        except sqlite3.Error:
+            return 0
+    deadline = time.monotonic() + 120
+    while trials("COMPLETE") < 4 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "interrupted" in out and trials("RUNNING") == 0
+    con = sqlite3.connect(db)
+    assert con.execute("select count(*) from plans").fetchone()[0] == 1
+    assert con.execute("pragma integrity_check").fetchone()[0] == "ok"
+    con.close()
+    done = trials("COMPLETE")
+    again = subprocess.run(cmd + ["--trials", str(done + 3), "--resume"], cwd=root, capture_output=True, text=True,
+                           timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert trials("COMPLETE") >= done + 3 and trials("RUNNING") == 0
+
+
+@pytest.mark.parametrize("command", ["tune", "db import", "db prune"])
+def test_a_read_only_db_ends_writing_commands_in_one_line_untouched(command, tmp_path, capsys):
+    (tmp_path / "m.py").write_text(MODEL_FILE)
+    from tuning_db import TuningDB
+    with TuningDB.open(str(tmp_path / "other.db")) as other:   # an export with a row the DB lacks
+        other.put_graph("h" * 64, "another graph")
+        other.export_jsonl(tmp_path / "in.jsonl")
+    (tmp_path / "work").mkdir()
+    db = _valid_db(tmp_path / "work" / "ro.db")
+    before = db.read_bytes()
+    url = f"sqlite:///file:{db}?mode=ro&uri=true"
+    argv = COMMANDS[command](str(tmp_path / "m.py"), tmp_path)
+    argv = argv[:1] + ["--db", url] + argv[1:] if argv[0] == "db" else argv + ["--db", url]
+    rc, out, err = _run_cli(argv, capsys)
+    assert rc == 2 and len(err) == 1 and "readonly" in err[0], (out, err)
+    assert db.read_bytes() == before

@@ -19,7 +19,7 @@ from costmodel.train import RetrainOptions, retrain
 from tests.test_costmodel import DATA, _db, dataset, dataset_db  # noqa: F401 - the cost-model fixtures
 from tuning_db import TuningDB
 
-FAST = RetrainOptions(estimator="et", compile=False)
+FAST = RetrainOptions(estimator="et", compile=False, ranker=False)  # a fit in a fraction of a second
 DEV = H200["name"]
 
 
@@ -40,19 +40,20 @@ def _ship(model: CostModel, device: str = DEV) -> None:
 
 def test_a_worse_model_is_not_put_in_use_over_the_shipped_one(tmp_path, dataset, shipped_dir):
     """30 measurements of 3 graphs train a poor model; the shipped one (trained on all graphs) stays."""
-    shipped = fit(dataset, "et", compile=False)
+    shipped = fit(dataset, "et", compile=False, ranker=False)
     _ship(shipped)
     graphs = sorted({r["features"]["graph"] for r in dataset})[:3]
     few = [r for r in dataset if r["features"]["graph"] in graphs][:30]
     with _db(tmp_path, rows=few) as db:
-        r = retrain(db, options=RetrainOptions(estimator="et", compile=False, test_fraction=0.34))
+        r = retrain(db, options=RetrainOptions(estimator="et", compile=False, test_fraction=0.34, ranker=False))
         assert not r.stored and r.current is not None and "the shipped" in r.current_version
         assert r.message.startswith("kept the current model") or "kept the current model" in r.message
         assert "pairwise accuracy" in r.message or "log-time error" in r.message
         assert db.latest_cost_model(DEV) is None
         used = resolve_predictor(db, DEV)
         assert isinstance(used, LearnedPredictor) and used.model.version == shipped.version
-        forced = retrain(db, force=True, options=RetrainOptions(estimator="et", compile=False, test_fraction=0.34))
+        forced = retrain(db, force=True, options=RetrainOptions(estimator="et", compile=False, test_fraction=0.34,
+                                                                ranker=False))
         assert forced.stored and "forced" in forced.message
         assert resolve_predictor(db, DEV).model.version == forced.model.version
 
@@ -70,7 +71,8 @@ def test_a_better_model_replaces_the_shipped_one_and_says_why(tmp_path, dataset,
 
 def test_retrain_from_export_imports_trains_and_ships(tmp_path, shipped_dir, capsys):
     db = tmp_path / "r.db"
-    argv = ["retrain", "--from-export", str(DATA), str(DATA), "--db", str(db), "--estimator", "et", "--no-compile"]
+    argv = ["retrain", "--from-export", str(DATA), str(DATA), "--db", str(db), "--estimator", "et", "--no-compile",
+            "--no-ranker"]
     assert costmodel_main(argv + ["--ship"]) == 0
     out = capsys.readouterr().out
     assert "imported" in out and "pairwise accuracy" in out and "stored" in out and "shipped" in out
@@ -97,9 +99,11 @@ def test_the_shipped_model_records_the_products_command():
 # --- model files ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("estimator", ["hgb", "gbr", "rf", "et"])
-def test_every_estimator_round_trips_with_identical_predictions(estimator, dataset):
+def test_every_estimator_round_trips_with_identical_predictions(estimator, dataset, monkeypatch):
     from costmodel.features import feature_matrix
-    rows = dataset[:400] if estimator in ("gbr", "rf") else dataset
+    from costmodel.rank import RANKER_PARAMS
+    monkeypatch.setitem(RANKER_PARAMS, "max_iter", 40)   # a small pair classifier: the same code, quicker
+    rows = dataset[:300]
     model = fit(rows, estimator, compile=False, ranker=estimator == "hgb")
     again = CostModel.from_bytes(model.to_bytes())
     assert again == model and isinstance(again.estimator, model_file.LoadedEstimator)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 import torch
+from tuning_db import DBError
 
 from ..measure.timing import Benchmarker, Timing, copy_bandwidth
 from ..measure.verify import compare
@@ -112,6 +113,8 @@ def tune(model: Callable[..., Any], example_inputs: Sequence[Any], *, settings: 
         except KeyboardInterrupt:
             interrupted = True
             break
+        except DBError:
+            raise  # the DB cannot take the results: no other graph can be tuned into it either
         except Exception as e:  # noqa: BLE001 - one graph's failure keeps the other graphs' plans
             errors.append(f"graph {label} {i + 1}/{len(distinct)}: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")
             continue
