@@ -65,7 +65,8 @@ def looped_plan(fn, args, **config):
 def check_both(fn, args, **kw):
     """Persistent (the default for these sizes on the CPU) and looped over 64-element chunks."""
     infos = check(fn, args, **kw)
-    assert all(k.config.persistent for k in infos if k.kind == "scan")
+    if all(a.device.type == "cpu" for a in args if isinstance(a, torch.Tensor)):  # the GPU's defaults differ
+        assert all(k.config.persistent for k in infos if k.kind == "scan")
     looped = check(fn, args, plan=looped_plan(fn, args), **kw)
     assert all(not k.config.persistent and k.config.RBLOCK == 64 for k in looped if k.kind == "scan")
     assert all("carry_" in k.source for k in looped if k.kind == "scan")
@@ -170,8 +171,9 @@ def test_half_precision_accumulates_in_f32(dtype):
     infos = check(lambda x: x.cumsum(-1), [x], kernels=1)
     assert "tl.float32" in infos[0].source and "tl.associative_scan" in infos[0].source
     # against an f32 reference rounded once: eager's CPU half cumsum rounds the same way
-    ref = x.float().cumsum(-1).to(dtype)
-    assert torch.equal(ref, x.cumsum(-1)) or torch.allclose(ref.float(), x.cumsum(-1).float(), rtol=1e-2)
+    if x.device.type == "cpu":
+        ref = x.float().cumsum(-1).to(dtype)
+        assert torch.equal(ref, x.cumsum(-1)) or torch.allclose(ref.float(), x.cumsum(-1).float(), rtol=1e-2)
     check(lambda x: torch.logcumsumexp(x, -1) + 1, [rand((4, 300), dtype)], kernels=1)
 
 
