@@ -101,12 +101,42 @@ def table(results: dict[str, Any], pretrained: Path = PRETRAINED) -> str:
     return "\n".join(lines) + "\n"
 
 
-def update(text: str, block: str) -> str:
+def update(text: str, block: str, start_marker: str = START, end_marker: str = END) -> str:
     """`text` with what lies between the markers replaced by `block`."""
-    start, end = text.find(START), text.find(END)
+    start, end = text.find(start_marker), text.find(end_marker)
     if start < 0 or end < start:
-        raise ValueError(f"no {START} ... {END} block")
-    return text[:start + len(START)] + "\n" + block + text[end:]
+        raise ValueError(f"no {start_marker} ... {end_marker} block")
+    return text[:start + len(start_marker)] + "\n" + block + text[end:]
+
+
+# The model benchmark's and the corpus's tables, copied from the markdown their tools wrote for the
+# latest committed run (`benchmarks/results/<date>-<machine>-models|corpus/results.md`).
+EXTRA_BLOCKS = {"models": "models-table", "corpus": "corpus-table"}
+
+
+def latest_results_md(what: str, root: Path = ROOT) -> Path:
+    runs = sorted((root / "benchmarks" / "results").glob(f"*-{what}/results.md"))
+    if not runs:
+        raise FileNotFoundError(f"no benchmarks/results/*-{what}/results.md")
+    return runs[-1]
+
+
+def extra_block(what: str, root: Path = ROOT) -> str:
+    """The first two lines (device, command) and the first table of the run's results.md, with the
+    folder it came from; for the corpus, the run's summary lines before that table too."""
+    path = latest_results_md(what, root)
+    lines = path.read_text().splitlines()
+    head = lines[:2]
+    first = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    end = next((i for i in range(first, len(lines)) if not lines[i].startswith("|")), len(lines))
+    notes = [line for line in lines[2:first] if line.strip() and not line.startswith("Command")] if what == "corpus" else []
+    rel = path.parent.relative_to(root)
+    out = head + [""] + notes + ([""] if notes else []) + lines[first:end] + ["", f"(`{rel}/`)"]
+    return "\n".join(out) + "\n"
+
+
+def markers(name: str) -> tuple[str, str]:
+    return f"<!-- {name}:start -->", f"<!-- {name}:end -->"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -117,7 +147,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     block = table(json.loads(Path(a.results or latest_suite_results()).read_text()))
     if a.update:
         path = Path(a.update)
-        path.write_text(update(path.read_text(), block))
+        text = update(path.read_text(), block)
+        for what, name in EXTRA_BLOCKS.items():
+            if markers(name)[0] in text:
+                text = update(text, extra_block(what), *markers(name))
+        path.write_text(text)
     else:
         print(block, end="")
     return 0

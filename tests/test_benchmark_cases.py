@@ -92,3 +92,16 @@ def test_readme_performance_block_is_generated_from_the_latest_suite_run():
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     block = readme[readme.index(START) + len(START) + 1:readme.index(END)]
     assert block == table(json.loads(latest_suite_results().read_text()))
+
+
+def test_readme_model_and_corpus_blocks_are_the_latest_runs():
+    """The README's real-model and corpus tables are the latest committed runs' (regenerate with
+    `python -m benchmarks.readme_table --update README.md`)."""
+    from pathlib import Path
+
+    from benchmarks.readme_table import EXTRA_BLOCKS, extra_block, markers
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    for what, name in EXTRA_BLOCKS.items():
+        start, end = markers(name)
+        block = readme[readme.index(start) + len(start) + 1:readme.index(end)]
+        assert block == extra_block(what), what
