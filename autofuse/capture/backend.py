@@ -76,27 +76,11 @@ class CompiledGraph:
         return prog
 
     def _compile(self, args: Sequence[Any]) -> Any:
-        from ..compiler import compile_graph
-        from ..plan.plan import PlanError
-        options = self.options
-        if options.tuner is not None:
-            plan = options.tuner(self.gm, args, self.label)
-            return compile_graph(self.gm, args, options.with_(tuner=None, **({"plan": plan} if plan else {})))
-        if options.plan is None and options.use_db:
-            from ..runtime.reuse import stored_plan
-            plan, lookup = stored_plan(self.gm, args, options)
+        from ..driver import build
+        artifacts, lookup = build(self.gm, args, self.label, self.options)
+        if lookup is not None:
             self.lookups.append(lookup)
-            if plan is None and options.on_miss == "tune" and not lookup.detail.startswith("tuning DB not usable"):
-                plan = _tune_on_miss(self.gm, args, self.label, options)
-            if plan is not None:
-                try:
-                    artifacts = compile_graph(self.gm, args, options.with_(plan=plan))
-                    artifacts.source = "tuning DB"
-                    return artifacts
-                except PlanError as e:
-                    warnings.warn(f"autofuse: the stored plan for graph {lookup.graph_hash} is not legal here ({e}); "
-                                  "using the default plan")
-        return compile_graph(self.gm, args, options)
+        return artifacts
 
     def __call__(self, *call_args: Any) -> list:
         # boxed (one list of inputs, AOTAutograd's convention) or plain positional inputs
@@ -135,16 +119,6 @@ def _static_placeholders(gm: torch.fx.GraphModule) -> bool:
         if isinstance(v, torch.Tensor) and any(isinstance(d, torch.SymInt) for d in (*v.shape, *v.stride())):
             return False
     return True
-
-
-def _tune_on_miss(gm: torch.fx.GraphModule, args: Sequence[Any], label: str, options: CompileOptions) -> Any:
-    """on_miss="tune": search this graph now (default settings), store and use the winner."""
-    from ..runtime.reuse import open_db
-    from ..search.graph_tuner import GraphTuner, TuneSettings
-    settings = TuneSettings(db=options.db, heuristics=options.heuristics, progress=options.verbose,
-                            compare_torch_compile=False)
-    result = GraphTuner(open_db(options.db), settings).run(gm, args, label)
-    return result.plan
 
 
 class _EagerProgram:

@@ -1,0 +1,48 @@
+"""The driver: which plan a captured graph is built from, then its compiled program.
+
+Note: capture hands each ATen graph and its inputs here; the driver decides where the plan comes
+from — a search (`options.tuner`), a plan given by the caller, the tuning DB (with `on_miss`
+deciding what a miss does), or the strategy — and compiles the graph with it. A stored plan that
+is not legal for this graph is rejected with a warning and the default plan is used instead.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Any, Sequence
+
+import torch.fx
+
+from .compiler import CompiledArtifacts, compile_graph
+from .options import CompileOptions
+from .plan.plan import PlanError
+from .runtime.reuse import Lookup, open_db, stored_plan
+
+
+def build(gm: torch.fx.GraphModule, args: Sequence[Any], label: str,
+          options: CompileOptions) -> tuple[CompiledArtifacts, Lookup | None]:
+    """The graph compiled from the plan it gets, and the tuning-DB lookup made for it (if any)."""
+    if options.tuner is not None:
+        plan = options.tuner(gm, args, label)
+        return compile_graph(gm, args, options.with_(tuner=None, **({"plan": plan} if plan else {}))), None
+    if options.plan is not None or not options.use_db:
+        return compile_graph(gm, args, options), None
+    plan, lookup = stored_plan(gm, args, options)
+    if plan is None and options.on_miss == "tune" and not lookup.detail.startswith("tuning DB not usable"):
+        plan = tune_on_miss(gm, args, label, options)
+    if plan is not None:
+        try:
+            artifacts = compile_graph(gm, args, options.with_(plan=plan))
+            artifacts.source = "tuning DB"
+            return artifacts, lookup
+        except PlanError as e:
+            warnings.warn(f"autofuse: the stored plan for graph {lookup.graph_hash} is not legal here ({e}); "
+                          "using the default plan")
+    return compile_graph(gm, args, options), lookup
+
+
+def tune_on_miss(gm: torch.fx.GraphModule, args: Sequence[Any], label: str, options: CompileOptions) -> Any:
+    """on_miss="tune": search this graph now (default settings), store and use the winner."""
+    from .search.graph_tuner import GraphTuner, TuneSettings
+    settings = TuneSettings(db=options.db, heuristics=options.heuristics, progress=options.verbose,
+                            compare_torch_compile=False)
+    return GraphTuner(open_db(options.db), settings).run(gm, args, label).plan
