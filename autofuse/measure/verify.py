@@ -1,7 +1,7 @@
 """Compare a candidate's outputs with the reference (eager, or a kernel's default config)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -14,13 +14,15 @@ TOLERANCES = {
 }
 
 
-def compare(actual: Any, expected: Any, where: str = "output") -> str | None:
-    """None when equal within the dtype's tolerance, else a one-line reason."""
+def compare(actual: Any, expected: Any, where: str = "output",
+            tolerance: Callable[[torch.dtype], tuple[float, float]] | None = None) -> str | None:
+    """None when equal within the dtype's tolerance (`tolerance(dtype)` -> (rtol, atol), default
+    TOLERANCES), else a one-line reason."""
     if isinstance(expected, (list, tuple)):
         if not isinstance(actual, (list, tuple)) or len(actual) != len(expected):
             return f"{where}: {len(expected)} values expected"
         for i, (a, e) in enumerate(zip(actual, expected)):
-            why = compare(a, e, f"{where}[{i}]")
+            why = compare(a, e, f"{where}[{i}]", tolerance)
             if why:
                 return why
         return None
@@ -30,7 +32,7 @@ def compare(actual: Any, expected: Any, where: str = "output") -> str | None:
         return f"{where}: got {type(actual).__name__}, expected a tensor"
     if actual.shape != expected.shape or actual.dtype != expected.dtype:
         return f"{where}: {tuple(actual.shape)} {actual.dtype} != {tuple(expected.shape)} {expected.dtype}"
-    rtol, atol = TOLERANCES.get(expected.dtype, (0.0, 0.0))
+    rtol, atol = tolerance(expected.dtype) if tolerance else TOLERANCES.get(expected.dtype, (0.0, 0.0))
     a, e = actual.detach(), expected.detach()
     if a.device != e.device:
         a = a.to(e.device)
