@@ -212,6 +212,31 @@ class GraphLowering:
             return self.realize(value, fake_out if isinstance(fake_out, torch.Tensor) else None)
         return value
 
+    def _realize_output(self, value: Pointwise, like: Any) -> Buffer | ReinterpretView:
+        """A graph output in eager's strides. When those are a permutation of a contiguous layout
+        (an element-wise result over a transposed input keeps the input's strides), the kernel
+        iterates in that memory order — its stores, and the loads of inputs laid out alike, are
+        contiguous — and the output is a strided view of the buffer it fills."""
+        size = tuple(value.size)
+        if not (isinstance(like, torch.Tensor) and tuple(like.shape) == size and is_dense(size, like.stride())):
+            return self.realize(value, like)
+        stride = tuple(int(s) for s in like.stride())
+        perm = tuple(sorted(range(len(size)), key=lambda d: (-stride[d], d)))
+        if all(stride[d] == s or size[d] == 1 for d, s in zip(range(len(size)), contiguous_strides(size))) \
+                or perm == tuple(range(len(size))):
+            return self.realize(value, like)
+        load = value.inner_fn
+
+        def inner(ops, idx):
+            src = [None] * len(size)
+            for k, d in enumerate(perm):
+                src[d] = idx[k]
+            return load(ops, src)
+
+        psize = tuple(size[d] for d in perm)
+        stored = self.realize(Pointwise(value.device, value.dtype, psize, inner, value.origins))
+        return ReinterpretView(stored, Layout(value.device, value.dtype, size, stride))
+
     def _lower_output(self, node: torch.fx.Node) -> None:
         outs = node.args[0]
         flat = outs if isinstance(outs, (list, tuple)) else [outs]
@@ -219,7 +244,7 @@ class GraphLowering:
             v = self.env[o] if isinstance(o, torch.fx.Node) else o
             fake = self.fake_env[o] if isinstance(o, torch.fx.Node) else None
             if isinstance(v, Pointwise):
-                v = self.realize(v, fake)
+                v = self._realize_output(v, fake)
             elif isinstance(v, ExternBuffer) and _strides_differ(v.layout, fake):
                 # an extern kernel ran in another layout (a channels-last convolution): the graph
                 # returns eager's strides
