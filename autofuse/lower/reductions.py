@@ -27,11 +27,30 @@ def _dims(x: Any, dims: Any) -> list[int]:
     return sorted({norm_dim(d, n) for d in dims})
 
 
+ORDER_FREE = frozenset({"sum", "prod", "max", "min", "any", "all"})
+
+
+def _memory_order(g: Any, in_size: tuple[int, ...], dims: list[int], rtype: str) -> list[int]:
+    """The reduced dims in the memory order of the reduction's input (as eager lays it out), so the
+    innermost r variable walks contiguous memory: a sum over a transposed tensor then reads it
+    row by row. Only for reductions whose result does not depend on the order they visit."""
+    if len(dims) < 2 or rtype not in ORDER_FREE:
+        return dims
+    try:
+        fake = g.fake_arg(0)
+    except (AttributeError, IndexError):
+        return dims
+    if not isinstance(fake, torch.Tensor) or tuple(fake.shape) != in_size:
+        return dims
+    stride = fake.stride()
+    return sorted(dims, key=lambda d: (-stride[d] if in_size[d] != 1 else 0, d))
+
+
 def reduce(g: Any, x: Any, dims: Sequence[int], keepdim: bool, rtype: str, acc_dtype: torch.dtype,
            map_fn: Callable[..., Any] | None = None, out_dtype: torch.dtype | None = None) -> Any:
     """A realized reduction of x over dims (stored as acc/out dtype), viewed with or without keepdim."""
     in_size = tuple(x.size)
-    dims = list(dims)
+    dims = _memory_order(g, in_size, list(dims), rtype)
     kept = [k for k in range(len(in_size)) if k not in dims]
     rsize = tuple(in_size[d] for d in dims)
     out_size = tuple(1 if k in dims else s for k, s in enumerate(in_size)) if keepdim else tuple(in_size[k] for k in kept)
