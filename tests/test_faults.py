@@ -494,3 +494,16 @@ def test_a_read_only_db_ends_writing_commands_in_one_line_untouched(command, tmp
     rc, out, err = _run_cli(argv, capsys)
     assert rc == 2 and len(err) == 1 and "readonly" in err[0], (out, err)
     assert db.read_bytes() == before
+
+
+def test_a_tune_leaves_optuna_logging_as_it_was(tmp_path):
+    """The search quiets Optuna's per-trial lines only while it runs."""
+    import optuna
+
+    import autofuse
+    optuna.logging.set_verbosity(optuna.logging.INFO)
+    try:
+        autofuse.tune(lambda x: torch.softmax(x, -1), [torch.randn(4, 24)], trials=3, db=str(tmp_path / "q.db"))
+        assert optuna.logging.get_verbosity() == optuna.logging.INFO
+    finally:
+        optuna.logging.set_verbosity(optuna.logging.WARNING)

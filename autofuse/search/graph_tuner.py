@@ -27,7 +27,7 @@ from .evaluate import PlanEvaluator, runner_up_plans
 from .finalists import CONFIRM_MIN_ROUNDS, Finalist, needs_confirmation, pick, time_rounds, verify
 from .kernels import KernelTuner, TunerSettings, device_traits
 from .progress import Progress
-from .study import SpaceCache, enqueue_baselines, fail_stale_trials, open_study, study_name, worker_id
+from .study import SpaceCache, enqueue_baselines, fail_stale_trials, open_study, quiet_optuna, study_name, worker_id
 
 BASELINES = ("inductor", "tvm", "none")
 
@@ -94,6 +94,10 @@ class GraphTuner:
         self.db, self.settings, self.benchmarker, self.copy_bw = db, settings, benchmarker, copy_bw
 
     def run(self, gm: torch.fx.GraphModule, args: Sequence[Any], label: str, deadline: float | None = None) -> GraphResult:
+        with quiet_optuna():
+            return self._run(gm, args, label, deadline)
+
+    def _run(self, gm: torch.fx.GraphModule, args: Sequence[Any], label: str, deadline: float | None = None) -> GraphResult:
         s = self.settings
         args = list(args)
         key, dev, versions = graph_hash(gm, args), device_key(args), Versions.current()

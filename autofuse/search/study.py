@@ -14,8 +14,9 @@ import random
 import socket
 import time
 import warnings
+from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import torch
 
@@ -71,10 +72,21 @@ def study_name(graph_hash: str, device: str) -> str:
     return f"autofuse:{graph_hash}:{device}"
 
 
+@contextmanager
+def quiet_optuna() -> Iterator[None]:
+    """Optuna's per-trial INFO lines off while a search runs; the user's setting comes back after."""
+    import optuna
+    before = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        yield
+    finally:
+        optuna.logging.set_verbosity(before)
+
+
 def open_study(storage_url: str, name: str, seed: int, resume: bool) -> Any:
     """Create (or with resume, continue) the graph's study; without resume an old study is replaced."""
     import optuna
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
     kwargs = {"engine_kwargs": {"connect_args": {"timeout": 60}}} if storage_url.startswith("sqlite") else {}
     storage = _rdb_storage(storage_url, kwargs)
     if not resume:
