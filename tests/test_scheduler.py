@@ -40,7 +40,7 @@ def test_cycle_through_fallback_is_illegal():
 def test_vertical_read_at_another_index_is_illegal():
     def fn(x):
         a = x * 2
-        return a, a.t() + 1
+        return a, (a.t() + 1).contiguous()
     # realize every multi-use value, so the transposed read goes through memory
     graph, groups, _ = _groups(fn, [rand((9, 9))], Heuristics(realize_opcount_threshold=0))
     pw = _by_kind(graph, "pointwise")

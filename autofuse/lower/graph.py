@@ -243,8 +243,10 @@ class GraphLowering:
         for o in flat:
             v = self.env[o] if isinstance(o, torch.fx.Node) else o
             fake = self.fake_env[o] if isinstance(o, torch.fx.Node) else None
-            if isinstance(v, Pointwise):
-                v = self._realize_output(v, fake)
+            if isinstance(v, Pointwise) and isinstance(o, torch.fx.Node) and len(o.users) == 1:
+                v = self._realize_output(v, fake)  # read by nothing else: free to pick its loop order
+            elif isinstance(v, Pointwise):
+                v = self.realize(v, fake)
             elif isinstance(v, ExternBuffer) and _strides_differ(v.layout, fake):
                 # an extern kernel ran in another layout (a channels-last convolution): the graph
                 # returns eager's strides
