@@ -115,6 +115,7 @@ def test_db_contents_and_measured_once(tmp_path, device):
     fb2 = FakeBenchmarker(planted_cost)
     res2 = autofuse.tune(seed_fn, args, settings=settings(db_path, trials=8), benchmarker=fb2)
     assert kernel_calls(fb2) == [] and res2.graphs[0].new_measurements == 0
+    assert res2.graphs[0].reused_measurements > 0 and "reused from the DB" in res2.report()
     assert sorted(sorted(k.nodes) for k in res2.graphs[0].plan.kernels) == [["mean", "output"], ["relu"]]
 
 
@@ -624,3 +625,19 @@ def test_a_learned_ranking_considers_more_configs(tmp_path, monkeypatch, inner, 
     st = replace(st, kernel=replace(st.kernel, max_candidates=setting))
     autofuse.tune(seed_fn, seed_args("cpu"), settings=st, benchmarker=FakeBenchmarker(planted_cost))
     assert seen and set(seen) == {want}
+
+
+def test_repeated_layers_are_tuned_once(tmp_path, device):
+    """Identical kernels (a model's repeated layers) take the config chosen for the first one; the
+    report says how many."""
+    def layers(x, w):
+        for _ in range(4):
+            x = torch.relu(x * w + 1.0) - x.mean(-1, keepdim=True)
+        return x
+
+    args = (rand((24, 40), device=device), rand((40,), device=device))
+    fb = FakeBenchmarker(planted_cost)
+    res = autofuse.tune(layers, args, settings=settings(tmp_path / "r.db", trials=4), benchmarker=fb)
+    g = res.graphs[0]
+    assert g.reused_choices > 0 and f"{g.reused_choices} kernels tuned once for identical ones" in res.report()
+    assert res.to_json()["graphs"][0]["reused_choices"] == g.reused_choices

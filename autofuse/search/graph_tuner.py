@@ -74,6 +74,8 @@ class GraphResult:
     failures: list[tuple[str, str]] = field(default_factory=list)
     interrupted: bool = False
     stored_id: int | None = None
+    reused_measurements: int = 0  # kernel variants timed by an earlier tune (the DB's measurements)
+    reused_choices: int = 0       # kernels of this graph that repeat one tuned before (repeated layers)
 
 
 def default_benchmarker(args: Sequence[Any], predictor: Any) -> Benchmarker:
@@ -193,7 +195,8 @@ class GraphTuner:
                 plan_schema=versions.plan_schema, plan_json=winner.plan.dumps(), time_us=winner.median_us,
                 baselines=baseline_times, source=source))
         return GraphResult(label, key, dev, winner.plan, source, why, rows, nbytes(args) + nbytes(expected),
-                           state["done"], tuner.new_measurements, failures, interrupted, stored)
+                           state["done"], tuner.new_measurements, failures, interrupted, stored,
+                           tuner.reused_measurements, tuner.reused_choices)
 
     def _finalists(self, study: Any, evaluator: PlanEvaluator, baselines: dict[str, Finalist]) -> list[Finalist]:
         """The best distinct completed trials (from every worker of the study), with their kernel records."""

@@ -303,6 +303,8 @@ class KernelTuner:
         self.on_measure = on_measure
         self.rng = random.Random(settings.seed)
         self.new_measurements = 0
+        self.reused_measurements = 0  # variants whose time the tuning DB already held
+        self.reused_choices = 0       # kernels that took the config chosen for an identical kernel
 
     def tune(self, builder: Any, gi: int, launch: Any, info: Any, env: list) -> KernelChoice:
         """Best config of group gi's kernel; leaves env as the default config's launch left it."""
@@ -316,6 +318,7 @@ class KernelTuner:
         ckey = (gkey, legal_options(group))
         if ckey in self.choices:
             launch.run(env)
+            self.reused_choices += 1
             return self.choices[ckey]
         default_rec["group"] = gkey
         configs = candidate_configs(group, info.config, self.interpret, limit=candidate_limit(self.settings, self.predictor))
@@ -434,6 +437,7 @@ class KernelTuner:
         if self.bench.measures and self.db is not None:
             got = self.db.get_measurement(key, self.device)
             if got is not None:
+                self.reused_measurements += 1
                 st = got["stats"]
                 med = st.get("median_us")
                 return (math.inf if med is None else float(med), float(st.get("p90_us", 0) or 0) - float(st.get("p10_us", 0) or 0),

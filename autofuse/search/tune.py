@@ -36,7 +36,8 @@ class TuneResult:
         return {"copy_bw": self.copy_bw, "measured": self.measured, "interrupted": self.interrupted, "db": self.db_url,
                 "graphs": [{"label": g.label, "graph_hash": g.graph_hash, "device": g.device, "source": g.source,
                             "why": g.why, "min_bytes": g.min_bytes, "trials": g.trials,
-                            "new_measurements": g.new_measurements, "failures": g.failures[:50],
+                            "new_measurements": g.new_measurements, "reused_measurements": g.reused_measurements,
+                            "reused_choices": g.reused_choices, "failures": g.failures[:50],
                             "plan": g.plan.to_json(), "rows": [row(r) for r in g.rows]} for g in self.graphs],
                 "model": [row(r) for r in self.model_rows], "errors": self.errors}
 
@@ -48,7 +49,9 @@ class TuneResult:
                        "no model is trained) and stored as *predicted*, for this device only.")
         for g in self.graphs:
             title = (f"graph {g.label} {g.graph_hash[:12]} on {g.device}: {g.trials} trials, "
-                     f"{g.new_measurements} kernels measured, {g.min_bytes / 2**20:.1f} MiB minimum — {g.why}")
+                     f"{g.new_measurements} kernel variants measured, {g.reused_measurements} reused from the DB, "
+                     f"{g.reused_choices} kernels tuned once for identical ones, "
+                     f"{g.min_bytes / 2**20:.1f} MiB minimum — {g.why}")
             out.append(table(title, g.rows, g.min_bytes, self.copy_bw))
             if g.failures:
                 out.append(f"  {len(g.failures)} failures (scored infinity), first: " +
