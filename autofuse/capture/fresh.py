@@ -1,0 +1,36 @@
+"""A torch.compile wrapper whose Dynamo cache entries are its own.
+
+Note: explain and tune must see every graph of a model each time they are called, but Dynamo keeps
+compiled code per code object, and `torch._dynamo.reset()` would drop the user's other compiled
+functions too. `isolate_recompiles=True` gives one compile call its own cache region: it compiles
+afresh, does not count against the recompile limit of other regions, and leaves them alone. On a
+torch without that option, the model is called through a function with a new code object, so the
+outermost frame starts with an empty cache.
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable
+
+import torch
+
+
+def supports_isolation() -> bool:
+    """Whether this torch's torch.compile takes isolate_recompiles."""
+    return "isolate_recompiles" in inspect.signature(torch.compile).parameters
+
+
+def compile_fresh(model: Callable[..., Any], backend: Any, *, isolate: bool | None = None,
+                  **kw: Any) -> Callable[..., Any]:
+    """torch.compile(model, backend=backend, **kw), traced afresh and without touching other
+    compiled functions' caches (isolate=None: use Dynamo's isolation when this torch has it)."""
+    if isolate is None:
+        isolate = supports_isolation()
+    if isolate:
+        return torch.compile(model, backend=backend, isolate_recompiles=True, **kw)
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return model(*args, **kwargs)
+
+    call.__code__ = call.__code__.replace()  # a new code object: its cache line starts empty
+    return torch.compile(call, backend=backend, **kw)

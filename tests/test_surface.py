@@ -1,0 +1,89 @@
+"""The user's surface: explain and tune leave the user's compiled functions alone, machine-readable
+output of `db list/show` and of explain, and the tune progress line."""
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+import torch
+
+import autofuse
+from autofuse.capture.fresh import compile_fresh, supports_isolation
+from autofuse.measure.timing import FakeBenchmarker
+from autofuse.search.graph_tuner import TuneSettings
+from autofuse.search.kernels import TunerSettings
+from tests.helpers import rand
+
+
+def scaled_softmax(x):
+    return torch.softmax(x * 0.5, -1)
+
+
+def with_graph_break(x):
+    y = torch.sin(x) * 2
+    print("", end="")  # Dynamo splits the function here
+    return y.cos() + 1
+
+
+class CountingBackend:
+    """A Dynamo backend that counts the graphs it compiles and runs them as they are."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list) -> object:
+        self.calls += 1
+        return gm.forward
+
+
+def user_function(x):
+    return torch.tanh(x) + x
+
+
+def fake_settings(db, **kw):
+    return TuneSettings(db=str(db), progress=False, compare_torch_compile=False, finalists=2, runner_ups=0,
+                        rounds=1, kernel=TunerSettings(top_k=1, explore=0.0, refine=0), **kw)
+
+
+@pytest.mark.parametrize("isolate", [True, False] if supports_isolation() else [False])
+def test_compile_fresh_traces_each_time_and_keeps_other_caches(isolate):
+    user = CountingBackend()
+    compiled_user = torch.compile(with_graph_break, backend=user)
+    x = rand((7, 5))
+    torch.testing.assert_close(compiled_user(x), with_graph_break(x))
+    assert user.calls == 2
+    for _ in range(3):
+        mine = CountingBackend()
+        torch.testing.assert_close(compile_fresh(with_graph_break, mine, isolate=isolate)(x), with_graph_break(x))
+        assert mine.calls >= 1
+    compiled_user(x)
+    assert user.calls == 2  # the user's compiled code is still cached
+
+
+def test_explain_ten_times_in_a_row_sees_every_graph():
+    x = rand((9, 33))
+    for _ in range(10):
+        report = autofuse.explain(scaled_softmax, [x], strategy="inductor")
+        assert report.graphs == 1 and report.kernels and not report.eager_graphs
+
+
+def test_explain_sees_both_sides_of_a_graph_break_each_call():
+    x = rand((13,))
+    for _ in range(3):
+        report = autofuse.explain(with_graph_break, [x], strategy="inductor")
+        assert report.graphs == 2 and all(o.compiled for o in report.outcomes)
+
+
+def test_explain_and_tune_keep_the_users_compiled_code(tmp_path):
+    user = CountingBackend()
+    f = torch.compile(user_function, backend=user)
+    x = rand((6, 10))
+    torch.testing.assert_close(f(x), user_function(x))
+    assert user.calls == 1
+    autofuse.explain(scaled_softmax, [rand((8, 32))], strategy="inductor")
+    res = autofuse.tune(scaled_softmax, [rand((8, 32))], settings=fake_settings(tmp_path / "t.db", trials=2),
+                        benchmarker=FakeBenchmarker(lambda rec: 10.0))
+    assert res.graphs and not res.errors
+    torch.testing.assert_close(f(x), user_function(x))
+    assert user.calls == 1  # no recompile: its cache entry survived explain and tune
