@@ -87,3 +87,38 @@ def test_explain_and_tune_keep_the_users_compiled_code(tmp_path):
     assert res.graphs and not res.errors
     torch.testing.assert_close(f(x), user_function(x))
     assert user.calls == 1  # no recompile: its cache entry survived explain and tune
+
+
+def _db_cli(argv: list[str]) -> int:
+    import argparse
+
+    from tuning_db.cli import register
+    p = argparse.ArgumentParser(prog="autofuse")
+    register(p.add_subparsers(dest="command", required=True))
+    args = p.parse_args(argv)
+    return args.func(args)
+
+
+def test_db_list_and_show_json(tmp_path, capsys):
+    from tests.test_tuning_db import G1, G2, populate
+    from tuning_db import TuningDB
+    url = f"sqlite:///{tmp_path / 't.db'}"
+    assert _db_cli(["db", "--db", url, "list", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"db": url, "graphs": []}
+    with TuningDB.open(url) as db:
+        populate(db)
+    assert _db_cli(["db", "--db", url, "list", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    by_hash = {g["hash"]: g for g in listed["graphs"]}
+    assert set(by_hash) == {G1, G2} and listed["db"] == url
+    assert by_hash[G1]["plans"] == 2 and by_hash[G1]["description"] == "layernorm bf16 4096x4096"
+    assert by_hash[G2]["plans"] == 1 and by_hash[G2]["created"].endswith("+00:00")
+    assert _db_cli(["db", "--db", url, "show", G1[:6], "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["hash"] == G1 and len(shown["plans"]) == 2
+    picked = [p for p in shown["plans"] if p["picked"]]
+    assert len(picked) == 1 and picked[0]["source"] == "tuned" and picked[0]["measured"]  # as the table's *
+    predicted = next(p for p in shown["plans"] if p["source"] == "predicted")
+    assert predicted["time_us"] == 3.0 and not predicted["measured"] and not predicted["picked"]
+    assert all(p["plan"] == {"groups": [[0, 1]]} and p["baselines"] == {"inductor": 12.5, "none": 30.0}
+               and p["created"].endswith("+00:00") for p in shown["plans"])
