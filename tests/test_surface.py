@@ -122,3 +122,41 @@ def test_db_list_and_show_json(tmp_path, capsys):
     assert predicted["time_us"] == 3.0 and not predicted["measured"] and not predicted["picked"]
     assert all(p["plan"] == {"groups": [[0, 1]]} and p["baselines"] == {"inductor": 12.5, "none": 30.0}
                and p["created"].endswith("+00:00") for p in shown["plans"])
+
+
+def test_explain_json_holds_kernel_and_wrapper_sources():
+    x = rand((13, 7))
+    report = autofuse.explain(with_graph_break, [x], strategy="inductor")
+    data = json.loads(report.to_json())
+    assert [o["compiled"] for o in data["graph_outcomes"]] == [True, True]
+    assert all(isinstance(o["wrapper_source"], str) for o in data["graph_outcomes"])
+    assert [o["wrapper_source"] for o in data["graph_outcomes"]] == report.wrapper_sources
+    assert {k["graph"] for k in data["kernels"]} == {0, 1}
+    for k, info in zip(data["kernels"], report.kernels):
+        assert k["source"] == info.source
+        if k["kind"] != "fallback":
+            assert "@triton.jit" in k["source"] and f"def {k['name']}" in k["source"]
+
+
+def test_explain_json_reports_an_eager_graph_without_a_wrapper():
+    from autofuse.api import GraphOutcome
+    from autofuse.report import Report
+    report = autofuse.explain(scaled_softmax, [rand((4, 9))], strategy="inductor")
+    eager = Report(report.strategy, report.kernels, 2, report.rejected, report.plans, report.unfused_bytes,
+                   report.artifacts, [GraphOutcome("forward", False, 0, "unsupported"), *report.outcomes])
+    data = json.loads(eager.to_json())
+    assert data["graph_outcomes"][0]["wrapper_source"] is None
+    assert data["graph_outcomes"][1]["wrapper_source"] == report.wrapper_sources[0]
+    assert all(k["graph"] == 1 for k in data["kernels"])
+
+
+def test_explain_cli_json_with_source_stays_json(tmp_path, capsys):
+    from autofuse.cli import main
+    model = tmp_path / "m.py"
+    model.write_text("import torch\n\n"
+                     "def model(x):\n    return torch.softmax(x * 0.5, -1)\n\n"
+                     "def example_inputs():\n    return (torch.randn(6, 17),)\n")
+    assert main(["explain", str(model), "--strategy", "inductor", "--format", "json", "--source"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["kernels"] and all("@triton.jit" in k["source"] for k in data["kernels"] if k["kind"] != "fallback")
+    assert data["graph_outcomes"][0]["wrapper_source"] is not None
