@@ -160,3 +160,51 @@ def test_explain_cli_json_with_source_stays_json(tmp_path, capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["kernels"] and all("@triton.jit" in k["source"] for k in data["kernels"] if k["kind"] != "fallback")
     assert data["graph_outcomes"][0]["wrapper_source"] is not None
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_disabled_writes_nothing():
+    from autofuse.search.progress import Progress
+    for stream in (io.StringIO(), Terminal()):
+        p = Progress("forward 1/1 graph abc", 10, None, stream=stream, enabled=False)
+        p.update(3, 5.0, 7.0)
+        p.close()
+        assert stream.getvalue() == ""
+
+
+def test_progress_plain_lines_when_not_a_tty(monkeypatch):
+    from autofuse.search import progress
+    clock = [100.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: clock[0])
+    out = io.StringIO()
+    p = progress.Progress("forward 1/1 graph abc", 4, deadline=160.0, stream=out)
+    clock[0] = 110.0
+    p.update(1, 9.5, 12.0)      # a new best: a line
+    clock[0] = 111.0
+    p.update(2, 9.5, 12.0)      # no news within 5 s: no line
+    clock[0] = 120.0
+    p.update(4, 8.25, 12.0)     # the last trial: a line
+    p.close()
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2 and "\r" not in out.getvalue() and "\x1b" not in out.getvalue()
+    assert lines[0] == ("forward 1/1 graph abc: [#####...............] trial 1/4, best 9.5 us (default 12.0 us), "
+                        "50 s left, elapsed 00:10, eta 00:30")
+    assert lines[1].endswith("trial 4/4, best 8.2 us (default 12.0 us), 40 s left, elapsed 00:20, eta 00:00")
+
+
+def test_progress_bar_on_a_terminal():
+    from autofuse.search.progress import Progress
+    out = Terminal()
+    p = Progress("forward 1/1 graph abc", 5, deadline=None, stream=out)
+    for done in range(1, 6):
+        p.update(done, 10.0 - done, 12.0)
+    p.close()
+    text = out.getvalue()
+    assert "\r" in text and text.endswith("\n")
+    last = text.rstrip("\n").split("\r")[-1]
+    assert last.startswith("forward 1/1 graph abc: 100%") and "5/5" in last and "best 5.0 us (default 12.0 us)" in last
+    assert "<00:00" in last  # elapsed < remaining
