@@ -53,18 +53,23 @@ def test_compile_fresh_traces_each_time_and_keeps_other_caches(isolate):
     x = rand((7, 5))
     torch.testing.assert_close(compiled_user(x), with_graph_break(x))
     assert user.calls == 2
-    for _ in range(3):
+    for _ in range(10):
         mine = CountingBackend()
         torch.testing.assert_close(compile_fresh(with_graph_break, mine, isolate=isolate)(x), with_graph_break(x))
-        assert mine.calls >= 1
+        assert mine.calls == 2  # both sides of the graph break, every time
     compiled_user(x)
     assert user.calls == 2  # the user's compiled code is still cached
 
 
+class ScaledSoftmax(torch.nn.Module):
+    def forward(self, x):
+        return scaled_softmax(x)
+
+
 def test_explain_ten_times_in_a_row_sees_every_graph():
-    x = rand((9, 33))
+    x, model = rand((9, 33)), ScaledSoftmax()
     for _ in range(10):
-        report = autofuse.explain(scaled_softmax, [x], strategy="inductor")
+        report = autofuse.explain(model, [x], strategy="inductor")
         assert report.graphs == 1 and report.kernels and not report.eager_graphs
 
 

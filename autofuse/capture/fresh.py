@@ -5,7 +5,8 @@ compiled code per code object, and `torch._dynamo.reset()` would drop the user's
 functions too. `isolate_recompiles=True` gives one compile call its own cache region: it compiles
 afresh, does not count against the recompile limit of other regions, and leaves them alone. On a
 torch without that option, the model is called through a function with a new code object, so the
-outermost frame starts with an empty cache.
+outermost frame starts with an empty cache, and the frames after a graph break may recompile up to
+Dynamo's accumulated limit while the call runs.
 """
 from __future__ import annotations
 
@@ -33,4 +34,15 @@ def compile_fresh(model: Callable[..., Any], backend: Any, *, isolate: bool | No
         return model(*args, **kwargs)
 
     call.__code__ = call.__code__.replace()  # a new code object: its cache line starts empty
-    return torch.compile(call, backend=backend, **kw)
+    compiled = torch.compile(call, backend=backend, **kw)
+    config = torch._dynamo.config
+    # the frames after a graph break keep their code objects: while this call runs, their earlier
+    # entries (other backends) must not count against the per-frame recompile limit
+    name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
+    scoped = {name: getattr(config, "accumulated_" + name)} if hasattr(config, "accumulated_" + name) else {}
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with config.patch(**scoped):
+            return compiled(*args, **kwargs)
+
+    return run
