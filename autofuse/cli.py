@@ -60,7 +60,8 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("--save-plan", metavar="FILE", help="write the plans of the compiled graphs to FILE")
     ex.add_argument("--device", default=None, help="move the model and its inputs to this device (e.g. cuda)")
     ex.add_argument("--force", action="store_true", help="replace existing --save-plan/--render files")
-    ex.add_argument("--source", action="store_true", help="also print each graph's generated wrapper (Python; --format json always holds "
+    ex.add_argument("--source", action="store_true",
+                    help="also print each graph's generated wrapper (Python; --format json always holds "
                          "every wrapper and kernel source)")
     tu = sub.add_parser("tune", help="search fusion plans and launch configs for a model file; store the winners")
     tu.add_argument("model", help="model file: class Model + get_inputs() + get_init_inputs(), or model + example_inputs()")

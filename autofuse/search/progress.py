@@ -50,7 +50,9 @@ class Progress:
         self.last = now
         elapsed = now - self.start
         eta = elapsed / done * max(0, self.total - done) if done else None
-        timing = f"elapsed {tqdm.format_interval(elapsed)}" + ("" if eta is None else f", eta {tqdm.format_interval(eta)}")
+        timing = f"elapsed {tqdm.format_interval(elapsed)}"
+        if eta is not None:
+            timing += f", eta {tqdm.format_interval(eta)}"
         width = 20
         filled = int(width * min(done, self.total) / max(self.total, 1))
         bar = "#" * filled + "." * (width - filled)
