@@ -59,14 +59,14 @@ def explain(model: Callable[..., Any], example_inputs: Sequence[Any] = (), *, op
             example_kwargs: dict[str, Any] | None = None, **kw: Any) -> "Report":
     """Compile model for example_inputs (and keyword inputs) and report every graph — compiled or
     run eagerly, and why — and its kernels (running it once, without gradients)."""
+    from .capture.backend import make_backend
+    from .capture.fresh import compile_fresh
     from .report import Report
     recorder = Recorder()
     opts = _options(options, kw).with_(recorder=recorder)
-    torch._dynamo.reset()
-    fn = compile(model, options=opts)
+    fn = compile_fresh(model, make_backend(opts), dynamic=False)  # traced afresh; other compiled code kept
     with torch.no_grad():
         fn(*example_inputs, **(example_kwargs or {}))
-    torch._dynamo.reset()
     return Report.from_recorder(recorder, opts)
 
 

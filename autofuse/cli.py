@@ -60,7 +60,9 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("--save-plan", metavar="FILE", help="write the plans of the compiled graphs to FILE")
     ex.add_argument("--device", default=None, help="move the model and its inputs to this device (e.g. cuda)")
     ex.add_argument("--force", action="store_true", help="replace existing --save-plan/--render files")
-    ex.add_argument("--source", action="store_true", help="also print each graph's generated wrapper (Python)")
+    ex.add_argument("--source", action="store_true",
+                    help="also print each graph's generated wrapper (Python; --format json always holds "
+                         "every wrapper and kernel source)")
     tu = sub.add_parser("tune", help="search fusion plans and launch configs for a model file; store the winners")
     tu.add_argument("model", help="model file: class Model + get_inputs() + get_init_inputs(), or model + example_inputs()")
     tu.add_argument("--trials", type=_count, default=40, help="trials per graph (default 40)")
@@ -113,7 +115,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         warnings.filterwarnings("ignore", message="autofuse: running Triton kernels on the CPU")
         report = explain(model, inputs, strategy=args.strategy, plan=args.plan, db=args.db)
     print({"json": report.to_json, "dot": report.to_dot}.get(args.format, report.__str__)())
-    if args.source:
+    if args.source and args.format == "text":  # the JSON holds every source; dot stays a graph
         for k, src in enumerate(report.wrapper_sources):
             print(f"\n# graph {k}: wrapper\n{src or '# (runs interpreted)'}")
     if args.save_plan:

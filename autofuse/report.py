@@ -110,16 +110,31 @@ class Report:
                      f"{_mib(self.unfused_bytes)})")
         return "\n".join(lines)
 
+    def _graph_indices(self) -> tuple[list[int | None], list[int | None]]:
+        """Index into `outcomes` of each compiled graph's artifacts, and of each kernel's graph (None
+        when the report was built without outcomes)."""
+        compiled: list[int | None] = [i for i, o in enumerate(self.outcomes) if o.compiled]
+        if len(compiled) != len(self.artifacts):
+            compiled = [None] * len(self.artifacts)
+        per_kernel = [gi for gi, art in zip(compiled, self.artifacts) for _ in art.kernels]
+        return compiled, per_kernel if len(per_kernel) == len(self.kernels) else [None] * len(self.kernels)
+
     def to_json(self) -> str:
+        """Everything the text report shows, plus each kernel's generated Triton source and each
+        compiled graph's generated wrapper ("" for a graph that runs interpreted, null when eager)."""
+        compiled, kernel_graph = self._graph_indices()
+        wrapper = {gi: src for gi, src in zip(compiled, self.wrapper_sources) if gi is not None}
         return json.dumps({
             "strategy": self.strategy,
             "graphs": self.graphs,
-            "graph_outcomes": [{"label": o.label, "compiled": o.compiled, "kernels": o.kernels, "reason": o.reason}
-                               for o in self.outcomes],
-            "kernels": [{"name": k.name, "kind": k.kind, "aten_ops": list(k.aten_ops), "nodes": list(k.nodes),
-                         "numel": k.numel, "rnumel": k.rnumel, "config": k.config.to_json() if k.config else None,
+            "graph_outcomes": [{"label": o.label, "compiled": o.compiled, "kernels": o.kernels, "reason": o.reason,
+                                "wrapper_source": wrapper.get(i)} for i, o in enumerate(self.outcomes)],
+            "kernels": [{"name": k.name, "graph": gi, "kind": k.kind, "aten_ops": list(k.aten_ops),
+                         "nodes": list(k.nodes), "numel": k.numel, "rnumel": k.rnumel,
+                         "config": k.config.to_json() if k.config else None,
                          "reads": list(k.reads), "writes": list(k.writes), "bytes_read": k.bytes_read,
-                         "bytes_written": k.bytes_written} for k in self.kernels],
+                         "bytes_written": k.bytes_written, "source": k.source}
+                        for k, gi in zip(self.kernels, kernel_graph)],
             "rejected": [{"a": a, "b": b, "reason": r} for a, b, r in dict.fromkeys(self.rejected)],
             "bytes_moved": self.bytes_moved,
             "unfused_bytes": self.unfused_bytes,

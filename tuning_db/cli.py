@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Sequence
 
 from .errors import DBError
@@ -49,8 +50,12 @@ def register(subparsers: Any) -> None:
         p.set_defaults(func=func)
         return p
 
-    add("list", cmd_list, "list graphs with their plan counts and best times")
-    add("show", cmd_show, "show a graph and its plans").add_argument("hash", help="graph hash or a unique prefix of it")
+    json_help = "print JSON (the table's fields, full hashes, ISO 8601 UTC times) instead of a table"
+    add("list", cmd_list, "list graphs with their plan counts and best times").add_argument(
+        "--json", action="store_true", help=json_help)
+    show = add("show", cmd_show, "show a graph and its plans")
+    show.add_argument("hash", help="graph hash or a unique prefix of it")
+    show.add_argument("--json", action="store_true", help=json_help)
     export = add("export", cmd_export, "write the whole DB as JSON lines")
     export.add_argument("file")
     export.add_argument("--force", action="store_true", help="replace the file if it exists")
@@ -82,6 +87,31 @@ def _us(t: float | None) -> str:
     return "-" if t is None else f"{t:.2f}"
 
 
+def _iso(t: datetime | None) -> str | None:
+    """A stored time (naive means UTC) as ISO 8601 with its offset, for JSON."""
+    if t is None:
+        return None
+    return (t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)).isoformat()
+
+
+def _plan_json(text: str) -> Any:
+    """A stored plan as a JSON value; a row whose text is not JSON is shown as the text."""
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return text
+
+
+def _picked(plans: Sequence[Any]) -> set[int | None]:
+    """Ids of the plans lookup picks: the preferred plan of each (device, versions, schema) stack."""
+    best: dict[tuple, Any] = {}
+    for p in plans:
+        stack = (p.device, p.torch_version, p.triton_version, p.plan_schema)
+        if stack not in best or p.preference() < best[stack].preference():
+            best[stack] = p
+    return {p.id for p in best.values()}
+
+
 def _table(header: Sequence[str], rows: list[Sequence[str]]) -> str:
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
     return "\n".join("  ".join(str(x).ljust(w) for x, w in zip(r, widths)).rstrip() for r in [header, *rows])
@@ -91,6 +121,11 @@ def _table(header: Sequence[str], rows: list[Sequence[str]]) -> str:
 def cmd_list(db: TuningDB, args: argparse.Namespace) -> None:
     """Graphs, plan counts, best measured times."""
     graphs = db.list_graphs()
+    if getattr(args, "json", False):
+        print(json.dumps({"db": db.url, "graphs": [
+            {"hash": g["hash"], "plans": g["plans"], "best_time_us": g["best_time_us"], "created": _iso(g["created"]),
+             "description": g["description"]} for g in graphs]}, indent=2))
+        return
     if not graphs:
         print(f"no graphs in {db.url}")
         return
@@ -104,6 +139,16 @@ def cmd_list(db: TuningDB, args: argparse.Namespace) -> None:
 def cmd_show(db: TuningDB, args: argparse.Namespace) -> None:
     """One graph and its plans, oldest first; * marks the plan lookup picks for its device and versions."""
     g = db.show(args.hash)
+    picked = _picked(g["plans"])
+    if getattr(args, "json", False):
+        print(json.dumps({"db": db.url, "hash": g["hash"], "created": _iso(g["created"]), "description": g["description"],
+                          "plans": [{"id": p.id, "picked": p.id in picked, "device": p.device,
+                                     "torch_version": p.torch_version, "triton_version": p.triton_version,
+                                     "plan_schema": p.plan_schema, "source": p.source, "time_us": p.time_us,
+                                     "measured": p.measured, "baselines": dict(sorted(p.baselines.items())),
+                                     "created": _iso(p.created), "plan": _plan_json(p.plan_json)}
+                                    for p in g["plans"]]}, indent=2))
+        return
     print(f"graph    {g['hash']}")
     print(f"created  {_when(g['created'])}")
     if g["description"]:
@@ -112,12 +157,6 @@ def cmd_show(db: TuningDB, args: argparse.Namespace) -> None:
     if not plans:
         print("no plans")
         return
-    best: dict[tuple, Any] = {}
-    for p in plans:
-        stack = (p.device, p.torch_version, p.triton_version, p.plan_schema)
-        if stack not in best or p.preference() < best[stack].preference():
-            best[stack] = p
-    picked = {p.id for p in best.values()}
     print(_table(("", "ID", "DEVICE", "TORCH", "TRITON", "SCHEMA", "SOURCE", "TIME_US", "BASELINES", "CREATED"),
                  [("*" if p.id in picked else "", str(p.id), p.device, p.torch_version, p.triton_version,
                    str(p.plan_schema), p.source,

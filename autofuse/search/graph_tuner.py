@@ -16,6 +16,7 @@ from typing import Any, Sequence
 
 import torch
 
+from ..capture.fresh import compile_fresh
 from ..capture.graph_hash import Versions, device_key, graph_hash
 from ..compiler import compile_graph
 from ..measure.timing import Benchmarker, CudaEventBenchmarker, PredictingBenchmarker
@@ -225,8 +226,7 @@ class GraphTuner:
         if bench.measures and self.settings.compare_torch_compile:
             rows.append(_time_callable("eager", lambda: gm(*args), bench))
             try:
-                torch._dynamo.reset()
-                compiled = torch.compile(gm)
+                compiled = compile_fresh(gm, "inductor")
                 compiled(*args)
                 rows.append(_time_callable("torch.compile", lambda: compiled(*args), bench))
             except Exception as e:  # noqa: BLE001 - a baseline that fails is reported, not fatal

@@ -14,6 +14,7 @@ from typing import Any, Callable, Sequence
 import torch
 from tuning_db import DBError
 
+from ..capture.fresh import compile_fresh
 from ..measure.timing import Benchmarker, Timing, copy_bandwidth
 from ..measure.verify import compare
 from .graph_tuner import GraphResult, GraphTuner, Row, TuneSettings
@@ -77,11 +78,9 @@ def capture(model: Callable[..., Any], example_inputs: Sequence[Any]) -> list[tu
         graphs.append((label, gm, list(args)))
         return None
 
-    torch._dynamo.reset()
-    fn = torch.compile(model, backend=make_backend(CompileOptions(use_db=False, tuner=collect)), dynamic=False)
+    fn = compile_fresh(model, make_backend(CompileOptions(use_db=False, tuner=collect)), dynamic=False)
     with torch.no_grad():
         fn(*example_inputs)
-    torch._dynamo.reset()
     return graphs
 
 
@@ -134,22 +133,25 @@ def tune(model: Callable[..., Any], example_inputs: Sequence[Any], *, settings: 
 
 def model_rows(model: Callable[..., Any], inputs: Sequence[Any], settings: TuneSettings) -> list[Row]:
     """The whole model end to end: eager, torch.compile, autofuse strategies, autofuse with the stored plans."""
-    import autofuse
+    from ..capture.backend import make_backend
     from ..measure.timing import CudaEventBenchmarker
+    from ..options import CompileOptions
     bench = CudaEventBenchmarker()
     with torch.no_grad():
         expected = model(*inputs)
     rows: list[Row] = []
     builders = {
         "eager": lambda: model,
-        "torch.compile": lambda: torch.compile(model),
-        "autofuse inductor": lambda: autofuse.compile(model, strategy="inductor"),
-        "autofuse tvm": lambda: autofuse.compile(model, strategy="tvm"),
-        "autofuse tuned": lambda: autofuse.compile(model, db=settings.db, on_miss="error"),
+        "torch.compile": lambda: compile_fresh(model, "inductor"),
+        "autofuse inductor": lambda: compile_fresh(model, make_backend(CompileOptions(strategy="inductor", use_db=False)),
+                                                   dynamic=False),
+        "autofuse tvm": lambda: compile_fresh(model, make_backend(CompileOptions(strategy="tvm", use_db=False)),
+                                              dynamic=False),
+        "autofuse tuned": lambda: compile_fresh(model, make_backend(CompileOptions(db=settings.db, on_miss="error")),
+                                                dynamic=False),
     }
     for name, build in builders.items():
         try:
-            torch._dynamo.reset()
             fn = build()
             with torch.no_grad():
                 why = compare(fn(*inputs), expected)
@@ -160,5 +162,4 @@ def model_rows(model: Callable[..., Any], inputs: Sequence[Any], settings: TuneS
             rows.append(Row(name, t.median_us))
         except Exception as e:  # noqa: BLE001 - a failing variant is reported, the table goes on
             rows.append(Row(name, None, note=f"failed: {type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"))
-    torch._dynamo.reset()
     return rows
