@@ -623,3 +623,19 @@ def test_several_tuners_on_one_db_lose_no_trial_and_measure_no_kernel_twice(shar
     assert sorted(by_number) == list(range(after["trials"]))
     for w in workers:
         assert all(by_number[n].user_attrs.get("worker") == w["worker"] for n in w["told"]), w
+
+
+def test_a_returned_view_of_an_expanded_value_keeps_eagers_stride_zero_layout():
+    """A view the graph returns of an expanded lazy value is stored once along its broadcast dims and
+    returned with eager's strides (stride 0), over finite and non-finite inputs."""
+    from tests.helpers import compile_and_compare
+
+    def fn(a):
+        v = torch.trunc(a).bfloat16().unflatten(1, (2, 11)).unsqueeze(-1).expand(8, 2, 11, 4)
+        m = a.mean((0, 1), keepdim=True).squeeze(1)
+        return v.reshape(8, 22, 4), m, m.expand(4).unsqueeze(0)
+    for a in (rand((8, 22)), rand((8, 22), noncontig=True)):
+        a[1, :3] = torch.tensor([float("nan"), float("inf"), float("-inf")])
+        outs = fn(a)
+        assert outs[0].stride()[-1] == 0 and outs[2].stride() == (0, 0)
+        compile_and_compare(fn, [a])
