@@ -2,6 +2,7 @@
 
     python3 -m benchmarks.soak [--seed 0] [--programs 10000] [--time-budget SECONDS]
         [--nonfinite 1.0] [--program-timeout 300] [--out benchmarks/results/soak.json]
+    python3 -m benchmarks.soak --rerun OLD.json --out NEW.json    # the failed seeds of an earlier run again
 
 Programs come from the project's random program generator (`tests/randgraph.py`, the one the
 differential tests use); `--nonfinite` is the share of programs drawn with NaN and +-inf mixed into
@@ -136,21 +137,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--program-timeout", type=int, default=300, help="seconds one program may take (else an error)")
     p.add_argument("--out", default="benchmarks/results/soak.json")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--rerun", default=None, help="run again the failed seeds of this earlier result (its --nonfinite)")
     a = p.parse_args(argv)
     if a.programs < 0 or (a.time_budget is not None and a.time_budget < 0) or not 0 <= a.nonfinite <= 1:
         p.error("--programs and --time-budget must be >= 0, --nonfinite in [0, 1]")
-    warnings.filterwarnings("ignore")
-    signal.signal(signal.SIGALRM, _on_alarm)
+    previous = signal.signal(signal.SIGALRM, _on_alarm)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return _soak(a, argv)
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _soak(a: argparse.Namespace, argv: Sequence[str] | None) -> int:
+    """Run the programs a asks for, rewriting the JSON result as it goes; 0 when every one was equal."""
     meta = {"command": "python3 -m benchmarks.soak " + " ".join(sys.argv[1:] if argv is None else argv),
             "seed": a.seed, "programs_requested": a.programs, "time_budget_s": a.time_budget,
             "nonfinite_share": a.nonfinite, "program_timeout_s": a.program_timeout,
             "torch": torch.__version__, "python": platform.python_version(), "host": platform.machine()}
+    seeds: Sequence[int] = range(a.seed, a.seed + a.programs)
+    if a.rerun:
+        with open(a.rerun) as f:
+            old = json.load(f)
+        seeds, a.nonfinite = [int(x["seed"]) for x in old["failures"]], float(old["nonfinite_share"])
+        meta.update(rerun_of=a.rerun, seeds=list(seeds), nonfinite_share=a.nonfinite)
     tally, t0, stopped = Tally(), time.perf_counter(), "programs"
-    for i in range(a.programs):
+    for seed in seeds:
         if a.time_budget is not None and time.perf_counter() - t0 > a.time_budget:
             stopped = "time budget"
             break
-        o = run_program(a.seed + i, a.nonfinite, a.program_timeout)
+        o = run_program(seed, a.nonfinite, a.program_timeout)
         tally.add(o)
         if not a.quiet and (o.kind != "equal" or tally.programs % 50 == 0):
             print(f"[{time.perf_counter() - t0:7.0f}s] {tally.programs} programs: {tally.equal} equal, "

@@ -639,3 +639,18 @@ def test_a_returned_view_of_an_expanded_value_keeps_eagers_stride_zero_layout():
         outs = fn(a)
         assert outs[0].stride()[-1] == 0 and outs[2].stride() == (0, 0)
         compile_and_compare(fn, [a])
+
+
+def test_the_soak_runner_counts_programs_and_reruns_its_failures(tmp_path):
+    import json
+    from benchmarks.soak import main
+    out = tmp_path / "soak.json"
+    assert main(["--seed", "7", "--programs", "3", "--out", str(out), "--quiet"]) == 0
+    first = json.loads(out.read_text())
+    assert first["counts"]["programs"] == first["counts"]["equal"] == 3 and first["failures"] == []
+    assert first["counts"]["with_nonfinite_inputs"] >= 1
+    first["failures"] = [{"seed": 8, "kind": "error", "reason": "planted"}]
+    (tmp_path / "old.json").write_text(json.dumps(first))
+    assert main(["--rerun", str(tmp_path / "old.json"), "--out", str(out), "--quiet"]) == 0
+    again = json.loads(out.read_text())
+    assert again["seeds"] == [8] and again["counts"]["equal"] == 1
