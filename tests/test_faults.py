@@ -507,3 +507,150 @@ def test_a_tune_leaves_optuna_logging_as_it_was(tmp_path):
         assert optuna.logging.get_verbosity() == optuna.logging.INFO
     finally:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+# --- several tuners on one database ----------------------------------------------------------------
+
+TUNE_WORKER = '''
+import json, sys
+import torch
+import autofuse
+from autofuse.measure.timing import FakeBenchmarker
+from autofuse.search import graph_tuner
+from autofuse.search.graph_tuner import TuneSettings
+from autofuse.search.kernels import TunerSettings
+from autofuse.search.study import worker_id
+
+def softmax_and_centered(x):
+    return torch.softmax(x, -1), x - x.mean(-1, keepdim=True)
+
+told = []
+real_tell = graph_tuner._tell_quietly
+def tell(study, trial, value=None, state=None):
+    told.append(trial.number)
+    return real_tell(study, trial, value, state)
+graph_tuner._tell_quietly = tell
+db, trials, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+settings = TuneSettings(db=db, trials=trials, resume=True, seed=seed, progress=False, compare_torch_compile=False,
+                        finalists=2, runner_ups=0, rounds=1, kernel=TunerSettings(top_k=1, explore=0.0, refine=0))
+cost = lambda rec: 10.0 + (rec["config"]["num_warps"] != 4) + 0.1 * (rec["config"].get("XBLOCK", 1) > 4)
+res = autofuse.tune(softmax_and_centered, [torch.randn(8, 32)], settings=settings, benchmarker=FakeBenchmarker(cost))
+g = res.graphs[0]
+print(json.dumps({"worker": worker_id(), "told": told, "stored": g.stored_id, "measured": g.new_measurements,
+                  "failures": [why for _, why in g.failures]}))
+'''
+
+
+def _table_counts(url: str) -> dict[str, int]:
+    """Rows of every table of the tuning DB and of Optuna's trials, with trials by state."""
+    import sqlalchemy as sa
+    from sqlalchemy.pool import NullPool
+    engine = sa.create_engine(url, poolclass=NullPool)
+    try:
+        with engine.connect() as c:
+            counts = {t: c.execute(sa.text(f"select count(*) from {t}")).scalar_one()
+                      for t in sa.inspect(c).get_table_names()}
+            counts.update({f"trials {s}": n for s, n in c.execute(sa.text("select state, count(*) from trials group by state"))})
+            counts["distinct kernels"] = c.execute(sa.text(
+                "select count(*) from (select distinct kernel_key, device from kernel_measurements) k")).scalar_one()
+            counts["graphs without a plan"] = c.execute(sa.text(
+                "select count(*) from graphs g where not exists (select 1 from plans p where p.graph_hash = g.hash)")).scalar_one()
+    finally:
+        engine.dispose()
+    return counts
+
+
+def _tune_workers(url: str, trials: int, seeds: list[int]) -> list[dict]:
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    procs = [subprocess.Popen([sys.executable, "-c", TUNE_WORKER, url, str(trials), str(seed)], cwd=root,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for seed in seeds]
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=240)
+        assert p.returncode == 0, err[-3000:]
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    return results
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def shared_db_url(request, tmp_path):
+    """A fresh tuning DB on each backend; PostgreSQL only where CI provides one."""
+    import os
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'shared.db'}"
+        return
+    from tests.test_tuning_db import PG_ENV, _fresh_pg_database
+    if not os.environ.get(PG_ENV):
+        pytest.skip(f"{PG_ENV} is not set")
+    yield from _fresh_pg_database(os.environ[PG_ENV])
+
+
+def test_several_tuners_on_one_db_lose_no_trial_and_measure_no_kernel_twice(shared_db_url):
+    """One tune starts the study; three more processes join it with resume at once. Every trial a
+    worker told is in the DB exactly once, finished, and marked with that worker; nothing is RUNNING;
+    kernel measurements are unique; every graph has a stored plan; no other table changes."""
+    import optuna
+    first = autofuse.tune(softmax_and_centered, [rand((8, 32))], settings=fake_settings(shared_db_url, trials=4),
+                          benchmarker=FakeBenchmarker(flat_cost)).graphs[0]
+    assert first.stored_id is not None and not first.failures, first.failures
+    before = _table_counts(shared_db_url)
+    assert before["trials"] == before["trials COMPLETE"] >= 4
+    workers = _tune_workers(shared_db_url, 4 + 5, [1, 2, 3])
+    after = _table_counts(shared_db_url)
+
+    told = [n for w in workers for n in w["told"]]
+    assert told and len(told) == len(set(told)), workers            # no trial taken by two workers
+    assert after["trials"] == before["trials"] + len(told)          # no trial lost, none extra
+    assert after["trials"] == after.get("trials COMPLETE", 0) + after.get("trials FAIL", 0)
+    assert "trials RUNNING" not in after
+    assert after["kernel_measurements"] == after["distinct kernels"] >= before["kernel_measurements"]
+    assert after["kernel_measurements"] - before["kernel_measurements"] <= sum(w["measured"] for w in workers)
+    assert after["graphs"] == before["graphs"] == 1 and after["graphs without a plan"] == 0
+    assert after["plans"] == before["plans"] + len(workers) and all(w["stored"] is not None for w in workers)
+    assert after["cost_models"] == before["cost_models"]
+    storage = optuna.storages.RDBStorage(shared_db_url)
+    try:
+        study, = optuna.get_all_study_summaries(storage)
+        trials = optuna.load_study(study_name=study.study_name, storage=storage).get_trials(deepcopy=False)
+    finally:
+        storage.remove_session()
+        storage.engine.dispose()
+    by_number = {t.number: t for t in trials}
+    assert sorted(by_number) == list(range(after["trials"]))
+    for w in workers:
+        assert all(by_number[n].user_attrs.get("worker") == w["worker"] for n in w["told"]), w
+
+
+def test_a_returned_view_of_an_expanded_value_keeps_eagers_stride_zero_layout():
+    """A view the graph returns of an expanded lazy value is stored once along its broadcast dims and
+    returned with eager's strides (stride 0), over finite and non-finite inputs."""
+    from tests.helpers import compile_and_compare
+
+    def fn(a):
+        v = torch.trunc(a).bfloat16().unflatten(1, (2, 11)).unsqueeze(-1).expand(8, 2, 11, 4)
+        m = a.mean((0, 1), keepdim=True).squeeze(1)
+        return v.reshape(8, 22, 4), m, m.expand(4).unsqueeze(0)
+    for a in (rand((8, 22)), rand((8, 22), noncontig=True)):
+        a[1, :3] = torch.tensor([float("nan"), float("inf"), float("-inf")])
+        outs = fn(a)
+        assert outs[0].stride()[-1] == 0 and outs[2].stride() == (0, 0)
+        compile_and_compare(fn, [a])
+
+
+def test_the_soak_runner_counts_programs_and_reruns_its_failures(tmp_path):
+    import json
+    from benchmarks.soak import main
+    out = tmp_path / "soak.json"
+    assert main(["--seed", "7", "--programs", "3", "--out", str(out), "--quiet"]) == 0
+    first = json.loads(out.read_text())
+    assert first["counts"]["programs"] == first["counts"]["equal"] == 3 and first["failures"] == []
+    assert first["counts"]["with_nonfinite_inputs"] >= 1
+    first["failures"] = [{"seed": 8, "kind": "error", "reason": "planted"}]
+    (tmp_path / "old.json").write_text(json.dumps(first))
+    assert main(["--rerun", str(tmp_path / "old.json"), "--out", str(out), "--quiet"]) == 0
+    again = json.loads(out.read_text())
+    assert again["seeds"] == [8] and again["counts"]["equal"] == 1

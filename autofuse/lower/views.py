@@ -79,8 +79,14 @@ def _returned_view_of_lazy(g: Any, x: Any, fakes: Sequence[Any]) -> Any:
         return None
     fin = g.fake_arg(0)
     size, stride = tuple(int(s) for s in x.size), tuple(int(s) for s in fin.stride())
-    if tuple(fin.shape) != size or not _non_overlapping(size, stride):
+    # an expanded value (stride 0) is stored once along its broadcast dims and viewed with eager's strides
+    stored = tuple(1 if st == 0 else sz for sz, st in zip(size, stride))
+    if tuple(fin.shape) != size or not _non_overlapping(stored, stride):
         return None
+    if stored != size:
+        layout = Layout(x.device, x.dtype, stored, stride, 0)
+        buf = g.add_computed(ComputedBuffer(g.new_name(), layout, PointwiseBody(stored, x.inner_fn), x.origins))
+        return ReinterpretView(buf, Layout(x.device, x.dtype, size, stride, 0))
     if is_dense(size, stride):
         return g.realize(x, fin)
     layout = Layout(x.device, x.dtype, size, stride, 0)
