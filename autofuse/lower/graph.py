@@ -3,7 +3,9 @@
 Note: the graph is specialized to the real inputs of a call. Output metadata of every node comes
 from running the op under FakeTensorMode on fakes of those inputs, so each lowering knows eager's
 output size, dtype and strides. An op with no lowering, or whose lowering raises `Unsupported`,
-becomes an `ExternKernel` (ATen fallback); its tensor inputs are realized first.
+becomes an `ExternKernel` (ATen fallback); its tensor inputs are realized first. An op whose
+output shape depends on input data raises `DataDependentError`: the graph runs with ATen ops
+(with a warning), or the error is raised under strict.
 """
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ from typing import Any, Mapping, Sequence
 
 import torch
 import torch.fx
-from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException, DynamicOutputShapeException, FakeTensorMode,
+)
 from torch.utils._pytree import tree_map
 
 from ..ir.index import contiguous_strides, make_vars, prod
@@ -22,12 +26,18 @@ from ..ir.values import (
     Buffer, ComputedBuffer, ExternBuffer, ExternKernel, InputBuffer, Layout, Pointwise, PointwiseBody,
     ReinterpretView, TensorValue, is_tensor_value,
 )
+from .eager_strides import with_eager_strides
 from .extern_args import align_operands
 from .registry import LOWERINGS, Unsupported
 
 
 class LoweringError(RuntimeError):
     pass
+
+
+class DataDependentError(LoweringError):
+    """An op whose output shape or value depends on input data (nonzero, a boolean-mask index,
+    item): the graph cannot be specialized to concrete shapes and runs eagerly instead."""
 
 
 def op_name(target: object) -> str:
@@ -177,8 +187,14 @@ class GraphLowering:
             self.env[node] = args[0][args[1]]
             self.fake_env[node] = fargs[0][fargs[1]]
             return
-        with self.fake_mode:
-            fake_out = node.target(*fargs, **fkwargs)
+        try:
+            with self.fake_mode:
+                fake_out = node.target(*fargs, **fkwargs)
+        except (DynamicOutputShapeException, DataDependentOutputException) as e:
+            raise DataDependentError(
+                f"{node.target} ({node.name}): its output depends on the values of its inputs "
+                f"({type(e).__name__}: {e}), and autofuse lowers graphs of concrete shapes only") from e
+        fake_out = with_eager_strides(node.target, fargs, fkwargs, fake_out, self.fake_mode)
         self.fake_env[node] = fake_out
         self.out = fake_out
         self._fake_args = fargs

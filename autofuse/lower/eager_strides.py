@@ -1,0 +1,91 @@
+"""Output strides of element-wise ops as eager's TensorIterator computes them.
+
+Note: FakeTensor (and the meta kernel) of a few element-wise ops runs a Python reference
+implementation that returns a contiguous result (floor division of a transposed tensor), while
+eager's TensorIterator lays the output out in the memory order of its inputs. For those ops
+(`REFERENCE_LAYOUT_OPS`, found by comparing fake and eager strides of every op tagged
+`pointwise` on transposed and broadcast inputs) the output layout is recomputed the way
+TensorIterator does it: dims sorted innermost-first by the inputs' strides (the first input with
+two non-broadcast strides that differ decides; equal strides put the smaller dim inside), then
+dense strides in that order. Other ops keep FakeTensor's answer: some pointwise-tagged ops do
+not follow TensorIterator's rule in eager (masked_fill keeps its first input's layout).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._pytree import tree_flatten
+
+
+# ops whose FakeTensor strides differ from eager's on non-contiguous inputs (overload names)
+REFERENCE_LAYOUT_OPS = frozenset({
+    "aten::div.Tensor_mode", "aten::copysign.Tensor", "aten::xlogy.Tensor", "aten::special_xlog1py",
+    "aten::logit_backward", "aten::native_dropout_backward",
+})
+
+
+def _broadcast_strides(t: torch.Tensor, shape: Sequence[int]) -> list[int]:
+    """t's strides against the broadcast shape: 0 where t is broadcast (TensorIterator's operand strides)."""
+    lead = len(shape) - t.dim()
+    out = [0] * lead
+    for d in range(t.dim()):
+        out.append(0 if t.shape[d] == 1 and shape[lead + d] != 1 else int(t.stride(d)))
+    return out
+
+
+def _should_swap(dim0: int, dim1: int, strides: list[list[int]], shape: Sequence[int]) -> int:
+    for st in strides:
+        s0, s1 = st[dim0], st[dim1]
+        if s0 == 0 or s1 == 0:
+            continue
+        if s0 < s1:
+            return -1
+        if s0 > s1:
+            return 1
+        if shape[dim0] > shape[dim1]:
+            return 1
+    return 0
+
+
+def iterator_strides(inputs: Sequence[torch.Tensor], shape: Sequence[int]) -> tuple[int, ...]:
+    """Dense output strides of an element-wise op over `inputs` broadcast to `shape`."""
+    ndim = len(shape)
+    strides = [_broadcast_strides(t, shape) for t in inputs]
+    perm = list(range(ndim - 1, -1, -1))  # innermost first
+    for i in range(1, ndim):
+        dim1 = i
+        for dim0 in range(i - 1, -1, -1):
+            cmp = _should_swap(perm[dim0], perm[dim1], strides, shape)
+            if cmp > 0:
+                perm[dim0], perm[dim1] = perm[dim1], perm[dim0]
+                dim1 = dim0
+            elif cmp < 0:
+                break
+    out = [0] * ndim
+    step = 1
+    for d in perm:
+        out[d] = step
+        step *= max(int(shape[d]), 1)
+    return tuple(out)
+
+
+def with_eager_strides(target: Callable[..., Any], fargs: tuple, fkwargs: dict, fake_out: Any,
+                       fake_mode: FakeTensorMode) -> Any:
+    """fake_out re-laid out in TensorIterator's strides, for an op of REFERENCE_LAYOUT_OPS."""
+    if not isinstance(target, torch._ops.OpOverload) or target.name() not in REFERENCE_LAYOUT_OPS:
+        return fake_out
+    if not isinstance(fake_out, torch.Tensor) or fake_out.dim() < 2:
+        return fake_out
+    inputs = [t for t in tree_flatten((fargs, fkwargs))[0] if isinstance(t, torch.Tensor) and t.dim() > 0]
+    if not inputs or all(t.is_contiguous() for t in inputs):
+        return fake_out
+    shape = tuple(int(s) for s in fake_out.shape)
+    if tuple(torch.broadcast_shapes(*[t.shape for t in inputs])) != shape:
+        return fake_out
+    stride = iterator_strides(inputs, shape)
+    if all(a == b for a, b, n in zip(stride, fake_out.stride(), shape) if n != 1):
+        return fake_out
+    with fake_mode:
+        return torch.empty_strided(shape, stride, dtype=fake_out.dtype, device=fake_out.device)
