@@ -7,11 +7,9 @@ from typing import Any, Sequence
 import torch
 import torch.fx
 
-from .codegen.cache_hints import why_not_cache_hints
 from .codegen.config import LaunchConfig
 from .codegen.device import device_facts
-from .codegen.online import why_not_online
-from .codegen.split import why_not_split
+from .codegen.options import KernelView, default_legality
 from .codegen.triton_kernel import KernelSource, KernelWriter, kernel_name
 from .ir.values import Buffer, ComputedBuffer, ExternBuffer, ReinterpretView, is_tensor_value
 from .lower import GraphLowering
@@ -208,12 +206,10 @@ class ProgramBuilder:
         if any(n.kind == "scan" for n in g.nodes):
             kind = "scan"
         if config is None:
-            splittable = g.is_reduction and why_not_split(g.placements(), True) is None
-            online = g.is_reduction and why_not_online(g.placements(), True) is None
-            hints = g.is_reduction and not interpret and why_not_cache_hints(g.placements(), True, False) is None
+            legal = default_legality(KernelView.of(g), interpret)
             config = self.options.heuristics.launch_config(kind, g.numel, g.rnumel, interpret, is_outer_reduction(g),
-                                                           splittable=splittable, online=online, hints=hints,
-                                                           device=device_facts(device))
+                                                           splittable=legal["split"], online=legal["online"],
+                                                           hints=legal["cache_hints"], device=device_facts(device))
         self.used_configs.append(config)
         origins: set[str] = set()
         for n in g.nodes:

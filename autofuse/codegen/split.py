@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import torch
+from triton import next_power_of_2
 
-from ..schedule.heuristics import next_pow2
 from ..schedule.loops import Placement
 from ..schedule.nodes import SchedulerNode
 
@@ -75,7 +75,7 @@ def last_program_header(split: int) -> list[str]:
 
 def combine_header(split: int, i64: str) -> list[str]:
     """First lines of the last program's block: the partials' row index and mask."""
-    return [f"sindex = tl.arange(0, {next_pow2(split)})[None, :]{i64}", f"xsmask = xmask & (sindex < {split})"]
+    return [f"sindex = tl.arange(0, {next_power_of_2(split)})[None, :]{i64}", f"xsmask = xmask & (sindex < {split})"]
 
 
 def counter_reset() -> str:

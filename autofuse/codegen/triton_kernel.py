@@ -21,16 +21,15 @@ from ..ir.index import fold_divmod, simplify_index
 from ..ir.ops import MATH_OPS, OpsHandler
 from ..schedule.loops import Placement
 from ..schedule.nodes import SchedulerNode
-from .cache_hints import hint, last_passes, varies_along_x, why_not_cache_hints
+from .cache_hints import hint, last_passes, varies_along_x
 from .config import LaunchConfig
 from .prelude import prelude
 from .printer import print_expr, tl_dtype
-from .early_loads import early_loads, why_not_early_loads
-from .fast_math import why_not_fast_tanh
-from .online import LOG2E, chunk_width, online_pairs, why_not_online
+from .early_loads import early_loads
+from .online import LOG2E, chunk_width, online_pairs
+from .options import KernelView, why_not_options
 from .scan import SCAN_HELPERS, carry_init, is_scan_kernel, reverse_loop, scan_value
-from .split import (SplitWorkspaces, combine_header, counter_reset, last_program_header, partial_header, split_chunk,
-                    why_not_split)
+from .split import SplitWorkspaces, combine_header, counter_reset, last_program_header, partial_header, split_chunk
 
 INT32_MAX = 2**31 - 1
 
@@ -170,25 +169,12 @@ class KernelWriter(OpsHandler):
         self.split = config.split if reduction_kernel else 1
         self.role = "partial" if self.split > 1 else "kernel"
         self.rchunk = split_chunk(rnumel, self.split, config.RBLOCK) if self.split > 1 else 0
-        if config.split > 1:
-            why = why_not_split(self.members, reduction_kernel)
-            assert why is None, f"split={config.split} on kernel {name}: {why}"
-            assert not self.persistent or self.rchunk == config.RBLOCK, "a persistent split's chunk is one RBLOCK"
+        why = why_not_options(config, KernelView(self.members, reduction_kernel, rnumel))
+        assert why is None, f"{config} on kernel {name}: {why}"
         self.online: dict[str, str] = {}  # sum -> the max it runs with, in the max's r loop (online.py)
         if config.online:
-            why = why_not_online(self.members, reduction_kernel)
-            assert why is None and not self.persistent and self.split == 1, f"online on kernel {name}: {why}"
             self.online = online_pairs(self.members)
         self.chunk = self._online_chunk() if self.online else 1
-        if config.fast_tanh:
-            why = why_not_fast_tanh(self.members)
-            assert why is None, f"fast_tanh on kernel {name}: {why}"
-        if config.early_loads:
-            why = why_not_early_loads(self.members, reduction_kernel, self.persistent, self.split)
-            assert why is None, f"early_loads on kernel {name}: {why}"
-        if config.cache_hints:
-            why = why_not_cache_hints(self.members, reduction_kernel, self.persistent)
-            assert why is None, f"cache_hints on kernel {name}: {why}"
         self.pass_index = 0   # the looped reduction's pass being emitted (cache hints)
         self.last_pass: dict[str, int] = {}
         self.workspaces: dict[str, torch.dtype] = {}  # partial kernel: reduction -> its workspace's dtype

@@ -7,11 +7,7 @@ from typing import Any, Sequence
 import torch
 
 from ..codegen.config import LaunchConfig
-from ..codegen.cache_hints import why_not_cache_hints
-from ..codegen.early_loads import why_not_early_loads
-from ..codegen.fast_math import why_not_fast_tanh
-from ..codegen.online import why_not_online
-from ..codegen.split import MAX_SPLIT, why_not_split
+from ..codegen.options import KernelView, why_not_options
 from ..schedule.fusion import FusionGroup, can_fuse, merge, singleton, topological_groups
 from ..schedule.heuristics import next_pow2
 from ..schedule.scheduler import SchedulerGraph
@@ -30,6 +26,8 @@ def node_id(node: Any) -> str:
 
 
 def check_config(cfg: LaunchConfig, group: FusionGroup) -> str | None:
+    """None when cfg is possible on the group, else why not: the launch numbers here, the options
+    (split, online, ...) as codegen/options.py defines them."""
     def pow2(v: int) -> bool:
         return v >= 1 and v & (v - 1) == 0
     if not pow2(cfg.XBLOCK) or cfg.XBLOCK > 1 << 16:
@@ -45,34 +43,7 @@ def check_config(cfg: LaunchConfig, group: FusionGroup) -> str | None:
             return f"persistent reduction with RBLOCK={cfg.RBLOCK} < rnumel={group.rnumel}"
         if cfg.XBLOCK * cfg.RBLOCK > 1 << 20:
             return f"XBLOCK*RBLOCK={cfg.XBLOCK * cfg.RBLOCK} elements per program is too large"
-    if cfg.split != 1:
-        if not 1 <= cfg.split <= MAX_SPLIT:
-            return f"split={cfg.split} is outside [1, {MAX_SPLIT}]"
-        why = why_not_split(group.placements(), group.is_reduction)
-        if why is not None:
-            return f"split={cfg.split} is impossible: {why}"
-        if cfg.persistent and cfg.RBLOCK * cfg.split < group.rnumel:
-            return (f"persistent split reduction with RBLOCK*split={cfg.RBLOCK * cfg.split} < rnumel={group.rnumel} "
-                    "(each chunk must fit one RBLOCK)")
-    if cfg.online:
-        if not group.is_reduction or cfg.persistent or cfg.split != 1:
-            return "online softmax is for looped reductions without split (a persistent row is read once anyway)"
-        why = why_not_online(group.placements(), group.is_reduction)
-        if why is not None:
-            return f"online softmax is impossible: {why}"
-    if cfg.early_loads:
-        why = why_not_early_loads(group.placements(), group.is_reduction, cfg.persistent, cfg.split)
-        if why is not None:
-            return f"early_loads is impossible: {why}"
-    if cfg.cache_hints:
-        why = why_not_cache_hints(group.placements(), group.is_reduction, cfg.persistent)
-        if why is not None:
-            return f"cache_hints is impossible: {why}"
-    if cfg.fast_tanh:
-        why = why_not_fast_tanh(group.placements())
-        if why is not None:
-            return f"fast_tanh is impossible: {why}"
-    return None
+    return why_not_options(cfg, KernelView.of(group))
 
 
 def apply_plan(plan: FusionPlan, key: str, graph: SchedulerGraph) -> list[tuple[FusionGroup, LaunchConfig | None]]:

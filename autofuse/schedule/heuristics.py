@@ -12,6 +12,7 @@ import torch
 
 from ..codegen.config import LaunchConfig
 from ..codegen.device import REFERENCE, DeviceFacts, device_facts
+from ..codegen.options import KernelView, apply_defaults, option
 
 if TYPE_CHECKING:
     from .fusion import FusionGroup
@@ -119,18 +120,18 @@ class Heuristics:
         programs would run the whole reduction (a whole-tensor norm and the division by it: one
         program for 10^9 elements). Inductor splits such reductions before fusion, so they never
         fuse that way either; the consumer runs as its own kernel after the split one."""
-        from ..codegen.split import why_not_split  # split.py imports this module
         from ..compiler import is_outer_reduction
         from .fusion import FusionGroup, merged_space
         space = merged_space(a, b)
         if isinstance(space, str) or not space[2]:
             return None
-        wanting = [g for g in (a, b) if g.is_reduction and why_not_split(g.placements(), True) is None
+        split = option("split")
+        wanting = [g for g in (a, b) if g.is_reduction and split.eligible(KernelView.of(g), False, 1) is None
                    and self.wants_split(g.numel, g.rnumel, is_outer_reduction(g), device_facts(g.device))]
         if not wanting:
             return None
         merged = FusionGroup(sorted(a.nodes + b.nodes, key=lambda n: n.order), *space)
-        why = why_not_split(merged.placements(), True)
+        why = split.eligible(KernelView.of(merged), False, 1)
         return None if why is None else f"the reduction would no longer split: {why}"
 
     def wants_split(self, numel: int, rnumel: int, outer: bool, device: DeviceFacts) -> bool:
@@ -158,14 +159,8 @@ class Heuristics:
             return replace(self, persistent_rnumel_max=self.scan_persistent_max)._launch_config(
                 "reduction", numel, rnumel, interpret, outer)
         cfg = self._launch_config(kind, numel, rnumel, interpret, outer)
-        if splittable and kind == "reduction" and not interpret:
-            cfg = replace(cfg, split=self.choose_split(cfg, numel, rnumel, device))
-        if online and kind == "reduction" and not cfg.persistent and cfg.split == 1:
-            cfg = replace(cfg, online=True)
-        if (hints and self.looped_cache_hints and kind == "reduction" and not interpret and not outer
-                and not cfg.persistent and cfg.split == 1 and not cfg.online):
-            cfg = replace(cfg, cache_hints=True)
-        return cfg
+        legal = {"split": splittable, "online": online, "cache_hints": hints}
+        return apply_defaults(self, cfg, kind, numel, rnumel, interpret, outer, device, legal)
 
     def choose_split(self, cfg: LaunchConfig, numel: int, rnumel: int, device: DeviceFacts = REFERENCE) -> int:
         """A power of two bringing the grid near `split_target_warps_per_sm` warps in flight on every

@@ -22,11 +22,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from ..codegen.config import LaunchConfig
-from ..codegen.cache_hints import why_not_cache_hints
-from ..codegen.early_loads import why_not_early_loads
-from ..codegen.fast_math import why_not_fast_tanh
-from ..codegen.online import why_not_online
-from ..codegen.split import why_not_split
+from ..codegen.options import KernelView, Option, option, option_neighbours, option_variants
 from ..measure.timing import Benchmarker, Timing
 from ..measure.verify import compare
 from ..plan.apply import check_config, node_id
@@ -143,10 +139,10 @@ def group_key(default_record: dict[str, Any]) -> str:
 
 def legal_options(group: Any) -> tuple[bool, ...]:
     """Which optional codegen choices (split, online softmax, fast tanh) the group allows."""
-    members = group.placements()
-    return (group.is_reduction and why_not_split(members, True) is None,
-            group.is_reduction and why_not_online(members, True) is None,
-            why_not_fast_tanh(members) is None)
+    view = KernelView.of(group)
+    return (group.is_reduction and option("split").eligible(view, False, 1) is None,
+            group.is_reduction and option("online").eligible(view, False, 1) is None,
+            option("fast_tanh").eligible(view, True, 1) is None)
 
 
 def candidate_configs(group: Any, default: LaunchConfig, interpret: bool,
@@ -157,10 +153,15 @@ def candidate_configs(group: Any, default: LaunchConfig, interpret: bool,
     if group.is_reduction and is_outer_reduction(group):
         kinds.append("outer")
     known = {f.name for f in fields(LaunchConfig)}
-    _, online, fast_tanh = legal_options(group)
-    early = group.is_reduction and why_not_early_loads(group.placements(), True, True, 1) is None
-    hints = {p: why_not_cache_hints(group.placements(), group.is_reduction, p) is None for p in (False, True)}
-    fast_tanh = fast_tanh and not interpret  # no inline PTX in the interpreter
+    view = KernelView.of(group)
+    legal: dict[tuple[str, bool, int], bool] = {}
+
+    def eligible(opt: Option, persistent: bool, split: int) -> bool:
+        key = (opt.name, persistent, split)
+        if key not in legal:
+            legal[key] = opt.eligible(view, persistent, split) is None
+        return legal[key]
+
     out: dict[LaunchConfig, None] = {default: None}
     xmax = next_pow2(max(group.numel, 1))
     rfull = next_pow2(max(group.rnumel, 1))
@@ -185,14 +186,8 @@ def candidate_configs(group: Any, default: LaunchConfig, interpret: bool,
             if not _plausible(cfg, group, xmax):
                 continue
             out[cfg] = None
-            if online and not cfg.persistent and cfg.split == 1:
-                out[replace(cfg, online=not cfg.online)] = None  # both: the search measures whether it pays
-            if fast_tanh:
-                out[replace(cfg, fast_tanh=True)] = None
-            if early and cfg.persistent and cfg.split == 1:
-                out[replace(cfg, early_loads=True)] = None  # both: the search measures whether it pays
-            if hints[cfg.persistent]:
-                out[replace(cfg, cache_hints=True)] = None
+            for twin in option_variants(cfg, interpret, eligible):  # both: the search measures whether it pays
+                out[twin] = None
     near = sorted(list(out)[1:], key=lambda c: _distance(c, default))
     return [default] + _interleave_families(near, rfull)[: max(0, limit - 1)]
 
@@ -213,11 +208,8 @@ def neighbour_configs(cfg: LaunchConfig, group: Any) -> list[LaunchConfig]:
         out += [replace(cfg, **{key: v * 2}), replace(cfg, **{key: max(v // 2, 1)})]
     if cfg.num_stages != 1:
         out.append(replace(cfg, num_stages=1))
-    if reduction and cfg.split > 1:  # a split's partials: doubled or halved
-        out += [replace(cfg, split=cfg.split * 2), replace(cfg, split=cfg.split // 2)]
-    out.append(replace(cfg, cache_hints=not cfg.cache_hints))
+    out += option_neighbours(cfg, reduction)  # split doubled or halved, a flag toggled (codegen/options.py)
     if reduction:
-        out.append(replace(cfg, early_loads=not cfg.early_loads))
         if cfg.split == 1 and rfull >= 2:
             if cfg.persistent:
                 looped_twin = replace(cfg, persistent=False, RBLOCK=rfull // 2, early_loads=False)

@@ -1,0 +1,244 @@
+"""The launch-config options (split, online, cache_hints, early_loads, fast_tanh), each defined once.
+
+Note: an option is a LaunchConfig field that changes a kernel's generated code where it is legal.
+Its entry here holds everything the rest of the compiler asks about it: its legality on a kernel
+(`eligible`, and `why_not` for a given config, with the plan checker's words), its default rule
+(applied by Heuristics.launch_config, in registry order), the twin a candidate config gets in the
+tuner's list (`variant`) and its moves in the tuner's local search (`neighbours`). The plan checker
+(plan/apply.py), the tuner (search/kernels.py), the defaults (schedule/heuristics.py, compiler.py)
+and KernelWriter's guard read this table. The code an option emits lives in its own module (the
+codegen hook): split.py, online.py, cache_hints.py, early_loads.py, fast_math.py.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from .cache_hints import why_not_cache_hints
+from .config import LaunchConfig
+from .device import DeviceFacts
+from .early_loads import why_not_early_loads
+from .fast_math import why_not_fast_tanh
+from .online import why_not_online
+from .split import MAX_SPLIT, why_not_split
+
+if TYPE_CHECKING:
+    from ..schedule.heuristics import Heuristics
+    from ..schedule.loops import Placement
+    from ..schedule.nodes import SchedulerNode
+
+
+@dataclass(frozen=True)
+class KernelView:
+    """What an option's legality reads of a kernel: its placed nodes, whether it reduces, its r extent."""
+
+    members: Sequence[tuple["SchedulerNode", "Placement"]]
+    is_reduction: bool
+    rnumel: int = 1
+
+    @classmethod
+    def of(cls, group: Any) -> "KernelView":
+        """The view of a fusion group."""
+        return cls(group.placements(), group.is_reduction, group.rnumel)
+
+
+@dataclass(frozen=True)
+class DefaultContext:
+    """What a default rule reads: the kernel's kind and sizes, the target, and whether the option is
+    legal on the kernel (`legal`, from `default_legality`)."""
+
+    kind: str
+    numel: int
+    rnumel: int
+    interpret: bool
+    outer: bool
+    device: DeviceFacts
+    legal: bool
+
+
+def _keep(h: "Heuristics", cfg: LaunchConfig, ctx: DefaultContext) -> LaunchConfig:
+    return cfg
+
+
+def _none(cfg: LaunchConfig, reduction: bool) -> tuple[LaunchConfig, ...]:
+    return ()
+
+
+@dataclass(frozen=True)
+class Option:
+    """One launch-config option.
+    `eligible(view, persistent, split)`: None when turning the option on is legal on a kernel laid
+    out so, else why not (it reads a config only through `persistent` and `split`).
+    `why_not(cfg, view)`: None when cfg's setting of the option is legal on the kernel (off always is).
+    `default(heuristics, cfg, ctx)`: the default config with this option's rule applied.
+    `variant(cfg)`: the twin of a candidate config with the option on (None: the option comes from
+    the config ranges instead), listed where `eligible` allows; `interpreter`: whether it is listed
+    when kernels run in Triton's interpreter.
+    `neighbours(cfg, reduction)`: the local search's moves of this option from cfg.
+    `default_legality`: whether the defaults ask `eligible` (for a looped row without split);
+    `default_in_interpreter`: whether they ask it when kernels run in the interpreter."""
+
+    name: str
+    eligible: Callable[[KernelView, bool, int], str | None]
+    why_not: Callable[[LaunchConfig, KernelView], str | None]
+    default: Callable[["Heuristics", LaunchConfig, DefaultContext], LaunchConfig] = _keep
+    variant: Callable[[LaunchConfig], LaunchConfig] | None = None
+    interpreter: bool = True
+    neighbours: Callable[[LaunchConfig, bool], tuple[LaunchConfig, ...]] = _none
+    default_legality: bool = False
+    default_in_interpreter: bool = True
+
+
+# ---- split: the r range cut into chunks reduced by separate programs (split.py) -----------------------
+def _split_eligible(view: KernelView, persistent: bool, split: int) -> str | None:
+    return why_not_split(view.members, view.is_reduction)
+
+
+def _split_why_not(cfg: LaunchConfig, view: KernelView) -> str | None:
+    if cfg.split == 1:
+        return None
+    if not 1 <= cfg.split <= MAX_SPLIT:
+        return f"split={cfg.split} is outside [1, {MAX_SPLIT}]"
+    why = _split_eligible(view, cfg.persistent, cfg.split)
+    if why is not None:
+        return f"split={cfg.split} is impossible: {why}"
+    if cfg.persistent and cfg.RBLOCK * cfg.split < view.rnumel:
+        return (f"persistent split reduction with RBLOCK*split={cfg.RBLOCK * cfg.split} < rnumel={view.rnumel} "
+                "(each chunk must fit one RBLOCK)")
+    return None
+
+
+def _split_default(h: "Heuristics", cfg: LaunchConfig, ctx: DefaultContext) -> LaunchConfig:
+    if ctx.legal and ctx.kind == "reduction" and not ctx.interpret:
+        return replace(cfg, split=h.choose_split(cfg, ctx.numel, ctx.rnumel, ctx.device))
+    return cfg
+
+
+def _split_neighbours(cfg: LaunchConfig, reduction: bool) -> tuple[LaunchConfig, ...]:
+    if reduction and cfg.split > 1:  # a split's partials: doubled or halved
+        return replace(cfg, split=cfg.split * 2), replace(cfg, split=cfg.split // 2)
+    return ()
+
+
+# ---- online: a softmax's sum in its max's r loop (online.py) --------------------------------------------
+_ONLINE_LAYOUT = "online softmax is for looped reductions without split (a persistent row is read once anyway)"
+
+
+def _online_eligible(view: KernelView, persistent: bool, split: int) -> str | None:
+    if not view.is_reduction or persistent or split != 1:
+        return _ONLINE_LAYOUT
+    return why_not_online(view.members, view.is_reduction)
+
+
+def _online_why_not(cfg: LaunchConfig, view: KernelView) -> str | None:
+    if not cfg.online:
+        return None
+    if not view.is_reduction or cfg.persistent or cfg.split != 1:
+        return _ONLINE_LAYOUT
+    why = why_not_online(view.members, view.is_reduction)
+    return None if why is None else f"online softmax is impossible: {why}"
+
+
+def _online_default(h: "Heuristics", cfg: LaunchConfig, ctx: DefaultContext) -> LaunchConfig:
+    if ctx.legal and ctx.kind == "reduction" and not cfg.persistent and cfg.split == 1:
+        return replace(cfg, online=True)
+    return cfg
+
+
+# ---- cache_hints: L2 eviction hints on a reduction's loads, streaming stores (cache_hints.py) ----------
+def _hints_eligible(view: KernelView, persistent: bool, split: int) -> str | None:
+    return why_not_cache_hints(view.members, view.is_reduction, persistent)
+
+
+def _hints_default(h: "Heuristics", cfg: LaunchConfig, ctx: DefaultContext) -> LaunchConfig:
+    if (ctx.legal and h.looped_cache_hints and ctx.kind == "reduction" and not ctx.interpret and not ctx.outer
+            and not cfg.persistent and cfg.split == 1 and not cfg.online):
+        return replace(cfg, cache_hints=True)
+    return cfg
+
+
+# ---- early_loads: a persistent reduction's later loads issued first (early_loads.py) --------------------
+def _early_eligible(view: KernelView, persistent: bool, split: int) -> str | None:
+    return why_not_early_loads(view.members, view.is_reduction, persistent, split)
+
+
+# ---- fast_tanh: tanh through the hardware's approximation, 16-bit kernels only (fast_math.py) ---------
+def _tanh_eligible(view: KernelView, persistent: bool, split: int) -> str | None:
+    return why_not_fast_tanh(view.members)
+
+
+def _flag_why_not(name: str, eligible: Callable[[KernelView, bool, int], str | None]
+                  ) -> Callable[[LaunchConfig, KernelView], str | None]:
+    """why_not of a boolean option whose legality is `eligible` alone."""
+    def why_not(cfg: LaunchConfig, view: KernelView) -> str | None:
+        if not getattr(cfg, name):
+            return None
+        why = eligible(view, cfg.persistent, cfg.split)
+        return None if why is None else f"{name} is impossible: {why}"
+    return why_not
+
+
+def _flag_variant(name: str) -> Callable[[LaunchConfig], LaunchConfig]:
+    return lambda cfg: replace(cfg, **{name: True})
+
+
+# Registry order is the order of the plan checker's verdicts, of the default rules (each sees the
+# config the ones before it made) and of the neighbours' moves.
+OPTIONS: tuple[Option, ...] = (
+    Option("split", _split_eligible, _split_why_not, default=_split_default, neighbours=_split_neighbours,
+           default_legality=True),
+    Option("online", _online_eligible, _online_why_not, default=_online_default,
+           variant=lambda cfg: replace(cfg, online=not cfg.online), default_legality=True),
+    Option("cache_hints", _hints_eligible, _flag_why_not("cache_hints", _hints_eligible), default=_hints_default,
+           variant=_flag_variant("cache_hints"), default_legality=True, default_in_interpreter=False,
+           neighbours=lambda cfg, reduction: (replace(cfg, cache_hints=not cfg.cache_hints),)),
+    Option("early_loads", _early_eligible, _flag_why_not("early_loads", _early_eligible),
+           variant=_flag_variant("early_loads"),
+           neighbours=lambda cfg, reduction: (replace(cfg, early_loads=not cfg.early_loads),) if reduction else ()),
+    Option("fast_tanh", _tanh_eligible, _flag_why_not("fast_tanh", _tanh_eligible),
+           variant=_flag_variant("fast_tanh"), interpreter=False),  # no inline PTX in the interpreter
+)
+
+
+def option(name: str) -> Option:
+    """The registry's entry called `name`."""
+    return next(o for o in OPTIONS if o.name == name)
+
+
+def why_not_options(cfg: LaunchConfig, view: KernelView) -> str | None:
+    """The first option cfg sets illegally on the kernel, with why; None when all are legal."""
+    for opt in OPTIONS:
+        why = opt.why_not(cfg, view)
+        if why is not None:
+            return why
+    return None
+
+
+def default_legality(view: KernelView, interpret: bool) -> dict[str, bool]:
+    """Option name -> whether the defaults may turn it on for this kernel (a looped row without
+    split is the layout asked)."""
+    return {o.name: view.is_reduction and (o.default_in_interpreter or not interpret)
+            and o.eligible(view, False, 1) is None for o in OPTIONS if o.default_legality}
+
+
+def apply_defaults(h: "Heuristics", cfg: LaunchConfig, kind: str, numel: int, rnumel: int, interpret: bool,
+                   outer: bool, device: DeviceFacts, legal: dict[str, bool]) -> LaunchConfig:
+    """cfg with every option's default rule applied, in registry order."""
+    for opt in OPTIONS:
+        ctx = DefaultContext(kind, numel, rnumel, interpret, outer, device, legal.get(opt.name, False))
+        cfg = opt.default(h, cfg, ctx)
+    return cfg
+
+
+def option_variants(cfg: LaunchConfig, interpret: bool, eligible: Callable[[Option, bool, int], bool]
+                    ) -> list[LaunchConfig]:
+    """The candidate list's twins of cfg, in registry order: one per option whose variant is legal
+    (`eligible(option, persistent, split)`, which the caller may cache)."""
+    return [opt.variant(cfg) for opt in OPTIONS
+            if opt.variant is not None and (opt.interpreter or not interpret)
+            and eligible(opt, cfg.persistent, cfg.split)]
+
+
+def option_neighbours(cfg: LaunchConfig, reduction: bool) -> list[LaunchConfig]:
+    """Every option's local-search moves from cfg, in registry order."""
+    return [c for opt in OPTIONS for c in opt.neighbours(cfg, reduction)]
