@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from ..ir.values import Layout, Pointwise, ReinterpretView, is_tensor_value
+from ..ir.values import Pointwise, ReinterpretView, is_tensor_value
 from .common import upcast
 from .registry import Unsupported, register
 
@@ -56,19 +56,7 @@ def _to_channels_last(g: Any, value: Any) -> Any:
     size = tuple(int(s) for s in value.size)
     # the copy iterates in the channels-last memory order (N, *spatial, C), so its stores are
     # contiguous, and the convolution reads it as an N, C, *spatial view
-    perm = (0, *range(2, len(size)), 1)
-    load = value.loader()
-
-    def inner(ops, idx):
-        src = [None] * len(size)
-        for k, p in enumerate(perm):
-            src[p] = idx[k]
-        return load(ops, src)
-
-    psize = tuple(size[p] for p in perm)
-    copy = Pointwise(value.device, value.dtype, psize, inner, getattr(value, "origins", frozenset()))
-    stored = g.realize(copy)
-    buf = ReinterpretView(stored, Layout(value.device, value.dtype, size, channels_last_strides(size)))
+    buf = g.realize_in_order(value, (0, *range(2, len(size)), 1), channels_last_strides(size))
     g.layout_copies[id(value)] = (value, buf)  # one copy per value, however many convolutions read it
     return buf
 

@@ -241,7 +241,14 @@ class GraphLowering:
         if all(stride[d] == s or size[d] == 1 for d, s in zip(range(len(size)), contiguous_strides(size))) \
                 or perm == tuple(range(len(size))):
             return self.realize(value, like)
-        load = value.inner_fn
+        return self.realize_in_order(value, perm, stride)
+
+    def realize_in_order(self, value: TensorValue, perm: Sequence[int], stride: Sequence[int]) -> ReinterpretView:
+        """The value written by a kernel that iterates its dims in the order `perm` (outermost
+        first), so its stores are contiguous, and read back as a view with `stride` (the layout
+        that order gives)."""
+        size = tuple(int(s) for s in value.size)
+        load = value.loader()
 
         def inner(ops, idx):
             src = [None] * len(size)
@@ -250,8 +257,8 @@ class GraphLowering:
             return load(ops, src)
 
         psize = tuple(size[d] for d in perm)
-        stored = self.realize(Pointwise(value.device, value.dtype, psize, inner, value.origins))
-        return ReinterpretView(stored, Layout(value.device, value.dtype, size, stride))
+        stored = self.realize(Pointwise(value.device, value.dtype, psize, inner, getattr(value, "origins", frozenset())))
+        return ReinterpretView(stored, Layout(value.device, value.dtype, size, tuple(stride)))
 
     def _lower_output(self, node: torch.fx.Node) -> None:
         outs = node.args[0]
