@@ -237,10 +237,9 @@ class GraphLowering:
         if not (isinstance(like, torch.Tensor) and tuple(like.shape) == size and is_dense(size, like.stride())):
             return self.realize(value, like)
         stride = tuple(int(s) for s in like.stride())
-        perm = tuple(sorted(range(len(size)), key=lambda d: (-stride[d], d)))
-        if all(stride[d] == s or size[d] == 1 for d, s in zip(range(len(size)), contiguous_strides(size))) \
-                or perm == tuple(range(len(size))):
+        if all(stride[d] == s or size[d] == 1 for d, s in enumerate(contiguous_strides(size))):
             return self.realize(value, like)
+        perm = tuple(sorted(range(len(size)), key=lambda d: (-stride[d], d)))
         return self.realize_in_order(value, perm, stride)
 
     def realize_in_order(self, value: TensorValue, perm: Sequence[int], stride: Sequence[int]) -> ReinterpretView:
