@@ -269,9 +269,9 @@ class GraphLowering:
                 v = self._realize_output(v, fake)  # read by nothing else: free to pick its loop order
             elif isinstance(v, Pointwise):
                 v = self.realize(v, fake)
-            elif isinstance(v, ExternBuffer) and _strides_differ(v.layout, fake):
-                # an extern kernel ran in another layout (a channels-last convolution): the graph
-                # returns eager's strides
+            elif isinstance(v, (ExternBuffer, ReinterpretView)) and _strides_differ(v.layout, fake):
+                # an extern kernel ran in another layout (a channels-last convolution, a product
+                # into padded rows): the graph returns eager's strides
                 v = self.realize(Pointwise(v.device, v.dtype, tuple(v.size), v.loader()), fake)
             self.outputs.append(v)
 

@@ -5,8 +5,9 @@ plans) replace this object or subclass it; nothing patches module globals.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 import torch
 
@@ -83,6 +84,11 @@ class Heuristics:
     # convolutions' operand layout, "as_given" or "channels_last" (the search tries both; see
     # docs/defaults.md for why the default keeps the given layout)
     conv_layout: str = "as_given"
+    # pad a matrix product's unaligned K / N to 16 bytes (lower/matmul.py) when it is compute-bound:
+    # at least this many multiply-adds, and rows enough that the padding copy is small beside it
+    pad_matmul_min_macs: int = 1 << 26
+    pad_matmul_min_rows: int = 128
+    pad_matmul_devices: tuple[str, ...] = ("cuda",)  # cuBLAS's alignment rule; the CPU's BLAS has none
     # a scan's row runs persistent up to this many elements (Inductor's persistent threshold for
     # inner reductions, which its scans share), else it loops over RBLOCK chunks carrying the prefix
     scan_persistent_max: int = 1024
@@ -93,6 +99,17 @@ class Heuristics:
         if num_uses > 1 and (num_reads > self.realize_reads_threshold or op_count > self.realize_opcount_threshold):
             return True
         return num_reads > self.realize_acc_reads_threshold or op_count > self.realize_max_inline_ops
+
+    def pad_matmul(self, device: torch.device, dtype: torch.dtype, m: int, k: int, n: int,
+                   batch: Sequence[int] = ()) -> bool:
+        """Pad a matrix product's K / N to 16-byte rows? (CUDA, floating point, unaligned, large.)"""
+        if torch.device(device).type not in self.pad_matmul_devices or dtype not in (torch.float16, torch.bfloat16, torch.float32):
+            return False
+        per = 16 // torch.empty((), dtype=dtype).element_size()
+        if k % per == 0 and n % per == 0:
+            return False
+        macs = m * k * n * math.prod(batch)
+        return macs >= self.pad_matmul_min_macs and m >= self.pad_matmul_min_rows
 
     def conv_channels_last(self, device: torch.device, dtype: torch.dtype) -> bool:
         """Hand a convolution channels-last operands? ("auto": on CUDA, for floating point.)"""

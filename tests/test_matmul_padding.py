@@ -1,0 +1,91 @@
+"""Matrix products with unaligned K / N: operands padded to 16-byte rows, the result a view of the
+first N columns (lower/matmul.py). On the CPU the padding is forced through the heuristics."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from autofuse import CompileOptions
+from autofuse.capture.trace import compile_traced
+from autofuse.schedule.heuristics import Heuristics
+
+from .helpers import DEFAULT_DEVICE, assert_close, kernels_of, rand
+
+PAD = Heuristics(pad_matmul_devices=("cpu", "cuda"), pad_matmul_min_macs=0, pad_matmul_min_rows=1)
+
+
+def _check(fn, args, heuristics=PAD):
+    options = CompileOptions(poison=True, strict=True, use_db=False, heuristics=heuristics)
+    compiled = compile_traced(fn, args, options)
+    expected = fn(*args)
+    actual = compiled(*args)
+    expected = list(expected) if isinstance(expected, (list, tuple)) else [expected]
+    assert_close(list(actual), expected, atol=1e-4, rtol=1e-4)
+    return kernels_of(compiled)
+
+
+def _externs(kernels) -> list:
+    return [k for k in kernels if k.kind == "fallback"]
+
+
+@pytest.mark.parametrize("m,k,n", [(37, 13, 50), (64, 24, 21), (5, 33, 7)])
+def test_mm_unaligned_dims_padded(m, k, n):
+    a, b = rand((m, k)), rand((k, n))
+    kernels = _check(lambda a, b: torch.mm(a, b), (a, b))
+    assert len(_externs(kernels)) == 1
+    # a padding copy per unaligned operand (f32: rows of 4 elements), and the copy of a padded
+    # result into the output's eager strides
+    assert len(kernels) - 1 == (k % 4 != 0) + (k % 4 != 0 or n % 4 != 0) + (n % 4 != 0)
+
+
+def test_weight_transposed_as_in_a_linear_layer():
+    """GPT-2's output projection: x @ w.t() with an odd vocabulary; the weight copy keeps w's order."""
+    x, w = rand((6, 10, 24)), rand((53, 24))
+    kernels = _check(lambda x, w: torch.nn.functional.linear(x, w) * 2.0, (x, w))
+    assert _externs(kernels)
+
+
+def test_addmm_bias_padded_along_n():
+    bias, a, b = rand((21,)), rand((30, 12)), rand((12, 21))
+    _check(lambda bias, a, b: torch.addmm(bias, a, b), (bias, a, b))
+    _check(lambda bias, a, b: torch.addmm(bias, a, b, beta=0.5, alpha=2.0), (bias, a, b))
+    full = rand((30, 21))
+    _check(lambda bias, a, b: torch.addmm(bias, a, b).relu(), (full, a, b))
+
+
+def test_bmm_and_noncontiguous_operands():
+    a, b = rand((3, 17, 9), noncontig=True), rand((3, 9, 11))
+    _check(lambda a, b: torch.bmm(a, b), (a, b))
+    _check(lambda a, b: torch.bmm(a, b).sum(-1), (a, b))
+
+
+def test_output_read_by_a_kernel_and_returned():
+    """The padded result feeds a pointwise kernel and is also a graph output in eager's strides."""
+    a, b = rand((19, 6)), rand((6, 13))
+    _check(lambda a, b: (lambda y: (y, y.softmax(-1)))(torch.mm(a, b)), (a, b))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_types(dtype):
+    a, b = rand((33, 20), dtype), rand((20, 45), dtype)
+    options = CompileOptions(poison=True, strict=True, use_db=False, heuristics=PAD)
+    compiled = compile_traced(lambda a, b: torch.mm(a, b), (a, b), options)
+    (out,) = compiled(a, b)
+    assert out.stride() == (45, 1)
+    torch.testing.assert_close(out.float(), torch.mm(a.float(), b.float()), rtol=2e-2, atol=2e-1)
+
+
+def test_default_heuristics_pad_only_large_cuda_products():
+    h = Heuristics()
+    assert not h.pad_matmul(torch.device("cpu"), torch.float32, 4096, 1001, 4096)
+    assert h.pad_matmul(torch.device("cuda"), torch.bfloat16, 2048, 1024, 50257)
+    assert not h.pad_matmul(torch.device("cuda"), torch.bfloat16, 2048, 1024, 50264)  # aligned
+    assert not h.pad_matmul(torch.device("cuda"), torch.bfloat16, 8, 1024, 50257)     # few rows
+    assert not h.pad_matmul(torch.device("cuda"), torch.int32, 2048, 1001, 4096)
+
+
+def test_aligned_product_is_the_plain_extern_call():
+    a, b = rand((16, 8)), rand((8, 12))
+    kernels = _check(lambda a, b: torch.mm(a, b), (a, b))
+    assert len(kernels) == 1 and kernels[0].kind == "fallback"
+    assert DEFAULT_DEVICE in ("cpu", "cuda")
