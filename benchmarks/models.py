@@ -14,7 +14,7 @@ with the loss inside the compiled model, backward, an eager AdamW step) for the 
 
 Per model, mode and variant: GPU time per call (the profiler's sum of GPU kernel times), wall time
 per call (back-to-back calls, one synchronize at the end), host time per call (time to enqueue calls
-while the GPU sleeps, so the host never waits on it), compile time (the first call; every cache
+while the GPU sleeps, so the host never waits on it; both the median of 5 rounds), compile time (the first call; every cache
 directory fresh at the start of the run, unless --warm-cache), kernels per call (profiler: GPU
 kernels launched, library kernels included), autofuse's kernels and graphs left to eager (its
 report; compiled non-strict, as users run it, unless --strict), and the relative error of the main
@@ -33,6 +33,7 @@ import json
 import os
 import platform
 import sys
+import statistics
 import tempfile
 import time
 import warnings
@@ -306,16 +307,23 @@ def measure(job: Job, variant: str, opts: argparse.Namespace) -> dict[str, Any]:
     return entry
 
 
+ROUNDS = 5  # wall and host times are the median of this many rounds: the host's speed drifts
+
+
 def wall_ms(call: Callable[[], Any], calls: int) -> float:
-    """Milliseconds per call of back-to-back calls, one synchronize at the end."""
+    """Milliseconds per call of back-to-back calls, one synchronize at the end of each round; the
+    median of ROUNDS rounds."""
     for _ in range(3):
         call()
     torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        call()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - t0) / calls * 1e3
+    rounds = []
+    for _ in range(ROUNDS):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            call()
+        torch.cuda.synchronize()
+        rounds.append((time.perf_counter() - t0) / calls * 1e3)
+    return statistics.median(rounds)
 
 
 def gpu_profile(call: Callable[[], Any], calls: int) -> dict[str, float]:
@@ -341,16 +349,19 @@ def host_ms(call: Callable[[], Any], wall: float, kernels: float) -> dict[str, A
     `host_blocked` when enqueueing took as long as the sleep: a call waits on the GPU (a sync)."""
     n = max(1, min(10, int(MAX_QUEUED_KERNELS // max(kernels, 1))))
     sleep_s = 0.1 + 3 * n * wall * 1e-3
-    torch.cuda.synchronize()
-    torch.cuda._sleep(int(SLEEP_CYCLES_PER_S * sleep_s))
-    t0 = time.perf_counter()
-    for _ in range(n):
-        call()
-    t1 = time.perf_counter()
-    exact = not torch.cuda.current_stream().query()
-    torch.cuda.synchronize()
-    return {"host_ms": (t1 - t0) / n * 1e3, "host_calls": n, "host_exact": exact,
-            "host_blocked": t1 - t0 > 0.8 * sleep_s}
+    times, exact, blocked = [], True, False
+    for _ in range(ROUNDS):
+        torch.cuda.synchronize()
+        torch.cuda._sleep(int(SLEEP_CYCLES_PER_S * sleep_s))
+        t0 = time.perf_counter()
+        for _ in range(n):
+            call()
+        t1 = time.perf_counter()
+        exact = exact and not torch.cuda.current_stream().query()
+        blocked = blocked or t1 - t0 > 0.8 * sleep_s
+        torch.cuda.synchronize()
+        times.append((t1 - t0) / n * 1e3)
+    return {"host_ms": statistics.median(times), "host_calls": n, "host_exact": exact, "host_blocked": blocked}
 
 
 # ---- the run ------------------------------------------------------------------------------------
