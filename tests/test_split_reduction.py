@@ -236,3 +236,13 @@ def test_full_size_split_on_the_gpu(split, xblock, rblock, warps):
     for _ in range(5):
         z = rand((8, 1 << 20))
         assert_close(compiled(z, w)[0], fn(z, w))
+
+
+def test_a_column_sum_over_few_columns_splits_from_shorter_columns():
+    """A weight gradient's column sum (2048 tokens x 2048 features) runs 32 x blocks of 64 columns:
+    without a split most SMs idle; a row reduction of the same size keeps its one-row programs."""
+    h = Heuristics()
+    outer = h.launch_config("reduction", 2048, 2048, False, outer=True, splittable=True)
+    assert outer.split > 1 and 2048 // outer.split >= h.split_outer_min_chunk
+    assert h.launch_config("reduction", 2048, 2048, False, outer=False, splittable=True).split == 1
+    assert h.launch_config("reduction", 2048, 512, False, outer=True, splittable=True).split == 1

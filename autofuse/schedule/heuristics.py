@@ -71,6 +71,8 @@ class Heuristics:
     # gets proportionally more programs. The SM count is the device's (codegen/device.py).
     split_target_warps_per_sm: int = 4 * 8
     split_min_chunk: int = 1024           # r elements per chunk, at least
+    split_outer_min_rnumel: int = 1024    # the same two for an outer reduction (choose_split)
+    split_outer_min_chunk: int = 256
     # enough for a whole-tensor reduction to fill a GPU of up to 256 SMs (Inductor splits 2^30
     # elements 8192 ways into a second kernel; here the partials are combined by one program)
     split_max: int = 1024
@@ -154,7 +156,7 @@ class Heuristics:
     def wants_split(self, numel: int, rnumel: int, outer: bool, device: DeviceFacts) -> bool:
         """Would the GPU default config of a splittable reduction over (numel, rnumel) split it?"""
         cfg = self._launch_config("reduction", numel, rnumel, False, outer)
-        return self.choose_split(cfg, numel, rnumel, device) > 1
+        return self.choose_split(cfg, numel, rnumel, device, outer) > 1
 
     # ---- codegen -------------------------------------------------------------------------
     def launch_config(self, kind: str, numel: int, rnumel: int, interpret: bool, outer: bool = False,
@@ -179,18 +181,24 @@ class Heuristics:
         legal = {"split": splittable, "online": online, "cache_hints": hints}
         return apply_defaults(self, cfg, kind, numel, rnumel, interpret, outer, device, legal)
 
-    def choose_split(self, cfg: LaunchConfig, numel: int, rnumel: int, device: DeviceFacts = REFERENCE) -> int:
+    def choose_split(self, cfg: LaunchConfig, numel: int, rnumel: int, device: DeviceFacts = REFERENCE,
+                     outer: bool = False) -> int:
         """A power of two bringing the grid near `split_target_warps_per_sm` warps in flight on every
         SM of `device`; 1 when the x grid is already large enough, the rows too short, the whole
-        reduction small (or the kernel persistent)."""
+        reduction small (or the kernel persistent). An `outer` reduction (a column sum) splits from
+        shorter columns, in shorter chunks: its x blocks are 64 columns wide, so a few thousand
+        columns leave most SMs idle (a weight gradient's sum over 2048 tokens of 2048 features ran
+        on 32 programs)."""
         xprograms = -(-max(numel, 1) // cfg.XBLOCK)
-        if (cfg.persistent or rnumel < self.split_min_rnumel
+        min_rnumel, min_chunk = ((self.split_outer_min_rnumel, self.split_outer_min_chunk) if outer
+                                 else (self.split_min_rnumel, self.split_min_chunk))
+        if (cfg.persistent or rnumel < min_rnumel
                 or xprograms >= self.split_below_programs_per_sm * device.sm_count
                 or numel * rnumel < self.split_min_elements):
             return 1
         limit = min(self.split_max, self.split_combine_max_elements // cfg.XBLOCK,
                     self.split_target_warps_per_sm * device.sm_count // cfg.num_warps // xprograms,
-                    rnumel // max(cfg.RBLOCK, self.split_min_chunk))
+                    rnumel // max(cfg.RBLOCK, min_chunk))
         split = 1
         while split * 2 <= limit:
             split *= 2
