@@ -89,3 +89,20 @@ def test_aligned_product_is_the_plain_extern_call():
     kernels = _check(lambda a, b: torch.mm(a, b), (a, b))
     assert len(kernels) == 1 and kernels[0].kind == "fallback"
     assert DEFAULT_DEVICE in ("cpu", "cuda")
+
+
+def test_transposed_view_of_a_lazy_value_reaches_the_product_as_a_view():
+    """`mm(y.t(), w)` with y lazy (and read elsewhere): y is written once in its own layout and the
+    product reads its transpose as a strided view; no kernel stores a transposed copy."""
+    from .helpers import compile_and_compare
+    x, w = rand((37, 20)), rand((37, 12))
+
+    def f(x, w):
+        y = (x * 2).sigmoid()
+        return torch.mm(y.t(), w), y + 1
+
+    kernels = kernels_of(compile_and_compare(f, (x, w)))
+    pointwise = [k for k in kernels if k.kind == "pointwise"]
+    assert len(pointwise) == 1 and len(_externs(kernels)) == 1
+    stores = [line for line in pointwise[0].source.splitlines() if "tl.store" in line]
+    assert stores and all("(xindex)" in line for line in stores)

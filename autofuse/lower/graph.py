@@ -207,6 +207,10 @@ class GraphLowering:
                 result = None
         self.out = None  # a body that reads g.out after its node was lowered fails loudly, not wrongly
         if result is None:
+            if self._realize_viewed_operands(node):
+                args = torch.fx.node.map_arg(node.args, lambda n: self.env[n])
+                kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: self.env[n])
+            self.node, self._fake_args = node, fargs
             self.out = fake_out
             result = self.fallback(node.target, args, kwargs, fake_out)
             self.out = None
@@ -214,6 +218,39 @@ class GraphLowering:
             result = result.with_origins(self.current_origins())
             result = self._maybe_realize(node, result, fake_out)
         self.env[node] = result
+
+    def _realize_viewed_operands(self, node: torch.fx.Node) -> bool:
+        """An extern op reading a transposed view of a lazy value (the backward's `permute(grad)`
+        fed to a matrix product): realize the value in eager's layout and re-lower the views over
+        its buffer, so the op reads a strided view of it. Lowered lazily instead, the view would be
+        written out as its own buffer in the view's order — its loads or its stores strided, and a
+        second copy of a value its other readers compute again. True when an operand changed."""
+        changed = False
+        for arg in node.all_input_nodes:
+            chain, src = [], arg
+            while (src.op == "call_function" and src.target in _VIEW_OPS and isinstance(self.env.get(src), Pointwise)
+                   and src.args and isinstance(src.args[0], torch.fx.Node)):
+                chain.append(src)
+                src = src.args[0]
+            if not any(n.target in _TRANSPOSING_VIEW_OPS for n in chain) or not isinstance(self.env.get(src), Pointwise):
+                continue
+            fake = self.fake_env.get(src)
+            if not isinstance(fake, torch.Tensor) or not is_dense(tuple(fake.shape), fake.stride()):
+                continue
+            self.node = src
+            self.realize(self.env[src], fake)
+            for view in reversed(chain):
+                self.node, self.out = view, self.fake_env[view]
+                self._fake_args = torch.fx.node.map_arg(view.args, lambda n: self.fake_env[n])
+                lowered = LOWERINGS.lookup(view.target)(
+                    self, *torch.fx.node.map_arg(view.args, lambda n: self.env[n]),
+                    **torch.fx.node.map_arg(view.kwargs, lambda n: self.env[n]))
+                self.out = None
+                if not isinstance(lowered, (Buffer, ReinterpretView)):
+                    break  # not a strided view of the buffer: the operand stays as it was
+                self.env[view] = lowered
+                changed = True
+        return changed
 
     def fake_arg(self, i: int) -> Any:
         return self._fake_args[i]
@@ -274,6 +311,12 @@ class GraphLowering:
                 # into padded rows): the graph returns eager's strides
                 v = self.realize(Pointwise(v.device, v.dtype, tuple(v.size), v.loader()), fake)
             self.outputs.append(v)
+
+
+_TRANSPOSING_VIEW_OPS = frozenset([torch.ops.aten.permute.default, torch.ops.aten.t.default,
+                                   torch.ops.aten.transpose.int])
+_VIEW_OPS = _TRANSPOSING_VIEW_OPS | {torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default,
+                                     torch.ops.aten.reshape.default}
 
 
 def _strides_differ(layout: Layout, fake: Any) -> bool:
