@@ -132,10 +132,13 @@ def test_training_step_grads():
 
 
 def test_layout_choice():
-    assert not Heuristics().conv_channels_last(torch.device("cuda"), torch.float32)
-    auto = Heuristics(conv_layout="auto")
-    assert auto.conv_channels_last(torch.device("cuda"), torch.float32)
-    assert not auto.conv_channels_last(torch.device("cpu"), torch.float32)
+    """The default ("auto"): channels-last on CUDA in a graph of two or more convolutions."""
+    auto = Heuristics()
+    assert auto.conv_layout == "auto"
+    assert not auto.conv_channels_last(torch.device("cuda"), torch.float32)           # a lone convolution
+    assert auto.conv_channels_last(torch.device("cuda"), torch.float32, convs=2)
+    assert not auto.conv_channels_last(torch.device("cpu"), torch.float32, convs=50)
+    assert not auto.conv_channels_last(torch.device("cuda"), torch.int64, convs=50)
     assert not Heuristics(conv_layout="as_given").conv_channels_last(torch.device("cuda"), torch.float32)
 
 
@@ -188,3 +191,46 @@ def test_attention_bias_rows_padded_for_aligned_kernels():
     from autofuse.ir.values import Layout
     assert not is_aligned(Layout.contiguous(torch.device("cpu"), torch.float32, (2, 1, 11, 11)))
     assert is_aligned(Layout.contiguous(torch.device("cpu"), torch.float32, (2, 4, 16, 32)))
+
+
+class _Block(torch.nn.Module):
+    """A residual block as in ResNet: conv-BN-ReLU twice, the identity added, a max pool after."""
+
+    def __init__(self, c: int) -> None:
+        super().__init__()
+        self.c1, self.b1 = torch.nn.Conv2d(c, c, 3, padding=1, bias=False), torch.nn.BatchNorm2d(c)
+        self.c2, self.b2 = torch.nn.Conv2d(c, c, 3, padding=1, bias=False), torch.nn.BatchNorm2d(c)
+        self.c3, self.b3 = torch.nn.Conv2d(c, c, 3, padding=1, bias=False), torch.nn.BatchNorm2d(c)
+        self.head = torch.nn.Linear(c, 5)
+
+    def forward(self, x):
+        y = torch.relu(self.b1(self.c1(x)))
+        y = torch.relu(self.b2(self.c2(y)) + x)
+        y = F.max_pool2d(y, 2)
+        y = torch.relu(self.b3(self.c3(y)))
+        return self.head(F.adaptive_avg_pool2d(y, 1).flatten(1)), y
+
+
+def test_channels_last_chain_keeps_activations_channels_last():
+    """Between convolutions every activation (BN-ReLU results, the residual sum, the max pool's
+    result) is channels-last; the returned activation comes back in eager's strides."""
+    from autofuse.capture.constants import lift_constants
+    from autofuse.capture.trace import trace_aten
+    from autofuse.compiler import schedule
+    torch.manual_seed(0)
+    model = _Block(6).eval()
+    x = rand((2, 6, 10, 9))
+    with torch.no_grad():
+        expected = model(x)
+        fn = lambda x: model(x)
+        compiled = _compile(fn, (x,), "channels_last")
+        assert_close(list(compiled(x)), list(expected), atol=1e-4, rtol=1e-4)
+        options = CompileOptions(strict=True, use_db=False, heuristics=Heuristics(conv_layout="channels_last"))
+        gm = trace_aten(fn, (x,))
+        lowering, *_ = schedule(gm, (x, *lift_constants(gm)), options)
+    returned = {getattr(o, "name", None) or o.buffer.name for o in lowering.outputs}
+    four_d = [lay for name, lay in lowering._layouts_by_name().items()
+              if len(lay.size) == 4 and lay.size[1] == 6 and not name.startswith("arg") and name not in returned]
+    assert four_d and all(all(st == want or n == 1 for st, want, n in zip(lay.stride, channels_last_strides(lay.size), lay.size))
+                          for lay in four_d), \
+        [(lay.size, lay.stride) for lay in four_d]

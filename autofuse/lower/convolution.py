@@ -76,7 +76,7 @@ def _convolution(g, x, weight, bias, stride, padding, dilation, transposed, outp
     if bias is not None and not is_tensor_value(bias):
         raise Unsupported("non-tensor bias")
     out = g.out
-    channels_last = len(x.size) in (4, 5) and g.heuristics.conv_channels_last(x.device, x.dtype)
+    channels_last = len(x.size) in (4, 5) and g.heuristics.conv_channels_last(x.device, x.dtype, g.conv_count)
     if len(x.size) in (4, 5):
         g.conv_layout = "channels_last" if channels_last else "as_given"
     if bias is None and not channels_last:

@@ -27,6 +27,7 @@ from ..ir.values import (
     ReinterpretView, TensorValue, is_tensor_value,
 )
 from .eager_strides import with_eager_strides
+from .convolution import channels_last_strides
 from .extern_args import align_operands
 from .registry import LOWERINGS, Unsupported
 
@@ -79,6 +80,8 @@ class GraphLowering:
         self.fake_env: dict[torch.fx.Node, Any] = {}
         self.layout_copies: dict[int, tuple[Any, Any]] = {}  # id(value) -> (value, its copy in another layout)
         self.conv_layout: str | None = None  # the layout convolutions were lowered in, once one was
+        self.conv_count = sum(1 for n in gm.graph.nodes if n.op == "call_function"
+                              and n.target is torch.ops.aten.convolution.default)
 
     # ---- naming and buffers -------------------------------------------------------------
     def new_name(self, prefix: str = "buf") -> str:
@@ -118,13 +121,15 @@ class GraphLowering:
 
         def prep(v: Any) -> Any:
             if is_tensor_value(v):
-                r = self.realize(v)
+                r = self._realize_intermediate(v, None, analyze(v.inner_fn, make_vars("i", len(v.size))).read_names) \
+                    if isinstance(v, Pointwise) else v
                 reads.append(r.buffer.name if isinstance(r, ReinterpretView) else r.name)
                 return r
             return v
 
         args = tree_map(prep, align_operands(self, target, tuple(args)))
         kwargs = tree_map(prep, kwargs)
+        fake_out = self._fake_for_layouts(target, args, kwargs, fake_out)
         name = self.new_name("extern")
         kernel = ExternKernel(name, target, args, kwargs, [], reads, self.current_origins())
         schema = getattr(target, "_schema", None)
@@ -252,6 +257,36 @@ class GraphLowering:
                 changed = True
         return changed
 
+    def _fake_for_layouts(self, target: object, args: tuple, kwargs: dict, fake_out: Any) -> Any:
+        """The op's output for operands in the layouts they have here: where one is not in eager's
+        layout (a channels-last activation), ATen's result follows it (a channels-last max pool), and
+        the program must expect that layout rather than copy the result back on every call."""
+        fargs = getattr(self, "_fake_args", None)
+        if not isinstance(fargs, (list, tuple)) or len(fargs) != len(args) or kwargs and any(
+                is_tensor_value(v) for v in kwargs.values()):
+            return fake_out
+        differ = False
+        for a, f in zip(args, fargs):
+            lay = getattr(a, "layout", None) if is_tensor_value(a) else None
+            if lay is None:
+                continue
+            if not isinstance(f, torch.Tensor) or lay.offset or tuple(f.shape) != tuple(lay.size):
+                return fake_out
+            differ = differ or any(st != fs for st, fs, n in zip(lay.stride, f.stride(), lay.size) if n != 1)
+        if not differ:
+            return fake_out
+        try:
+            with self.fake_mode:
+                fakes = [torch.empty_strided(a.layout.size, a.layout.stride, dtype=a.layout.dtype,
+                                             device=a.layout.device) if is_tensor_value(a) else a for a in args]
+                out = target(*fakes, **kwargs)
+            out = with_eager_strides(target, fakes, kwargs, out, self.fake_mode)
+        except Exception:  # noqa: BLE001 - no better prediction: the eager one (a mismatch is copied at run time)
+            return fake_out
+        same_shapes = tree_map(lambda t: tuple(t.shape) if isinstance(t, torch.Tensor) else None, out) == \
+            tree_map(lambda t: tuple(t.shape) if isinstance(t, torch.Tensor) else None, fake_out)
+        return out if same_shapes else fake_out
+
     def fake_arg(self, i: int) -> Any:
         return self._fake_args[i]
 
@@ -260,10 +295,38 @@ class GraphLowering:
         num_uses = sum(_count_uses(u, node) for u in node.users)
         if node.name in self.realize_decisions:
             decided = self.realize_decisions[node.name]
-            return self.realize(value, fake_out if isinstance(fake_out, torch.Tensor) else None) if decided else value
+            return self._realize_intermediate(value, fake_out, info.read_names) if decided else value
         if self.heuristics.should_realize(num_uses, len(set(info.read_names)), info.op_count):
-            return self.realize(value, fake_out if isinstance(fake_out, torch.Tensor) else None)
+            return self._realize_intermediate(value, fake_out, info.read_names)
         return value
+
+    def _realize_intermediate(self, value: Pointwise, fake_out: Any, reads: Sequence[str]) -> TensorValue:
+        """A value the graph does not return, realized: in eager's layout, except that in a graph
+        whose convolutions run channels-last a value computed from a channels-last buffer of its
+        size is stored channels-last too (iterating in that order: its loads and stores are both
+        contiguous), so the activations between convolutions never change layout."""
+        size = tuple(int(s) for s in value.size)
+        if self.conv_layout == "channels_last" and len(size) in (4, 5):
+            layouts = self._layouts_by_name()
+            want = channels_last_strides(size)
+            if any((lay := layouts.get(r)) is not None and tuple(lay.size) == size and tuple(lay.stride) == want
+                   for r in set(reads)):
+                return self.realize_in_order(value, (0, *range(2, len(size)), 1), want)
+        return self.realize(value, fake_out if isinstance(fake_out, torch.Tensor) else None)
+
+    def _layouts_by_name(self) -> dict[str, Layout]:
+        """The layout of every buffer lowered so far, by name."""
+        out: dict[str, Layout] = {b.name: b.layout for b in self.inputs if b is not None}
+
+        def add(o: Any) -> None:
+            if isinstance(o, Buffer):
+                out[o.name] = o.layout
+            elif isinstance(o, (list, tuple)):
+                for x in o:
+                    add(x)
+        for b in self.buffers:
+            add(b.outputs if isinstance(b, ExternKernel) else b)
+        return out
 
     def _realize_output(self, value: Pointwise, like: Any) -> Buffer | ReinterpretView:
         """A graph output in eager's strides. When those are a permutation of a contiguous layout

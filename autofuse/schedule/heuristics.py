@@ -83,9 +83,13 @@ class Heuristics:
     # (set when a split was two launches: cross-entropy's mean over 8192 rows cost 30 µs of host
     # time split, 10 µs not; the search may still split it)
     split_min_elements: int = 1 << 20
-    # convolutions' operand layout, "as_given" or "channels_last" (the search tries both; see
-    # docs/defaults.md for why the default keeps the given layout)
-    conv_layout: str = "as_given"
+    # convolutions' operand layout: "auto" (conv_channels_last decides), "as_given" or
+    # "channels_last"; the plan records the layout taken and the search tries both (docs/defaults.md)
+    conv_layout: str = "auto"
+    # "auto" hands convolutions channels-last operands on CUDA in graphs with at least this many:
+    # a chain of convolutions keeps its activations channels-last between them, so only the
+    # graph's inputs and outputs change layout; a lone convolution pays both ends for one kernel
+    conv_channels_last_min_convs: int = 2
     # pad a matrix product's unaligned K / N to 16 bytes (lower/matmul.py) when it is compute-bound:
     # at least this many multiply-adds, and rows enough that the padding copy is small beside it
     pad_matmul_min_macs: int = 1 << 26
@@ -113,10 +117,12 @@ class Heuristics:
         macs = m * k * n * math.prod(batch)
         return macs >= self.pad_matmul_min_macs and m >= self.pad_matmul_min_rows
 
-    def conv_channels_last(self, device: torch.device, dtype: torch.dtype) -> bool:
-        """Hand a convolution channels-last operands? ("auto": on CUDA, for floating point.)"""
+    def conv_channels_last(self, device: torch.device, dtype: torch.dtype, convs: int = 1) -> bool:
+        """Hand a convolution channels-last operands? ("auto": on CUDA, for floating point, in a
+        graph of at least `conv_channels_last_min_convs` convolutions.)"""
         if self.conv_layout == "auto":
-            return torch.device(device).type == "cuda" and dtype.is_floating_point
+            return (torch.device(device).type == "cuda" and dtype.is_floating_point
+                    and convs >= self.conv_channels_last_min_convs)
         return self.conv_layout == "channels_last"
 
     # ---- fusion -------------------------------------------------------------------------
