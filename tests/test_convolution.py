@@ -218,8 +218,8 @@ def test_channels_last_chain_keeps_activations_channels_last():
     from autofuse.capture.trace import trace_aten
     from autofuse.compiler import schedule
     torch.manual_seed(0)
-    model = _Block(6).eval()
     x = rand((2, 6, 10, 9))
+    model = _Block(6).eval().to(x.device)
     with torch.no_grad():
         expected = model(x)
         fn = lambda x: model(x)
