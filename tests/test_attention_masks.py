@@ -83,6 +83,14 @@ def all_true(q, k, v):
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask[None, None].expand(q.shape[0], -1, -1, -1))
 
 
+def bidirectional(q, k, v):
+    """The graph transformers' bidirectional mask leaves under Dynamo when no padding mask is given."""
+    q_idx = (torch.arange(q.shape[-2], device=q.device) + 0)[None, None, :, None]
+    kv_idx = (torch.arange(k.shape[-2], device=q.device) + 0)[None, None, None, :]
+    mask = q_idx.new_ones((), dtype=torch.bool) & (q_idx >= 0).to(q.device) & (kv_idx < k.shape[-2])
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask.expand(q.shape[0], -1, q.shape[-2], k.shape[-2]))
+
+
 def causal_bool(q, k, v):
     i, j = positions(q, k)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=(j <= i)[None, None])
@@ -121,7 +129,7 @@ def random_offsets(q, k, v):
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask.masked_fill(j > i, -1.5))
 
 
-@pytest.mark.parametrize("fn, causal", [(all_true, False), (zeros_float, False), (causal_bool, True),
+@pytest.mark.parametrize("fn, causal", [(all_true, False), (bidirectional, False), (zeros_float, False), (causal_bool, True),
                                         (causal_float, True), (causal_float_min, True), (from_shape, True)])
 def test_constant_masks_folded(device, fn, causal):
     check(fn, qkv(device), folded=True, causal=causal)
@@ -319,3 +327,15 @@ def test_llama_training_with_folded_mask(device, caplog):
     assert all(c.kwargs["is_causal"] and c.kwargs["attn_mask"] is None for c in sdpa_calls(seen))
     lines = [r.getMessage() for r in caplog.records if r.name == "autofuse.fusion" and "attention masks" in r.getMessage()]
     assert lines == ["attention masks: 2 of 2 folded (0 dropped, 2 made is_causal, 0 kept)"]
+
+
+def test_graph_without_dynamo_metadata_changes_nothing():
+    """An FX graph without Dynamo's example values (sizes unknown): the mask stays."""
+    class Causal(torch.nn.Module):
+        def forward(self, q, k, v):
+            return causal_bool(q, k, v)
+
+    gm = torch.fx.symbolic_trace(Causal())
+    before = str(gm.graph)
+    result = fold_attention_masks(gm, qkv("cpu"))
+    assert str(gm.graph) == before and (result.folded, result.kept) == (0, 1)

@@ -282,8 +282,8 @@ def _classify(node: torch.fx.Node, mask: Any) -> bool | None:
         return None
     args = _sdpa_args(node)
     q, k = args["query"].meta["example_value"], args["key"].meta["example_value"]
-    if q.dim() < 2 or k.dim() < 2:
-        return None
+    if q.dim() < 2 or k.dim() < 2 or mask.device != q.device or mask.dtype not in (torch.bool, q.dtype):
+        return None  # a mask sdpa rejects is left for sdpa to reject
     scores = (*q.shape[:-1], k.shape[-2])
     try:
         if tuple(torch.broadcast_shapes(mask.shape, scores)) != tuple(scores):
