@@ -339,3 +339,14 @@ def test_graph_without_dynamo_metadata_changes_nothing():
     before = str(gm.graph)
     result = fold_attention_masks(gm, qkv("cpu"))
     assert str(gm.graph) == before and (result.folded, result.kept) == (0, 1)
+
+
+def test_evaluation_failure_leaves_graph_unchanged(device, monkeypatch):
+    """A mask whose evaluation raises stays, and the program still compiles and matches eager."""
+    from autofuse.capture import attention_masks
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("cannot evaluate")
+
+    monkeypatch.setattr(attention_masks, "_evaluate", fail)
+    check(causal_bool, qkv(device), folded=False)
