@@ -33,6 +33,10 @@ def compile_watching(fn, rec):
     return torch.compile(fn, backend=backend, dynamic=False), seen
 
 
+def folding_lines(caplog):
+    return [r.getMessage() for r in caplog.records if r.name == "autofuse.fusion" and "attention masks" in r.getMessage()]
+
+
 def sdpa_calls(graphs):
     return [n for gm in graphs for n in gm.graph.nodes if n.op == "call_function" and n.target in SDPA_TARGETS]
 
@@ -49,8 +53,8 @@ def check(fn, args, *, folded, causal=False, grad=False):
         expected.backward(g)
         actual.backward(g)
         for a, t in zip(args, twins):
-            if a.grad is not None:
-                assert_close(t.grad, a.grad)
+            assert a.grad is not None and t.grad is not None
+            assert_close(t.grad, a.grad)
     else:
         with torch.no_grad():
             expected, actual = fn(*args), compiled(*args)
@@ -129,8 +133,9 @@ def random_offsets(q, k, v):
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask.masked_fill(j > i, -1.5))
 
 
-@pytest.mark.parametrize("fn, causal", [(all_true, False), (bidirectional, False), (zeros_float, False), (causal_bool, True),
-                                        (causal_float, True), (causal_float_min, True), (from_shape, True)])
+@pytest.mark.parametrize("fn, causal", [(all_true, False), (bidirectional, False), (zeros_float, False),
+                                        (causal_bool, True), (causal_float, True), (causal_float_min, True),
+                                        (from_shape, True)])
 def test_constant_masks_folded(device, fn, causal):
     check(fn, qkv(device), folded=True, causal=causal)
 
@@ -234,7 +239,7 @@ def test_pass_on_a_graph_without_static_metadata_changes_nothing():
 def test_folding_logged_once_per_graph(device, caplog):
     caplog.set_level(logging.INFO, logger="autofuse.fusion")
     check(causal_bool, qkv(device), folded=True, causal=True)
-    lines = [r.getMessage() for r in caplog.records if r.name == "autofuse.fusion" and "attention masks" in r.getMessage()]
+    lines = folding_lines(caplog)
     assert lines == ["attention masks: 1 of 1 folded (0 dropped, 1 made is_causal, 0 kept)"]
 
 
@@ -258,7 +263,7 @@ def model_check(model, kwargs, get, device, caplog):
         expected, actual = get(model(**kwargs)), get(compiled(**kwargs))
     torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-5)
     assert rec.outcomes and all(o.compiled for o in rec.outcomes)
-    lines = [r.getMessage() for r in caplog.records if r.name == "autofuse.fusion" and "attention masks" in r.getMessage()]
+    lines = folding_lines(caplog)
     return lines, sdpa_calls(seen)
 
 
@@ -274,7 +279,8 @@ def test_gpt2_causal_mask_folded(device, caplog):
 
 
 def test_llama_causal_mask_folded(device, caplog):
-    lines, calls = model_check(_llama(use_cache=False), dict(input_ids=_ids(2, 11, 200)), lambda o: o.logits, device, caplog)
+    lines, calls = model_check(_llama(use_cache=False), dict(input_ids=_ids(2, 11, 200)), lambda o: o.logits,
+                               device, caplog)
     assert lines == ["attention masks: 2 of 2 folded (0 dropped, 2 made is_causal, 0 kept)"]
     assert all(c.kwargs["attn_mask"] is None and c.kwargs["is_causal"] for c in calls)
 
@@ -282,7 +288,8 @@ def test_llama_causal_mask_folded(device, caplog):
 def test_llama_padding_mask_stays(device, caplog):
     ids, mask = _ids(2, 11, 200), torch.ones(2, 11, dtype=torch.long)
     mask[1, :3] = 0
-    lines, calls = model_check(_llama(use_cache=False), dict(input_ids=ids, attention_mask=mask), lambda o: o.logits, device, caplog)
+    lines, calls = model_check(_llama(use_cache=False), dict(input_ids=ids, attention_mask=mask), lambda o: o.logits,
+                               device, caplog)
     assert lines == ["attention masks: 0 of 2 folded (0 dropped, 0 made is_causal, 2 kept)"]
 
 
@@ -325,7 +332,7 @@ def test_llama_training_with_folded_mask(device, caplog):
         torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-5, msg=name)
     assert {o.label for o in rec.outcomes} >= {"forward", "backward"} and all(o.compiled for o in rec.outcomes)
     assert all(c.kwargs["is_causal"] and c.kwargs["attn_mask"] is None for c in sdpa_calls(seen))
-    lines = [r.getMessage() for r in caplog.records if r.name == "autofuse.fusion" and "attention masks" in r.getMessage()]
+    lines = folding_lines(caplog)
     assert lines == ["attention masks: 2 of 2 folded (0 dropped, 2 made is_causal, 0 kept)"]
 
 

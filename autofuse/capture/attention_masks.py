@@ -29,6 +29,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 import torch.fx
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from ..logs import logger
 
@@ -108,7 +109,8 @@ def _sdpa_args(node: torch.fx.Node) -> dict[str, Any]:
     return args
 
 
-def _decide(graph: torch.fx.Graph, calls: list[torch.fx.Node], example_inputs: Sequence[Any]) -> dict[torch.fx.Node, bool]:
+def _decide(graph: torch.fx.Graph, calls: list[torch.fx.Node],
+            example_inputs: Sequence[Any]) -> dict[torch.fx.Node, bool]:
     """For each foldable call: True (make it causal) or False (drop the mask)."""
     const = _constant_nodes(graph)
     if const is None:
@@ -122,11 +124,10 @@ def _decide(graph: torch.fx.Graph, calls: list[torch.fx.Node], example_inputs: S
     placeholders = {n: v for n, v in zip([p for p in graph.nodes if p.op == "placeholder"], example_inputs)}
     env: dict[torch.fx.Node, Any] = {}
     decisions: dict[torch.fx.Node, bool] = {}
-    from torch._subclasses.fake_tensor import unset_fake_temporarily
-    with unset_fake_temporarily():
+    with unset_fake_temporarily():  # real values, even under an ambient fake mode
         for node in graph.nodes:
             if node in needed:
-                env[node] = _evaluate(node, env, const, placeholders)
+                env[node] = _evaluate(node, env, placeholders)
             elif node in candidates:
                 causal = _classify(node, env[_sdpa_args(node)["attn_mask"]])
                 if causal is not None:
@@ -249,7 +250,7 @@ def _mask_subgraph(calls: list[torch.fx.Node]) -> set[torch.fx.Node]:
     return seen
 
 
-def _evaluate(node: torch.fx.Node, env: dict, const: set, placeholders: dict) -> Any:
+def _evaluate(node: torch.fx.Node, env: dict[torch.fx.Node, Any], placeholders: dict[torch.fx.Node, Any]) -> Any:
     """Run one constant node on real values; a metadata-only argument gets an uninitialized stand-in."""
     meta_arg = _metadata_arg(node)
 
