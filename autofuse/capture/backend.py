@@ -14,6 +14,7 @@ import torch
 import torch.fx
 
 from ..options import CompileOptions
+from .attention_masks import folding_backend
 from .constants import lift_constants, place_constants
 from .decompositions import decomposition_table
 
@@ -146,8 +147,8 @@ def make_backend(options: CompileOptions | None = None) -> Callable[..., Any]:
     def inference(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> CompiledGraph:
         return CompiledGraph(gm, options, "inference")
 
-    return aot_autograd(fw_compiler=fw, bw_compiler=bw, inference_compiler=inference,
-                        decompositions=decomposition_table())
+    return folding_backend(aot_autograd(fw_compiler=fw, bw_compiler=bw, inference_compiler=inference,
+                                        decompositions=decomposition_table()))
 
 
 def autofuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Any:
