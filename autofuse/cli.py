@@ -69,7 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     tu.add_argument("--time-budget", type=_seconds, default=None, metavar="SECONDS", help="stop searching after this long (whole model)")
     tu.add_argument("--db", help="tuning DB path or SQLAlchemy URL (default: $AUTOFUSE_DB, else the user cache)")
     tu.add_argument("--seed", type=int, default=0)
-    tu.add_argument("--resume", action="store_true", help="continue the graphs' studies (also: join other workers on them)")
+    tu.add_argument("--resume", action="store_true", help="continue the graphs' latest studies (also: join other workers on them); without it a new study starts beside the earlier ones")
     tu.add_argument("--top-k", type=_count, default=6, help="configs measured per kernel besides the default (default 6)")
     tu.add_argument("--explore", type=_share, default=0.25, help="share of top-k picked at random instead of by the cost model")
     tu.add_argument("--refine", type=_count, default=None,

@@ -641,3 +641,26 @@ def test_repeated_layers_are_tuned_once(tmp_path, device):
     g = res.graphs[0]
     assert g.reused_choices > 0 and f"{g.reused_choices} kernels tuned once for identical ones" in res.report()
     assert res.to_json()["graphs"][0]["reused_choices"] == g.reused_choices
+
+
+def test_a_new_tune_keeps_the_earlier_study(tmp_path, device):
+    """Without --resume a tune opens a new study (name#2) beside the earlier one; --resume continues
+    the latest."""
+    import optuna
+    from autofuse.search.study import run_name
+    db_path = tmp_path / "t.db"
+    args = seed_args(device)
+    first = autofuse.tune(seed_fn, args, settings=settings(db_path, trials=6), benchmarker=FakeBenchmarker(planted_cost))
+    autofuse.tune(seed_fn, args, settings=settings(db_path, trials=5), benchmarker=FakeBenchmarker(planted_cost))
+    g = first.graphs[0]
+    base = study_name(g.graph_hash, g.device)
+    storage = f"sqlite:///{db_path}"
+    assert sorted(optuna.get_all_study_names(storage)) == sorted([base, base + "#2"])
+    assert len(optuna.load_study(study_name=base, storage=storage).trials) >= 6
+    autofuse.tune(seed_fn, args, settings=settings(db_path, trials=8, resume=True), benchmarker=FakeBenchmarker(planted_cost))
+    assert len(optuna.get_all_study_names(storage)) == 2
+    second = optuna.load_study(study_name=base + "#2", storage=storage)
+    assert len([t for t in second.trials if t.state.name == "COMPLETE"]) == 8
+    assert run_name("s", [], False) == run_name("s", [], True) == "s"
+    assert run_name("s", ["s", "s#2", "s#x", "t"], True) == "s#2"
+    assert run_name("s", ["s", "s#2"], False) == "s#3"

@@ -85,21 +85,28 @@ def quiet_optuna() -> Iterator[None]:
 
 
 def open_study(storage_url: str, name: str, seed: int, resume: bool) -> Any:
-    """Create (or with resume, continue) the graph's study; without resume an old study is replaced."""
+    """The graph's study: with resume the latest one (created if there is none), else a new one.
+    An earlier study is never deleted: a new search of the same graph is `name#2`, `name#3`, …"""
     import optuna
     kwargs = {"engine_kwargs": {"connect_args": {"timeout": 60}}} if storage_url.startswith("sqlite") else {}
     storage = _rdb_storage(storage_url, kwargs)
-    if not resume:
-        try:
-            optuna.delete_study(study_name=name, storage=storage)
-        except KeyError:
-            pass
+    name = run_name(name, optuna.get_all_study_names(storage), resume)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=6, multivariate=True, group=True,
                                              constant_liar=True)
     return optuna.create_study(study_name=name, storage=storage, sampler=sampler, direction="minimize",
                                load_if_exists=True)
+
+
+def run_name(name: str, existing: Sequence[str], resume: bool) -> str:
+    """The study to open among the graph's `existing` ones: the latest (resume) or the next new one."""
+    runs = [1 if n == name else int(n.rsplit("#", 1)[1]) for n in existing
+            if n == name or (n.startswith(name + "#") and n.rsplit("#", 1)[1].isdigit())]
+    if not runs:
+        return name
+    k = max(runs) if resume else max(runs) + 1
+    return name if k == 1 else f"{name}#{k}"
 
 
 def _rdb_storage(url: str, kwargs: dict[str, Any], attempts: int = 6) -> Any:
