@@ -26,20 +26,11 @@ from typing import Any, Callable
 
 import torch
 
-from autofuse.measure.timing import rotated
+from autofuse.measure.timing import copy_bandwidth, rotated
 
 from .cases import CASES, nbytes
 
 L2_BYTES = 60 * 2**20
-
-
-def copy_bandwidth(device: str, reps: int) -> float:
-    """Bytes per second of a large device-to-device copy (read + write)."""
-    n = 2 * 2**30 // 4
-    src = torch.randn(n, device=device)
-    dst = torch.empty_like(src)
-    t = time_fn(lambda: dst.copy_(src), [()], reps)
-    return 2 * src.numel() * 4 / (t * 1e-3)
 
 
 def time_fn(fn: Callable[..., Any], input_sets: list[tuple], reps: int) -> float:
@@ -301,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         print("benchmarks need a CUDA GPU", file=sys.stderr)
         return 2
     import triton
-    bw = copy_bandwidth("cuda", args.reps)
+    bw = copy_bandwidth("cuda", reps=args.reps)
     print(f"copy bandwidth {bw / 1e12:.2f} TB/s", flush=True)
     cases = [c for c in CASES if args.cases is None or c.name in args.cases]
     results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,

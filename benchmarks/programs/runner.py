@@ -298,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
     timed = opts.device == "cuda"
-    bw = copy_bandwidth("cuda", opts.reps) if timed else None
+    bw = copy_bandwidth("cuda", reps=opts.reps) if timed else None
     results: dict[str, Any] = {
         "device": torch.cuda.get_device_name() if timed else "cpu (Triton interpreter, no timing)",
         "torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version(),
