@@ -165,8 +165,10 @@ def test_the_search_offers_tiles_and_their_one_dimensional_twins():
     assert LaunchConfig(XBLOCK=16, YBLOCK=64) in near and LaunchConfig(XBLOCK=64, YBLOCK=16) in near
     assert LaunchConfig(XBLOCK=1024) in near
     assert all(check_config(c, g) is None for c in cands + near)
+    assert LaunchConfig(XBLOCK=32, YBLOCK=32) in neighbour_configs(LaunchConfig(XBLOCK=1024), g)
     (p,) = groups_of(lambda x: torch.relu(x) * 2, [rand((4, 64, 30, 70))])
-    assert all(c.YBLOCK == 0 for c in candidate_configs(p, LaunchConfig(XBLOCK=1024), False, limit=400))
+    assert all(c.YBLOCK == 0 for c in candidate_configs(p, LaunchConfig(XBLOCK=1024), False, limit=400)
+               + neighbour_configs(LaunchConfig(XBLOCK=1024), p))
 
 
 def test_the_launch_is_a_two_dimensional_grid_over_y_and_x():

@@ -208,9 +208,12 @@ def _tile_variant(cfg: LaunchConfig) -> LaunchConfig:
 
 
 def _tile_neighbours(cfg: LaunchConfig, reduction: bool) -> tuple[LaunchConfig, ...]:
-    """A tile reshaped at the same elements (y doubled or halved), or back to 1-D."""
-    if reduction or not cfg.YBLOCK:
+    """A tile reshaped at the same elements (y doubled or halved), or back to 1-D; a 1-D pointwise
+    config's tiled twin (the caller drops it where tiles are illegal)."""
+    if reduction:
         return ()
+    if not cfg.YBLOCK:
+        return (_tile_variant(cfg),)
     y, x = cfg.YBLOCK, cfg.XBLOCK
     out = [replace(cfg, YBLOCK=y * 2, XBLOCK=x // 2)] if x > 1 else []
     out += [replace(cfg, YBLOCK=y // 2, XBLOCK=x * 2)] if y > 1 else []

@@ -244,7 +244,7 @@ def _one_step(c: LaunchConfig, rfull: int) -> bool:
 
 def _family(c: LaunchConfig, rfull: int = 0) -> tuple:
     return (c.persistent, c.split > 1, c.XBLOCK >= 16 and c.RBLOCK <= 64 and not c.persistent, c.online, c.fast_tanh,
-            c.early_loads, c.cache_hints, _one_step(c, rfull))
+            c.early_loads, c.cache_hints, _one_step(c, rfull), c.YBLOCK > 0)
 
 
 def _interleave_families(ranked: list[LaunchConfig], rfull: int = 0) -> list[LaunchConfig]:
