@@ -60,11 +60,11 @@ PROGRAMS = {
 
 
 def compiled_with(fn, args, config_of=None):
-    """fn compiled with its pointwise kernels' configs replaced by config_of(default config)."""
+    """fn compiled with its tiled kernels' configs replaced by config_of(default config)."""
     if config_of is None:
         return compile_traced(fn, args, OPTS)
     art = compile_graph(trace_aten(fn, args), args, CompileOptions(strict=True, use_db=False))
-    kernels = tuple(replace(kp, config=config_of(kp.config)) if info.kind == "pointwise" else kp
+    kernels = tuple(replace(kp, config=config_of(kp.config)) if info.config.YBLOCK else kp
                     for kp, info in zip(art.plan.kernels, art.kernels))
     return compile_traced(fn, args, replace(OPTS, plan=replace(art.plan, kernels=kernels)))
 
@@ -106,6 +106,14 @@ def test_bool_and_int64_values():
     assert k.config.YBLOCK == 4
     y = rand((6, 9, 13), torch.int64)
     run_and_check(lambda a: a.permute(2, 0, 1).contiguous() + 1, [y], lambda c: replace(c, YBLOCK=2, XBLOCK=16))
+
+
+def test_index_values_and_constants_broadcast_to_the_tile():
+    def fn(x):
+        return (x.t() * torch.arange(37, dtype=x.dtype) + torch.full((45, 1), 2.0)).contiguous()
+
+    kernels = run_and_check(fn, [rand((37, 45))], lambda c: replace(c, YBLOCK=8, XBLOCK=4))
+    assert [k.config.YBLOCK for k in kernels if k.config.YBLOCK] == [8]
 
 
 def test_offsets_past_int32_are_computed_in_int64():
