@@ -10,6 +10,7 @@ import torch.fx
 from .codegen.config import LaunchConfig
 from .codegen.device import device_facts
 from .codegen.options import KernelView, default_legality
+from .codegen.tiling import choose_tiling
 from .codegen.triton_kernel import KernelSource, KernelWriter, kernel_name
 from .ir.values import Buffer, ComputedBuffer, ExternBuffer, ReinterpretView, is_tensor_value
 from .lower import GraphLowering
@@ -209,7 +210,8 @@ class ProgramBuilder:
             legal = default_legality(KernelView.of(g), interpret)
             config = self.options.heuristics.launch_config(kind, g.numel, g.rnumel, interpret, is_outer_reduction(g),
                                                            splittable=legal["split"], online=legal["online"],
-                                                           hints=legal["cache_hints"], device=device_facts(device))
+                                                           hints=legal["cache_hints"], device=device_facts(device),
+                                                           tile=choose_tiling(g.placements()) if legal["YBLOCK"] else None)
         self.used_configs.append(config)
         origins: set[str] = set()
         for n in g.nodes:
@@ -225,7 +227,8 @@ class ProgramBuilder:
         launch = KernelLaunch(name, fn, tuple(self.slot(a) for a in src.arg_names), g.numel, g.rnumel,
                               config.XBLOCK, config.RBLOCK, config.num_warps, config.num_stages, g.is_reduction,
                               split=sp.split if sp else 1, device=device,  # the launcher's fast path is per device
-                              workspace_dtypes=sp.workspace_dtypes if sp else ())
+                              workspace_dtypes=sp.workspace_dtypes if sp else (),
+                              ynumel=src.tile.ynumel if src.tile else 1, yblock=config.YBLOCK if src.tile else 0)
         reads = tuple(dict.fromkeys(writer.inputs))
         writes = tuple(writer.outputs)
         info = KernelInfo(name, kind, tuple(sorted(origins)), tuple(n.name for n in g.nodes), g.numel, g.rnumel,

@@ -80,7 +80,7 @@ def gpu_module_source(source: str, kernel_fn: str) -> str:
 
 def default_signature(arg_names: list[str]) -> dict[str, str]:
     """A guess for records without a signature: f32 pointers, i32 sizes."""
-    return {a: ("*fp32" if "ptr" in a else "i32") for a in arg_names if a not in ("XBLOCK", "RBLOCK")}
+    return {a: ("*fp32" if "ptr" in a else "i32") for a in arg_names if a not in ("XBLOCK", "RBLOCK", "YBLOCK")}
 
 
 def cache_key(source: str, kernel_fn: str, config: dict, signature: dict | None) -> str:
@@ -95,8 +95,11 @@ def cache_key(source: str, kernel_fn: str, config: dict, signature: dict | None)
 
 
 def _launch(config: dict) -> dict[str, int]:
-    return {"XBLOCK": int(config.get("XBLOCK", 1)), "RBLOCK": int(config.get("RBLOCK", 1)),
-            "num_warps": int(config.get("num_warps", 4)), "num_stages": int(config.get("num_stages", 1))}
+    launch = {"XBLOCK": int(config.get("XBLOCK", 1)), "RBLOCK": int(config.get("RBLOCK", 1)),
+              "num_warps": int(config.get("num_warps", 4)), "num_stages": int(config.get("num_stages", 1))}
+    if config.get("YBLOCK"):  # a 2-D tiled pointwise kernel (1-D kernels keep their cache keys)
+        launch["YBLOCK"] = int(config["YBLOCK"])
+    return launch
 
 
 def compiled_stats(record: dict, cache: Path | None = None) -> CompiledStats:
@@ -189,7 +192,7 @@ def _compile(module_source: str, kernel_fn: str, config: dict, signature: dict |
             warnings.simplefilter("ignore")
             fn = _jit_function(module_source, kernel_fn)
             sig = dict(signature) if signature else default_signature(list(fn.arg_names))
-            constexprs = {k: launch[k] for k in ("XBLOCK", "RBLOCK") if k in fn.arg_names}
+            constexprs = {k: launch[k] for k in ("XBLOCK", "RBLOCK", "YBLOCK") if k in fn.arg_names}
             sig.update({k: "constexpr" for k in constexprs})
             with _not_interpreted():
                 kernel = triton.compile(ASTSource(fn, sig, constexprs), target=GPUTarget("cuda", ARCH, 32),

@@ -96,7 +96,8 @@ def _config_features(rec: dict, sm_count: float) -> dict[str, float]:
     cfg = rec.get("config") if isinstance(rec.get("config"), dict) else {}
     reduction = rec.get("kind") in ("reduction", "scan")  # a scan's config has a reduction's r loop
     numel, rnumel = max(_num(rec.get("numel"), 1.0), 1.0), max(_num(rec.get("rnumel"), 1.0), 1.0)
-    xb = max(_num(cfg.get("XBLOCK"), 1.0), 1.0)
+    # a 2-D tile (YBLOCK > 0, codegen/tiling.py) covers XBLOCK * YBLOCK elements of the flat x range
+    xb = max(_num(cfg.get("XBLOCK"), 1.0), 1.0) * max(_num(cfg.get("YBLOCK"), 1.0), 1.0)
     rb = max(_num(cfg.get("RBLOCK"), 1.0), 1.0) if reduction else 1.0
     warps = max(_num(cfg.get("num_warps"), 4.0), 1.0)
     split = max(_num(cfg.get("split"), 1.0), 1.0)

@@ -43,15 +43,16 @@ def pytest_generate_tests(metafunc):
 class SmallBlocks(Heuristics):
     """Tiny blocks: several programs per kernel and partial blocks; reductions either looped in
     steps of 8 (`looped`, online softmax where legal; cut into `split` chunks where the kernel is
-    splittable, codegen/split.py) or persistent with 4 rows per program."""
+    splittable, codegen/split.py) or persistent with 4 rows per program; a transposing pointwise
+    kernel in 4 x 8 tiles (codegen/tiling.py)."""
 
     looped: bool = True
     split: int = 1
 
     def launch_config(self, kind, numel, rnumel, interpret, outer=False, splittable=False, online=False, hints=False,
-                      device=None):
+                      device=None, tile=None):
         if kind == "pointwise":
-            return LaunchConfig(XBLOCK=16)
+            return LaunchConfig(XBLOCK=8, YBLOCK=4) if tile is not None else LaunchConfig(XBLOCK=16)
         if self.looped and splittable and self.split > 1:
             return LaunchConfig(XBLOCK=2, RBLOCK=8, persistent=False, split=self.split)
         if self.looped:

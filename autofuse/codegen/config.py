@@ -15,7 +15,10 @@ class LaunchConfig:
     for kernels whose every value is 16-bit (see codegen/fast_math.py). `early_loads` (persistent
     reductions): the loads of nodes after a reduction are issued before it (see
     codegen/early_loads.py). `cache_hints`: L2 eviction hints on a reduction's loads, as Inductor
-    gives them, or streaming (`.cs`) stores in a pointwise kernel (see codegen/cache_hints.py)."""
+    gives them, or streaming (`.cs`) stores in a pointwise kernel (see codegen/cache_hints.py).
+    `YBLOCK` > 0 (pointwise kernels): the index space split into (y, x) and run as [YBLOCK, XBLOCK]
+    tiles, so loads and stores contiguous along different dims are all coalesced (see
+    codegen/tiling.py); 0 is a 1-D kernel."""
 
     XBLOCK: int
     RBLOCK: int = 1
@@ -27,6 +30,7 @@ class LaunchConfig:
     fast_tanh: bool = False
     early_loads: bool = False
     cache_hints: bool = False
+    YBLOCK: int = 0
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -35,6 +39,8 @@ class LaunchConfig:
         for flag in ("online", "fast_tanh", "early_loads", "cache_hints"):
             if not d[flag]:
                 del d[flag]
+        if not self.YBLOCK:
+            del d["YBLOCK"]
         return d
 
     def __str__(self) -> str:
@@ -42,4 +48,4 @@ class LaunchConfig:
         text = f"XBLOCK={self.XBLOCK} RBLOCK={self.RBLOCK} num_warps={self.num_warps} num_stages={self.num_stages} {kind}"
         return text + (f" split={self.split}" if self.split > 1 else "") + (" online" if self.online else "") \
             + (" fast_tanh" if self.fast_tanh else "") + (" early_loads" if self.early_loads else "") \
-            + (" cache_hints" if self.cache_hints else "")
+            + (" cache_hints" if self.cache_hints else "") + (f" YBLOCK={self.YBLOCK}" if self.YBLOCK else "")

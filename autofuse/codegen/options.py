@@ -1,4 +1,4 @@
-"""The launch-config options (split, online, cache_hints, early_loads, fast_tanh), each defined once.
+"""The launch-config options (split, online, cache_hints, early_loads, fast_tanh, YBLOCK), each defined once.
 
 Note: an option is a LaunchConfig field that changes a kernel's generated code where it is legal.
 Its entry here holds everything the rest of the compiler asks about it: its legality on a kernel
@@ -7,7 +7,7 @@ Its entry here holds everything the rest of the compiler asks about it: its lega
 tuner's list (`variant`) and its moves in the tuner's local search (`neighbours`). The plan checker
 (plan/apply.py), the tuner (search/kernels.py), the defaults (schedule/heuristics.py, compiler.py)
 and KernelWriter's guard read this table. The code an option emits lives in its own module (the
-codegen hook): split.py, online.py, cache_hints.py, early_loads.py, fast_math.py.
+codegen hook): split.py, online.py, cache_hints.py, early_loads.py, fast_math.py, tiling.py.
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from .early_loads import why_not_early_loads
 from .fast_math import why_not_fast_tanh
 from .online import why_not_online
 from .split import MAX_SPLIT, why_not_split
+from .tiling import MAX_Y_PROGRAMS, Tiling, choose_tiling, default_tile, why_not_tile2d
 
 if TYPE_CHECKING:
     from ..schedule.heuristics import Heuristics
@@ -45,7 +46,8 @@ class KernelView:
 @dataclass(frozen=True)
 class DefaultContext:
     """What a default rule reads: the kernel's kind and sizes, the target, and whether the option is
-    legal on the kernel (`legal`, from `default_legality`)."""
+    legal on the kernel (`legal`, from `default_legality`); `tile`: a pointwise kernel's (y, x)
+    split where 2-D tiles are legal on it (codegen/tiling.py)."""
 
     kind: str
     numel: int
@@ -54,6 +56,7 @@ class DefaultContext:
     outer: bool
     device: DeviceFacts
     legal: bool
+    tile: Tiling | None = None
 
 
 def _keep(h: "Heuristics", cfg: LaunchConfig, ctx: DefaultContext) -> LaunchConfig:
@@ -76,7 +79,9 @@ class Option:
     when kernels run in Triton's interpreter.
     `neighbours(cfg, reduction)`: the local search's moves of this option from cfg.
     `default_legality`: whether the defaults ask `eligible` (for a looped row without split);
-    `default_in_interpreter`: whether they ask it when kernels run in the interpreter."""
+    `default_in_interpreter`: whether they ask it when kernels run in the interpreter;
+    `pointwise`: whether the option is for pointwise kernels (the defaults ask its legality of them,
+    not of reductions)."""
 
     name: str
     eligible: Callable[[KernelView, bool, int], str | None]
@@ -87,6 +92,7 @@ class Option:
     neighbours: Callable[[LaunchConfig, bool], tuple[LaunchConfig, ...]] = _none
     default_legality: bool = False
     default_in_interpreter: bool = True
+    pointwise: bool = False
 
 
 # ---- split: the r range cut into chunks reduced by separate programs (split.py) -----------------------
@@ -167,6 +173,53 @@ def _tanh_eligible(view: KernelView, persistent: bool, split: int) -> str | None
     return why_not_fast_tanh(view.members)
 
 
+# ---- YBLOCK: a pointwise kernel run as [YBLOCK, XBLOCK] tiles of its (y, x) split (tiling.py) ---------
+def _tile_eligible(view: KernelView, persistent: bool, split: int) -> str | None:
+    return why_not_tile2d(view.members, view.is_reduction)
+
+
+def _tile_why_not(cfg: LaunchConfig, view: KernelView) -> str | None:
+    if cfg.YBLOCK == 0:
+        return None
+    if cfg.YBLOCK < 0 or cfg.YBLOCK & (cfg.YBLOCK - 1):
+        return f"YBLOCK={cfg.YBLOCK} is not a power of two"
+    why = _tile_eligible(view, cfg.persistent, cfg.split)
+    if why is not None:
+        return f"2-D tiles (YBLOCK={cfg.YBLOCK}) are impossible: {why}"
+    tiling = choose_tiling(view.members)
+    if -(-tiling.ynumel // cfg.YBLOCK) > MAX_Y_PROGRAMS:
+        return f"YBLOCK={cfg.YBLOCK} needs more than {MAX_Y_PROGRAMS} y tiles (ynumel={tiling.ynumel})"
+    return None
+
+
+def _tile_default(h: "Heuristics", cfg: LaunchConfig, ctx: DefaultContext) -> LaunchConfig:
+    if ctx.legal and ctx.kind == "pointwise" and ctx.tile is not None:
+        y, x, warps = default_tile(ctx.tile, ctx.interpret, h.interpreter_block_elems)
+        return replace(cfg, YBLOCK=y, XBLOCK=x, num_warps=warps)
+    return cfg
+
+
+def _tile_variant(cfg: LaunchConfig) -> LaunchConfig:
+    """A 1-D config's tiled twin of as many elements per program: YBLOCK the larger square side."""
+    if cfg.YBLOCK:
+        return cfg
+    y = 1 << (cfg.XBLOCK.bit_length() // 2)
+    return replace(cfg, YBLOCK=y, XBLOCK=max(cfg.XBLOCK // y, 1))
+
+
+def _tile_neighbours(cfg: LaunchConfig, reduction: bool) -> tuple[LaunchConfig, ...]:
+    """A tile reshaped at the same elements (y doubled or halved), or back to 1-D; a 1-D pointwise
+    config's tiled twin (the caller drops it where tiles are illegal)."""
+    if reduction:
+        return ()
+    if not cfg.YBLOCK:
+        return (_tile_variant(cfg),)
+    y, x = cfg.YBLOCK, cfg.XBLOCK
+    out = [replace(cfg, YBLOCK=y * 2, XBLOCK=x // 2)] if x > 1 else []
+    out += [replace(cfg, YBLOCK=y // 2, XBLOCK=x * 2)] if y > 1 else []
+    return (*out, replace(cfg, YBLOCK=0, XBLOCK=x * y))
+
+
 def _flag_why_not(name: str, eligible: Callable[[KernelView, bool, int], str | None]
                   ) -> Callable[[LaunchConfig, KernelView], str | None]:
     """why_not of a boolean option whose legality is `eligible` alone."""
@@ -197,6 +250,8 @@ OPTIONS: tuple[Option, ...] = (
            neighbours=lambda cfg, reduction: (replace(cfg, early_loads=not cfg.early_loads),) if reduction else ()),
     Option("fast_tanh", _tanh_eligible, _flag_why_not("fast_tanh", _tanh_eligible),
            variant=_flag_variant("fast_tanh"), interpreter=False),  # no inline PTX in the interpreter
+    Option("YBLOCK", _tile_eligible, _tile_why_not, default=_tile_default, variant=_tile_variant,
+           neighbours=_tile_neighbours, default_legality=True, pointwise=True),
 )
 
 
@@ -216,16 +271,16 @@ def why_not_options(cfg: LaunchConfig, view: KernelView) -> str | None:
 
 def default_legality(view: KernelView, interpret: bool) -> dict[str, bool]:
     """Option name -> whether the defaults may turn it on for this kernel (a looped row without
-    split is the layout asked)."""
-    return {o.name: view.is_reduction and (o.default_in_interpreter or not interpret)
+    split is the layout asked; a pointwise option is asked of pointwise kernels)."""
+    return {o.name: view.is_reduction != o.pointwise and (o.default_in_interpreter or not interpret)
             and o.eligible(view, False, 1) is None for o in OPTIONS if o.default_legality}
 
 
 def apply_defaults(h: "Heuristics", cfg: LaunchConfig, kind: str, numel: int, rnumel: int, interpret: bool,
-                   outer: bool, device: DeviceFacts, legal: dict[str, bool]) -> LaunchConfig:
+                   outer: bool, device: DeviceFacts, legal: dict[str, bool], tile: Tiling | None = None) -> LaunchConfig:
     """cfg with every option's default rule applied, in registry order."""
     for opt in OPTIONS:
-        ctx = DefaultContext(kind, numel, rnumel, interpret, outer, device, legal.get(opt.name, False))
+        ctx = DefaultContext(kind, numel, rnumel, interpret, outer, device, legal.get(opt.name, False), tile)
         cfg = opt.default(h, cfg, ctx)
     return cfg
 

@@ -29,6 +29,7 @@ from .early_loads import early_loads
 from .online import LOG2E, chunk_width, online_pairs
 from .options import KernelView, why_not_options
 from .scan import SCAN_HELPERS, carry_init, is_scan_kernel, reverse_loop, scan_value
+from .tiling import Tiling, choose_tiling, tile_header, tile_ranges, tiled_vars
 from .split import SplitWorkspaces, combine_header, counter_reset, last_program_header, partial_header, split_chunk
 
 INT32_MAX = 2**31 - 1
@@ -46,6 +47,7 @@ class KernelSource:
     rnumel: int
     config: LaunchConfig
     split: SplitWorkspaces | None = None  # a split reduction's workspaces and counters
+    tile: Tiling | None = None  # a 2-D tiled pointwise kernel's (y, x) split (tiling.py)
 
 
 @dataclass
@@ -171,6 +173,8 @@ class KernelWriter(OpsHandler):
         self.rchunk = split_chunk(rnumel, self.split, config.RBLOCK) if self.split > 1 else 0
         why = why_not_options(config, KernelView(self.members, reduction_kernel, rnumel))
         assert why is None, f"{config} on kernel {name}: {why}"
+        # a tiled pointwise kernel (tiling.py): yindex [YBLOCK, 1] and xindex [1, XBLOCK] index its tile
+        self.tile = choose_tiling(self.members) if config.YBLOCK and not reduction_kernel else None
         self.online: dict[str, str] = {}  # sum -> the max it runs with, in the max's r loop (online.py)
         if config.online:
             self.online = online_pairs(self.members)
@@ -213,6 +217,8 @@ class KernelWriter(OpsHandler):
 
     # ---- index handling --------------------------------------------------------------------
     def _shape(self, cls: str) -> str:
+        if self.tile is not None:
+            return "[YBLOCK, XBLOCK]"
         if not self.reduction_kernel:
             return "[XBLOCK]"
         return "[XBLOCK, RBLOCK]" if cls in ("r", "red") else "[XBLOCK, 1]"
@@ -230,7 +236,8 @@ class KernelWriter(OpsHandler):
         # a contiguous multi-dim index folds back to the flat xindex / rindex
         ranges = dict(zip(node.vars, node.sizes)) | dict(zip(node.rvars, node.rsizes))
         index = simplify_index(sympy.sympify(index), ranges)
-        index = simplify_index(index.xreplace(pl.kernel_vars(node)), self.kernel_ranges)
+        kvars = tiled_vars(node, self.tile) if self.tile is not None else pl.kernel_vars(node)
+        index = simplify_index(index.xreplace(kvars), self.kernel_ranges)
         index = fold_divmod(sympy.expand(index))
         if not index.free_symbols:
             return f"tl.full({self._shape(cls)}, {int(index)}, {'tl.int64' if self.use_int64 else 'tl.int32'})"
@@ -239,6 +246,8 @@ class KernelWriter(OpsHandler):
     @property
     def kernel_ranges(self) -> dict[sympy.Symbol, int]:
         """xindex and rindex below numel and rnumel (a lane past them is masked: its address is never used)."""
+        if self.tile is not None:
+            return tile_ranges(self.tile)
         return {sympy.Symbol("xindex", integer=True, nonnegative=True): self.numel,
                 sympy.Symbol("rindex", integer=True, nonnegative=True): max(self.rnumel, 1)}
 
@@ -249,6 +258,9 @@ class KernelWriter(OpsHandler):
         text = self.index_str(index, shape_cls)
         if text.startswith("tl.full("):
             return text
+        if self.tile is not None:  # a tile's offsets vary along both y and x
+            both = "xindex" in text and "yindex" in text
+            return text if both else f"tl.broadcast_to({text}, {self._shape(shape_cls)})"
         need_r = self.reduction_kernel and shape_cls in ("r", "red")
         if "xindex" in text and ("rindex" in text or not need_r):
             return text
@@ -295,7 +307,7 @@ class KernelWriter(OpsHandler):
 
     def constant(self, value: Any, dtype: torch.dtype) -> TV:
         # rank of the kernel's blocks: tl.broadcast_to and tl.store do not add leading dims
-        shape = "[1, 1]" if self.reduction_kernel else "[1]"
+        shape = "[1, 1]" if self.reduction_kernel or self.tile is not None else "[1]"
         return self.cse(f"tl.full({shape}, {_literal(value, dtype)}, {tl_dtype(dtype)})", dtype)
 
     def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> TV:
@@ -481,6 +493,8 @@ class KernelWriter(OpsHandler):
     def _loop_header(self) -> list[str]:
         i64 = ".to(tl.int64)" if self.use_int64 else ""
         full_x = self._full_x()
+        if self.tile is not None:
+            return tile_header(self.tile, self.config.YBLOCK, self.config.XBLOCK, i64)
         if not self.reduction_kernel:
             return [f"xoffset = tl.program_id(0){i64} * XBLOCK",
                     "xindex = xoffset + tl.arange(0, XBLOCK)",
@@ -722,10 +736,12 @@ class KernelWriter(OpsHandler):
         params = self._buffer_params(len(self.workspaces)) + (["split_counter"] if split else [])
         params += ["xnumel"] + (["rnumel"] if self.reduction_kernel else [])
         params += ["XBLOCK: tl.constexpr"] + (["RBLOCK: tl.constexpr"] if self.reduction_kernel else [])
+        if self.tile is not None:  # a tiled kernel: ynumel, xnumel, YBLOCK, XBLOCK (the launcher's order)
+            params = params[:-2] + ["ynumel", "xnumel", "YBLOCK: tl.constexpr", "XBLOCK: tl.constexpr"]
         src = prelude(self.interpret) + (SCAN_HELPERS if is_scan_kernel(self.members) else "") + self._function(params)
         return KernelSource(self.name, src, tuple(self.inputs) + tuple(self.outputs),
                             "reduction" if self.reduction_kernel else "pointwise", self.numel, self.rnumel,
-                            self.config, split)
+                            self.config, split, self.tile)
 
 
 def kernel_name(kind: str, persistent: bool, origins: Sequence[str], index: int, max_ops: int = 8) -> str:

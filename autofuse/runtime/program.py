@@ -84,7 +84,9 @@ class KernelLaunch:
     """One generated kernel. With `split` > 1 (a split reduction, codegen/split.py) the grid is
     (x blocks, split) and the kernel also takes its workspaces [split, numel] and a counter per x
     block: both allocated once here (the counters zeroed; the kernel leaves them at zero), so a
-    split costs no host time per call beyond its launch."""
+    split costs no host time per call beyond its launch. With `yblock` > 0 (a 2-D tiled pointwise
+    kernel, codegen/tiling.py) the grid is (x tiles, y tiles) over (numel / ynumel, ynumel) and the
+    kernel takes both extents."""
 
     name: str
     fn: Any
@@ -99,6 +101,8 @@ class KernelLaunch:
     split: int = 1
     device: Any = None
     workspace_dtypes: tuple[torch.dtype, ...] = ()
+    ynumel: int = 1
+    yblock: int = 0
     _launch: Any = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -108,6 +112,11 @@ class KernelLaunch:
         self._sizes = (self.numel, self.rnumel) if self.is_reduction else (self.numel,)
         self._consts = {"XBLOCK": self.xblock, "RBLOCK": self.rblock} if self.is_reduction else {"XBLOCK": self.xblock}
         self._extra: tuple = ()
+        if self.yblock:
+            xnumel = self.numel // self.ynumel
+            self._grid = ((xnumel + self.xblock - 1) // self.xblock, (self.ynumel + self.yblock - 1) // self.yblock)
+            self._sizes = (self.ynumel, xnumel)
+            self._consts = {"YBLOCK": self.yblock, "XBLOCK": self.xblock}
         if self.split > 1:
             dev = torch.device(self.device or "cpu")
             ws = [torch.empty((self.split, self.numel), dtype=dt, device=dev) for dt in self.workspace_dtypes]

@@ -14,6 +14,7 @@ import torch
 from ..codegen.config import LaunchConfig
 from ..codegen.device import REFERENCE, DeviceFacts, device_facts
 from ..codegen.options import KernelView, apply_defaults, option
+from ..codegen.tiling import Tiling
 
 if TYPE_CHECKING:
     from .fusion import FusionGroup
@@ -167,7 +168,7 @@ class Heuristics:
     # ---- codegen -------------------------------------------------------------------------
     def launch_config(self, kind: str, numel: int, rnumel: int, interpret: bool, outer: bool = False,
                       splittable: bool = False, online: bool = False, hints: bool = False,
-                      device: DeviceFacts = REFERENCE) -> LaunchConfig:
+                      device: DeviceFacts = REFERENCE, tile: Tiling | None = None) -> LaunchConfig:
         """`outer`: the reduction walks memory with a stride (e.g. a column sum), so lanes must run
         along x, where memory is contiguous, and the r loop takes short steps. `splittable`: the
         kernel may split its r range (codegen/split.py); on the GPU a long reduction with too few
@@ -179,13 +180,14 @@ class Heuristics:
         137.4 -> 129.8 µs, the seed example at 16384x4096 137.6 -> 132.2 µs and layernorm 147.0 ->
         146.0 µs on the H200 (docs/defaults.md). Split,
         outer and online kernels were not measured with them and keep none. `device`: the GPU's facts
-        (its SM count sizes a split)."""
+        (its SM count sizes a split). `tile`: a pointwise kernel's (y, x) split where 2-D tiles are
+        legal on it; it then runs as tiles (codegen/tiling.py)."""
         if kind == "scan":  # a reduction's config; scans take no split, online or cache hints
             return replace(self, persistent_rnumel_max=self.scan_persistent_max)._launch_config(
                 "reduction", numel, rnumel, interpret, outer)
         cfg = self._launch_config(kind, numel, rnumel, interpret, outer)
-        legal = {"split": splittable, "online": online, "cache_hints": hints}
-        return apply_defaults(self, cfg, kind, numel, rnumel, interpret, outer, device, legal)
+        legal = {"split": splittable, "online": online, "cache_hints": hints, "YBLOCK": tile is not None}
+        return apply_defaults(self, cfg, kind, numel, rnumel, interpret, outer, device, legal, tile)
 
     def choose_split(self, cfg: LaunchConfig, numel: int, rnumel: int, device: DeviceFacts = REFERENCE,
                      outer: bool = False) -> int:

@@ -106,6 +106,8 @@ def arg_types(launch: Any, env: list) -> list[str]:
              for t in (env[s] for s in launch.arg_slots)]
     if getattr(launch, "split", 1) > 1:  # a split reduction also takes its workspaces and counters
         types += ["*" + _TRITON_DTYPES.get(dt, str(dt)) for dt in getattr(launch, "workspace_dtypes", ())] + ["*i32"]
+    if getattr(launch, "yblock", 0):  # a 2-D tiled kernel takes ynumel and xnumel (codegen/tiling.py)
+        types.append("i32" if launch.ynumel <= 2**31 - 1 else "i64")
     types.append("i32" if launch.numel <= 2**31 - 1 else "i64")
     if launch.is_reduction:
         types.append("i32" if launch.rnumel <= 2**31 - 1 else "i64")
@@ -228,8 +230,8 @@ def neighbour_configs(cfg: LaunchConfig, group: Any) -> list[LaunchConfig]:
 def _plausible(cfg: LaunchConfig, group: Any, xmax: int) -> bool:
     """Legal, no wider than the kernel, and 1/4 to 128 elements per thread: outside that, threads
     idle or values no longer fit in registers (the candidates' and the neighbours' filter)."""
-    elems = cfg.XBLOCK * (cfg.RBLOCK if group.is_reduction else 1)
-    return (cfg.XBLOCK <= xmax and cfg.num_warps * 32 // 4 <= elems <= cfg.num_warps * 32 * 128
+    elems = cfg.XBLOCK * (cfg.RBLOCK if group.is_reduction else max(cfg.YBLOCK, 1))
+    return (cfg.XBLOCK * max(cfg.YBLOCK, 1) <= xmax and cfg.num_warps * 32 // 4 <= elems <= cfg.num_warps * 32 * 128
             and check_config(cfg, group) is None)
 
 
@@ -242,7 +244,7 @@ def _one_step(c: LaunchConfig, rfull: int) -> bool:
 
 def _family(c: LaunchConfig, rfull: int = 0) -> tuple:
     return (c.persistent, c.split > 1, c.XBLOCK >= 16 and c.RBLOCK <= 64 and not c.persistent, c.online, c.fast_tanh,
-            c.early_loads, c.cache_hints, _one_step(c, rfull))
+            c.early_loads, c.cache_hints, _one_step(c, rfull), c.YBLOCK > 0)
 
 
 def _interleave_families(ranked: list[LaunchConfig], rfull: int = 0) -> list[LaunchConfig]:

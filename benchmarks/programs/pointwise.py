@@ -12,6 +12,7 @@ from .base import In, Program, fn_program
 
 F32, BF16 = torch.float32, torch.bfloat16
 ROWS, TROWS = {"r": 16384, "c": 4096}, {"r": 19, "c": 131}   # 268 MB of f32
+NHWC, TNHWC = {"n": 32, "h": 112, "w": 112, "c": 64}, {"n": 2, "h": 7, "w": 9, "c": 35}   # 103 MB of f32
 
 ACTIVATIONS = {
     "relu": torch.relu, "silu": F.silu, "gelu_erf": F.gelu, "sigmoid": torch.sigmoid, "tanh": torch.tanh,
@@ -27,6 +28,11 @@ def activations() -> list[Program]:
     out.append(fn_program("act_swiglu_bf16", "activation", lambda a, b: F.silu(a) * b, (In(("r", "c")), In(("r", "c"))),
                           ROWS, TROWS, BF16))
     out.append(fn_program("act_silu_noncontig_f32", "activation", F.silu, (In(("r", "c"), noncontig=True),), ROWS, TROWS))
+    # a channels-last convolution's epilogue writing eager's NCHW output: loads contiguous along C,
+    # stores along W (a 2-D tiled kernel's case)
+    out.append(fn_program("act_relu_nhwc_to_nchw_f32", "activation",
+                          lambda x, b: torch.relu(x.permute(0, 3, 1, 2).contiguous() + b),
+                          (In(("n", "h", "w", "c")), In(("c", 1, 1))), NHWC, TNHWC))
     return out
 
 
@@ -67,6 +73,10 @@ def broadcasts() -> list[Program]:
                    (In(("r", "c")), In(("c",)), In(("c",))), ROWS, TROWS, BF16),
         fn_program("bcast_noncontig_add_f32", "broadcast", lambda x, b: torch.relu(x + b),
                    (In(("r", "c"), noncontig=True), In(("c",))), ROWS, TROWS),
+        fn_program("bcast_transposed_add_f32", "broadcast", lambda x, y: x.t() + y,
+                   (In(("c", "r")), In(("r", "c"))), ROWS, TROWS),
+        fn_program("bcast_nchw_to_nhwc_bias_bf16", "broadcast", lambda x, b: x.permute(0, 2, 3, 1).contiguous() * b,
+                   (In(("n", "c", "h", "w")), In(("c",))), NHWC, TNHWC, BF16),
         fn_program("bcast_expand_mul_f32", "broadcast", lambda x, y: (x.unsqueeze(1) * y).sum(1),
                    (In(("a", "c")), In(("a", "b", "c"))), three, tthree, tolerances={F32: (1e-3, 1e-3)}),
     ]
