@@ -178,6 +178,7 @@ class KernelWriter(OpsHandler):
         self.pass_index = 0   # the looped reduction's pass being emitted (cache hints)
         self.last_pass: dict[str, int] = {}
         self.workspaces: dict[str, torch.dtype] = {}  # partial kernel: reduction -> its workspace's dtype
+        self.hoist: tuple[Scope, int] | None = None  # in an r loop: the scope and line before it (_hoisted_load)
         span = max(numel * max(rnumel, 1), numel * self.split, self.split * self.rchunk)
         self.use_int64 = span > INT32_MAX or any(v > INT32_MAX for v in spans.values())
 
@@ -267,15 +268,46 @@ class KernelWriter(OpsHandler):
             self.gathers.setdefault(name, {})[str(index)] = self.numel * (self.rnumel if pl.cls in ("r", "red") else 1)
         else:
             self.direct_reads.add(name)
+        cdt = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+        hoisted = self._hoisted_load(ptr, index, dtype, cdt)
+        if hoisted is not None:
+            return hoisted
         policy = self._cache_hint(name, index)
         ep = f", eviction_policy='{policy}'" if policy else ""
         text = f"tl.load({ptr} + ({self.pointer_index(index, pl.cls)}), {self._mask(pl.cls)}, other=0{ep})"
+        return self.cse(text + self._load_cast(dtype), cdt)
+
+    @staticmethod
+    def _load_cast(dtype: torch.dtype) -> str:
         if dtype == torch.bool:
-            text += ".to(tl.int1)"
-        elif dtype in (torch.float16, torch.bfloat16):
-            text += ".to(tl.float32)"
-        cdt = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
-        return self.cse(text, cdt)
+            return ".to(tl.int1)"
+        return ".to(tl.float32)" if dtype in (torch.float16, torch.bfloat16) else ""
+
+    def _hoisted_load(self, ptr: str, index: sympy.Expr, dtype: torch.dtype, cdt: torch.dtype) -> TV | None:
+        """A load inside an r loop whose address does not vary along r (a norm's shift, a softmax's
+        max read back) issued once per row before the loop, as an [XBLOCK, 1] value the loop's blocks
+        broadcast against, instead of one broadcast load per r element on every step. Not under
+        masked() (its mask may vary along r) nor through an indirect index."""
+        node, pl = self.current
+        if (self.hoist is None or pl.cls not in ("r", "red") or self.mask_stack
+                or sympy.sympify(index).free_symbols & set(self.indirect_names)):
+            return None
+        text = self.index_str(index, "x")
+        if "rindex" in text:
+            return None
+        scope, _ = self.hoist
+        body = f"tl.load({ptr} + ({self.pointer_index(index, 'x')}), xmask, other=0){self._load_cast(dtype)}"
+        key = f"{body}::{cdt}"
+        hit = scope.lookup(key)
+        if hit is not None:
+            return hit
+        tv = TV(f"tmp{self.counter}", cdt)
+        self.counter += 1
+        at = self.hoist[1]
+        self.lines.insert(at, "    " * scope.indent + f"{tv.name} = {body}")
+        self.hoist = (scope, at + 1)
+        scope.cache[key] = tv
+        return tv
 
     def gathered_elements(self, name: str) -> int | None:
         """Elements the kernel loads from `name` when every load of it is a gather (its index read
@@ -600,6 +632,7 @@ class KernelWriter(OpsHandler):
                 if node.kind == "scan":
                     self.emit(carry_init(node))
             reverse = reverse_loop(in_pass)
+            self.hoist = (self.scope, len(self.lines))
             if self.role == "partial":  # this program's chunk; rmask cuts the last one at rnumel
                 self.emit(f"for roffset in range(0, {self.rchunk}, RBLOCK):")
             elif reverse:  # a reverse scan's chunks, from the last (scan.py)
@@ -644,6 +677,7 @@ class KernelWriter(OpsHandler):
                     self.emit(f"{acc} = tl.where(xrmask, {acc}_n, {acc})")
                     self.emit(f"{idx} = tl.where(xrmask, {idx}_n, {idx})")
             self.pop_scope()
+            self.hoist = None
             for node, pl in reds:
                 rtype = node.buffer.body.reduction_type
                 acc, idx, dt = accs[node.name]

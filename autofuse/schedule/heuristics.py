@@ -86,6 +86,10 @@ class Heuristics:
     # a scan's row runs persistent up to this many elements (Inductor's persistent threshold for
     # inner reductions, which its scans share), else it loops over RBLOCK chunks carrying the prefix
     scan_persistent_max: int = 1024
+    # var / var_mean (and the norms decomposed into them): "shifted", one pass of two sibling sums
+    # of x - K (K the row's first element; lower/reductions.py), or "two_pass", the mean's pass
+    # and then the squared deviations' (a looped norm then reads its rows once more)
+    variance: str = "shifted"
 
     # ---- lowering ---------------------------------------------------------------------
     def should_realize(self, num_uses: int, num_reads: int, op_count: int) -> bool:
