@@ -26,7 +26,7 @@ from .config import LaunchConfig
 from .prelude import prelude
 from .printer import print_expr, tl_dtype
 from .early_loads import early_loads
-from .online import LOG2E, chunk_width, online_pairs
+from .online import LOG2E, chunk_width, online_pairs, strided_rows
 from .options import KernelView, why_not_options
 from .scan import SCAN_HELPERS, carry_init, is_scan_kernel, reverse_loop, scan_value
 from .split import SplitWorkspaces, combine_header, counter_reset, last_program_header, partial_header, split_chunk
@@ -183,7 +183,10 @@ class KernelWriter(OpsHandler):
         self.use_int64 = span > INT32_MAX or any(v > INT32_MAX for v in spans.values())
 
     def _online_chunk(self) -> int:
-        """online.chunk_width for the widest buffer the r loop reads (its load sets the thread layout)."""
+        """online.chunk_width for the widest buffer the r loop reads (its load sets the thread layout);
+        1 where the rows are strided (online.strided_rows)."""
+        if strided_rows(self.members, tuple(self.online.values())):
+            return 1
         reads = {r for n, p in self.members if p.cls in ("r", "red") for r in n.read_names} - set(self.by_buffer)
         size = max((self.dtypes[r].itemsize for r in reads if r in self.dtypes), default=4)
         c = self.config
@@ -465,20 +468,28 @@ class KernelWriter(OpsHandler):
             return self.cse(f"(tl.reduce({vals}, 1, _fast_max)[:, None] != 0)", torch.bool)
         if rtype == "all":
             return self.cse(f"(tl.reduce({vals}, 1, _fast_min)[:, None] != 0)", torch.bool)
+        if rtype in ("max", "min") and _is_float(vals.dtype) and not self.interpret:
+            # one reduction: the NaN-propagating max/min instruction is the combine
+            return self.cse(f"tl.reduce({vals}, 1, _{rtype}_nan)[:, None]", vals.dtype)
         fast = "_fast_max" if rtype in ("max", "argmax") else "_fast_min"
         best = self.cse(f"tl.reduce({vals}, 1, {fast})[:, None]", vals.dtype)
-        if not _is_float(vals.dtype):
-            has_nan = None
-        else:
+        if rtype in ("max", "min"):
+            if not _is_float(vals.dtype):
+                return best
+            # the interpreter reduces a jit combine element by element: Triton's own max/min and a NaN test
             isnan = self.cse(f"({vals} != {vals})", torch.bool)
             has_nan = self.cse(f"(tl.reduce({isnan}.to(tl.int8), 1, _fast_max)[:, None] != 0)", torch.bool)
-        if rtype in ("max", "min"):
-            if has_nan is None:
-                return best
             return self.cse(f"tl.where({has_nan}, float(\"nan\"), {best})", vals.dtype)
-        cand = f"({vals} == {best})" if has_nan is None else f"tl.where({has_nan}, {isnan}, {vals} == {best})"
-        pick = self.cse(f"tl.where({cand}, {idx}, 2147483647)", idx.dtype)
-        return self.cse(f"tl.reduce({pick}, 1, _fast_min)[:, None].to(tl.int64)", torch.int64)
+        if not _is_float(vals.dtype):
+            pick = self.cse(f"tl.where({vals} == {best}, {idx}, 2147483647)", idx.dtype)
+            return self.cse(f"tl.reduce({pick}, 1, _fast_min)[:, None].to(tl.int64)", torch.int64)
+        # a NaN wins (torch): its index taken below 0 by the r extent, so one min finds the first
+        # NaN if there is one, else the first best value (`best` ignores NaNs)
+        r = max(self.rnumel, 1)
+        pick = self.cse(f"tl.where({vals} != {vals}, {idx} - {r}, tl.where({vals} == {best}, {idx}, 2147483647))",
+                        idx.dtype)
+        first = self.cse(f"tl.reduce({pick}, 1, _fast_min)[:, None]", idx.dtype)
+        return self.cse(f"tl.where({first} < 0, {first} + {r}, {first}).to(tl.int64)", torch.int64)
 
     def emit_persistent_reduction(self, node: SchedulerNode, pl: Placement) -> None:
         rtype = node.buffer.body.reduction_type
