@@ -221,3 +221,16 @@ def test_gpu_max_is_one_reduce_and_argmax_two():
     assert src.count("tl.reduce(") == 1 and "_max_nan" in src
     ((_, src),) = gpu_sources(lambda x: x.argmax(-1), [x])
     assert src.count("tl.reduce(") == 2
+
+
+def test_outer_split_takes_shorter_chunks():
+    """A column reduction with few x blocks: chunks of `split_min_outer_chunk` rows, so the grid
+    reaches the programs the split target asks for; a row reduction keeps `split_min_chunk`."""
+    h = Heuristics()
+    outer = h.launch_config("reduction", 8192, 4096, False, outer=True, splittable=True)
+    assert outer.split == 8
+    assert replace(h, split_min_outer_chunk=1024).launch_config("reduction", 8192, 4096, False, outer=True,
+                                                                 splittable=True).split == 4
+    x = rand((300, 24), noncontig=True)
+    x[3, 7] = float("nan")
+    compiled_sources(lambda x: (x.amax(-1), x.sum(-1)), [x], XBLOCK=16, RBLOCK=8, persistent=False, split=8)

@@ -110,7 +110,7 @@ def _split_why_not(cfg: LaunchConfig, view: KernelView) -> str | None:
 
 def _split_default(h: "Heuristics", cfg: LaunchConfig, ctx: DefaultContext) -> LaunchConfig:
     if ctx.legal and ctx.kind == "reduction" and not ctx.interpret:
-        return replace(cfg, split=h.choose_split(cfg, ctx.numel, ctx.rnumel, ctx.device))
+        return replace(cfg, split=h.choose_split(cfg, ctx.numel, ctx.rnumel, ctx.device, ctx.outer))
     return cfg
 
 

@@ -70,6 +70,10 @@ class Heuristics:
     # gets proportionally more programs. The SM count is the device's (codegen/device.py).
     split_target_warps_per_sm: int = 4 * 8
     split_min_chunk: int = 1024           # r elements per chunk, at least
+    # an outer reduction's chunk (16-row steps of 64 lanes, 4 KB a step): shorter chunks, so the
+    # grid reaches the programs the target asks for (a column softmax of 8192 x 4096 got 4 chunks
+    # of 1024 rows, 512 programs: half the grid of the measured column sum, 16384 x 4096 split 16)
+    split_min_outer_chunk: int = 256
     # enough for a whole-tensor reduction to fill a GPU of up to 256 SMs (Inductor splits 2^30
     # elements 8192 ways into a second kernel; here the partials are combined by one program)
     split_max: int = 1024
@@ -145,7 +149,7 @@ class Heuristics:
     def wants_split(self, numel: int, rnumel: int, outer: bool, device: DeviceFacts) -> bool:
         """Would the GPU default config of a splittable reduction over (numel, rnumel) split it?"""
         cfg = self._launch_config("reduction", numel, rnumel, False, outer)
-        return self.choose_split(cfg, numel, rnumel, device) > 1
+        return self.choose_split(cfg, numel, rnumel, device, outer) > 1
 
     # ---- codegen -------------------------------------------------------------------------
     def launch_config(self, kind: str, numel: int, rnumel: int, interpret: bool, outer: bool = False,
@@ -170,10 +174,11 @@ class Heuristics:
         legal = {"split": splittable, "online": online, "cache_hints": hints}
         return apply_defaults(self, cfg, kind, numel, rnumel, interpret, outer, device, legal)
 
-    def choose_split(self, cfg: LaunchConfig, numel: int, rnumel: int, device: DeviceFacts = REFERENCE) -> int:
+    def choose_split(self, cfg: LaunchConfig, numel: int, rnumel: int, device: DeviceFacts = REFERENCE,
+                     outer: bool = False) -> int:
         """A power of two bringing the grid near `split_target_warps_per_sm` warps in flight on every
         SM of `device`; 1 when the x grid is already large enough, the rows too short, the whole
-        reduction small (or the kernel persistent)."""
+        reduction small (or the kernel persistent). `outer`: chunks of `split_min_outer_chunk`."""
         xprograms = -(-max(numel, 1) // cfg.XBLOCK)
         if (cfg.persistent or rnumel < self.split_min_rnumel
                 or xprograms >= self.split_below_programs_per_sm * device.sm_count
@@ -181,7 +186,7 @@ class Heuristics:
             return 1
         limit = min(self.split_max, self.split_combine_max_elements // cfg.XBLOCK,
                     self.split_target_warps_per_sm * device.sm_count // cfg.num_warps // xprograms,
-                    rnumel // max(cfg.RBLOCK, self.split_min_chunk))
+                    rnumel // max(cfg.RBLOCK, self.split_min_outer_chunk if outer else self.split_min_chunk))
         split = 1
         while split * 2 <= limit:
             split *= 2
