@@ -234,3 +234,36 @@ def test_outer_split_takes_shorter_chunks():
     x = rand((300, 24), noncontig=True)
     x[3, 7] = float("nan")
     compiled_sources(lambda x: (x.amax(-1), x.sum(-1)), [x], XBLOCK=16, RBLOCK=8, persistent=False, split=8)
+
+
+# ---- online softmax in a split reduction ----------------------------------------------------------------
+def column_rows(dtype=torch.float32):
+    x = rand((611, 37), dtype)   # softmax over dim 0: rows strided, columns contiguous
+    x[7, 3] = float("nan")
+    x[:, 5] = float("-inf")
+    x[:300, 6] = float("-inf")   # whole chunks of -inf before the column's finite values
+    x[400, 8] = float("inf")
+    return x
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("split", [3, 8])
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_split_online_softmax_matches_eager(op, split, dtype):
+    fn = lambda x: getattr(torch, op)(x, 0)  # noqa: E731
+    srcs = compiled_sources(fn, [column_rows(dtype)], XBLOCK=8, RBLOCK=16, persistent=False, split=split,
+                            online=True)
+    assert any("split_ticket" in s and "tl.exp(" in s.split("split_ticket")[-1] for s in srcs)
+
+
+def test_split_without_online_is_rejected_where_a_sum_needs_its_max():
+    from autofuse.plan.plan import PlanError
+    with pytest.raises(PlanError, match="reads the reduction"):
+        compiled_sources(lambda x: torch.softmax(x, 0), [column_rows()], XBLOCK=8, RBLOCK=16, persistent=False,
+                         split=4, online=False)
+
+
+def test_gpu_default_splits_a_column_softmax_online():
+    srcs = gpu_sources(lambda x: torch.log_softmax(x, 0), [rand((4096, 512))])
+    (cfg,) = [c for c, _ in srcs if c.RBLOCK > 1]
+    assert cfg.split > 1 and cfg.online and not cfg.persistent

@@ -420,14 +420,31 @@ class KernelWriter(OpsHandler):
 
     def _combine_partials(self, node: SchedulerNode, pl: Placement, workspaces: dict[str, torch.dtype]) -> None:
         """The reduction's value from its partials, reduced like the r loop's final step."""
-        k, dtype = list(workspaces).index(node.name), workspaces[node.name]
         rtype = node.buffer.body.reduction_type
-        # .cg: from L2, where the other programs' partials are (the acq_rel ticket orders them)
-        vals = self.cse(f"tl.load(ws_ptr{k} + (sindex * xnumel + xindex), xsmask, "
-                        f"other={self._default(rtype, dtype)}, cache_modifier=\".cg\")", dtype)
-        result = self._finish(rtype, vals, None)
+        vals = self._partials(node.name, rtype, workspaces)
+        if node.name in self.online:
+            result = self._combine_online(node, vals, workspaces)
+        else:
+            result = self._finish(rtype, vals, None)
         self.scope.node_values[node.name] = result
         self.store(node, pl, result)
+
+    def _partials(self, name: str, rtype: str, workspaces: dict[str, torch.dtype]) -> TV:
+        k, dtype = list(workspaces).index(name), workspaces[name]
+        # .cg: from L2, where the other programs' partials are (the acq_rel ticket orders them)
+        return self.cse(f"tl.load(ws_ptr{k} + (sindex * xnumel + xindex), xsmask, "
+                        f"other={self._default(rtype, dtype)}, cache_modifier=\".cg\")", dtype)
+
+    def _combine_online(self, node: SchedulerNode, sums: TV, workspaces: dict[str, torch.dtype]) -> TV:
+        """An online sum from its chunks' sums, each relative to its chunk's max: brought to the
+        row's max M (its max's combined value) by exp(m_chunk - M); an empty or all -inf chunk
+        adds 0; a row of -inf or with a NaN is NaN, as in eager."""
+        a = self.online[node.name]
+        maxes = self._partials(a, "max", workspaces)
+        m = self.scope.node_value(a)
+        terms = self.cse(f"tl.where({sums} == 0, 0.0, {sums} * tl.exp({maxes} - {m}))", sums.dtype)
+        total = self.cse(f"tl.reduce({terms}, 1, _fast_sum)[:, None]", sums.dtype)
+        return self.cse(f"tl.where({m} > float(\"-inf\"), {total}, float(\"nan\"))", sums.dtype)
 
     # ---- reductions --------------------------------------------------------------------------
     def _default(self, rtype: str, dtype: torch.dtype) -> str:
@@ -752,6 +769,8 @@ class KernelWriter(OpsHandler):
         else:
             lanes = self.cse(f"tl.where({acc} == 0, 0.0, {acc} * tl.exp({accs[a][0]} - {m}))", dt)
         total = self.cse(f"tl.reduce({lanes}, 1, _fast_sum)[:, None]", dt)
+        if self.role == "partial":  # the chunk's sum relative to the chunk's max (_combine_online)
+            return total
         return self.cse(f"tl.where({m} > float(\"-inf\"), {total}, float(\"nan\"))", dt)
 
     def _buffer_params(self, workspaces: int) -> list[str]:
