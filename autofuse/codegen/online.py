@@ -129,6 +129,21 @@ def why_not_online(members: Sequence[tuple[SchedulerNode, Placement]], is_reduct
     return None
 
 
+def strided_rows(members: Sequence[tuple[SchedulerNode, Placement]], names: Sequence[str]) -> bool:
+    """Do the reductions `names` read memory with a stride along their innermost r variable (a
+    softmax over a leading or middle dim)? Their loads then run along x, where memory is
+    contiguous: no thread holds contiguous r elements, and a chunk along r would cost a cross-thread
+    reduction (through shared memory, with a barrier) on every step of the loop."""
+    for node, _ in members:
+        if node.name not in names or not node.rvars:
+            continue
+        inner = node.rvars[-1]
+        coeffs = [d.index.coeff(inner) for d in node.reads if not d.is_indirect and d.index.has(inner)]
+        if coeffs and all(c != 1 for c in coeffs):
+            return True
+    return False
+
+
 def chunk_width(xblock: int, rblock: int, num_warps: int, itemsize: int) -> int:
     """Elements per chunk of the online update: those of one thread's 16-byte load of the widest
     input, when each thread holds that many contiguous r elements; 1 (per-element lanes) otherwise."""

@@ -19,7 +19,7 @@ from .config import LaunchConfig
 from .device import DeviceFacts
 from .early_loads import why_not_early_loads
 from .fast_math import why_not_fast_tanh
-from .online import why_not_online
+from .online import online_pairs, why_not_online
 from .split import MAX_SPLIT, why_not_split
 from .tiling import MAX_Y_PROGRAMS, Tiling, choose_tiling, default_tile, why_not_tile2d
 
@@ -97,7 +97,13 @@ class Option:
 
 # ---- split: the r range cut into chunks reduced by separate programs (split.py) -----------------------
 def _split_eligible(view: KernelView, persistent: bool, split: int) -> str | None:
-    return why_not_split(view.members, view.is_reduction)
+    """Legal as it stands, or with the kernel's softmax sums run online (the defaults then turn
+    online on; a config that splits without it is rejected by _split_why_not)."""
+    why = why_not_split(view.members, view.is_reduction)
+    if why is None or persistent or not view.is_reduction:
+        return why
+    pairs = online_pairs(view.members)
+    return why if not pairs or why_not_split(view.members, True, pairs) is not None else None
 
 
 def _split_why_not(cfg: LaunchConfig, view: KernelView) -> str | None:
@@ -105,7 +111,7 @@ def _split_why_not(cfg: LaunchConfig, view: KernelView) -> str | None:
         return None
     if not 1 <= cfg.split <= MAX_SPLIT:
         return f"split={cfg.split} is outside [1, {MAX_SPLIT}]"
-    why = _split_eligible(view, cfg.persistent, cfg.split)
+    why = why_not_split(view.members, view.is_reduction, online_pairs(view.members) if cfg.online else None)
     if why is not None:
         return f"split={cfg.split} is impossible: {why}"
     if cfg.persistent and cfg.RBLOCK * cfg.split < view.rnumel:
@@ -127,11 +133,11 @@ def _split_neighbours(cfg: LaunchConfig, reduction: bool) -> tuple[LaunchConfig,
 
 
 # ---- online: a softmax's sum in its max's r loop (online.py) --------------------------------------------
-_ONLINE_LAYOUT = "online softmax is for looped reductions without split (a persistent row is read once anyway)"
+_ONLINE_LAYOUT = "online softmax is for looped reductions (a persistent row is read once anyway)"
 
 
 def _online_eligible(view: KernelView, persistent: bool, split: int) -> str | None:
-    if not view.is_reduction or persistent or split != 1:
+    if not view.is_reduction or persistent:
         return _ONLINE_LAYOUT
     return why_not_online(view.members, view.is_reduction)
 
@@ -139,14 +145,14 @@ def _online_eligible(view: KernelView, persistent: bool, split: int) -> str | No
 def _online_why_not(cfg: LaunchConfig, view: KernelView) -> str | None:
     if not cfg.online:
         return None
-    if not view.is_reduction or cfg.persistent or cfg.split != 1:
+    if not view.is_reduction or cfg.persistent:
         return _ONLINE_LAYOUT
     why = why_not_online(view.members, view.is_reduction)
     return None if why is None else f"online softmax is impossible: {why}"
 
 
 def _online_default(h: "Heuristics", cfg: LaunchConfig, ctx: DefaultContext) -> LaunchConfig:
-    if ctx.legal and ctx.kind == "reduction" and not cfg.persistent and cfg.split == 1:
+    if ctx.legal and ctx.kind == "reduction" and not cfg.persistent:
         return replace(cfg, online=True)
     return cfg
 

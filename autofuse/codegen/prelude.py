@@ -31,6 +31,12 @@ def _max_nan(a, b):
 
 
 @triton.jit
+def _min_nan(a, b):
+    # one NaN-propagating min instruction (a float min reduction's combine on the GPU)
+    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
 def _min_combine(a, b):
     return tl.where((a < b) | (a != a), a, b)
 

@@ -15,7 +15,9 @@ launch, its gap on the GPU and its host time are gone. The counters and workspac
 launch site (runtime/program.py), allocated once: calls of one program must not overlap on two
 streams (as with its CUDA graph's static buffers).
 Legal when every reduction combines from partials (sum, prod, max, min, any, all) and no node in
-the r loop (another reduction, a softmax's exp(x - max)) needs a reduction's value.
+the r loop (another reduction, a softmax's exp(x - max)) needs a reduction's value — except a
+softmax's sum run online with its max: each chunk stores its max and its sum relative to it, and
+the last program brings every chunk's sum to the row's max, exp(m_chunk - max) times.
 """
 from __future__ import annotations
 
@@ -32,9 +34,13 @@ SPLITTABLE_REDUCTIONS = frozenset({"sum", "prod", "max", "min", "any", "all"})
 MAX_SPLIT = 4096
 
 
-def why_not_split(members: Sequence[tuple[SchedulerNode, Placement]], is_reduction: bool) -> str | None:
+def why_not_split(members: Sequence[tuple[SchedulerNode, Placement]], is_reduction: bool,
+                  online: dict[str, str] | None = None) -> str | None:
     """None when a kernel of these placed nodes may split its r range, else why not — the one
-    eligibility rule: plan checks, default heuristics and codegen all ask here."""
+    eligibility rule: plan checks, default heuristics and codegen all ask here. `online` (sum ->
+    max, online.py's pairs when the kernel runs them online): such a sum reads its max inside the r
+    loop, yet combines from partials (each chunk's sum relative to the chunk's max, rescaled to the
+    row's max by the last program)."""
     if not is_reduction:
         return "split needs a reduction kernel"
     if any(node.kind == "scan" for node, _ in members):
@@ -44,7 +50,7 @@ def why_not_split(members: Sequence[tuple[SchedulerNode, Placement]], is_reducti
         if pl.cls == "red" and node.buffer.body.reduction_type not in SPLITTABLE_REDUCTIONS:
             return (f"reduction {node.name} is {node.buffer.body.reduction_type}, which does not combine "
                     "from partial results")
-        needs = sorted(after[r] for r in node.read_names if r in after)
+        needs = sorted(after[r] for r in node.read_names if r in after and (online or {}).get(node.name) != r)
         if needs and pl.cls != "x":
             return (f"{node.name} reads the reduction {needs[0]} inside the r loop (each chunk would see only "
                     "a partial)")

@@ -26,7 +26,7 @@ from .config import LaunchConfig
 from .prelude import prelude
 from .printer import print_expr, tl_dtype
 from .early_loads import early_loads
-from .online import LOG2E, chunk_width, online_pairs
+from .online import LOG2E, chunk_width, online_pairs, strided_rows
 from .options import KernelView, why_not_options
 from .scan import SCAN_HELPERS, carry_init, is_scan_kernel, reverse_loop, scan_value
 from .tiling import Tiling, choose_tiling, tile_header, tile_ranges, tiled_vars
@@ -182,11 +182,15 @@ class KernelWriter(OpsHandler):
         self.pass_index = 0   # the looped reduction's pass being emitted (cache hints)
         self.last_pass: dict[str, int] = {}
         self.workspaces: dict[str, torch.dtype] = {}  # partial kernel: reduction -> its workspace's dtype
+        self.hoist: tuple[Scope, int] | None = None  # in an r loop: the scope and line before it (_hoisted_load)
         span = max(numel * max(rnumel, 1), numel * self.split, self.split * self.rchunk)
         self.use_int64 = span > INT32_MAX or any(v > INT32_MAX for v in spans.values())
 
     def _online_chunk(self) -> int:
-        """online.chunk_width for the widest buffer the r loop reads (its load sets the thread layout)."""
+        """online.chunk_width for the widest buffer the r loop reads (its load sets the thread layout);
+        1 where the rows are strided (online.strided_rows)."""
+        if strided_rows(self.members, tuple(self.online.values())):
+            return 1
         reads = {r for n, p in self.members if p.cls in ("r", "red") for r in n.read_names} - set(self.by_buffer)
         size = max((self.dtypes[r].itemsize for r in reads if r in self.dtypes), default=4)
         c = self.config
@@ -279,15 +283,46 @@ class KernelWriter(OpsHandler):
             self.gathers.setdefault(name, {})[str(index)] = self.numel * (self.rnumel if pl.cls in ("r", "red") else 1)
         else:
             self.direct_reads.add(name)
+        cdt = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+        hoisted = self._hoisted_load(ptr, index, dtype, cdt)
+        if hoisted is not None:
+            return hoisted
         policy = self._cache_hint(name, index)
         ep = f", eviction_policy='{policy}'" if policy else ""
         text = f"tl.load({ptr} + ({self.pointer_index(index, pl.cls)}), {self._mask(pl.cls)}, other=0{ep})"
+        return self.cse(text + self._load_cast(dtype), cdt)
+
+    @staticmethod
+    def _load_cast(dtype: torch.dtype) -> str:
         if dtype == torch.bool:
-            text += ".to(tl.int1)"
-        elif dtype in (torch.float16, torch.bfloat16):
-            text += ".to(tl.float32)"
-        cdt = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
-        return self.cse(text, cdt)
+            return ".to(tl.int1)"
+        return ".to(tl.float32)" if dtype in (torch.float16, torch.bfloat16) else ""
+
+    def _hoisted_load(self, ptr: str, index: sympy.Expr, dtype: torch.dtype, cdt: torch.dtype) -> TV | None:
+        """A load inside an r loop whose address does not vary along r (a norm's shift, a softmax's
+        max read back) issued once per row before the loop, as an [XBLOCK, 1] value the loop's blocks
+        broadcast against, instead of one broadcast load per r element on every step. Not under
+        masked() (its mask may vary along r) nor through an indirect index."""
+        node, pl = self.current
+        if (self.hoist is None or pl.cls not in ("r", "red") or self.mask_stack
+                or sympy.sympify(index).free_symbols & set(self.indirect_names)):
+            return None
+        text = self.index_str(index, "x")
+        if "rindex" in text:
+            return None
+        scope, _ = self.hoist
+        body = f"tl.load({ptr} + ({self.pointer_index(index, 'x')}), xmask, other=0){self._load_cast(dtype)}"
+        key = f"{body}::{cdt}"
+        hit = scope.lookup(key)
+        if hit is not None:
+            return hit
+        tv = TV(f"tmp{self.counter}", cdt)
+        self.counter += 1
+        at = self.hoist[1]
+        self.lines.insert(at, "    " * scope.indent + f"{tv.name} = {body}")
+        self.hoist = (scope, at + 1)
+        scope.cache[key] = tv
+        return tv
 
     def gathered_elements(self, name: str) -> int | None:
         """Elements the kernel loads from `name` when every load of it is a gather (its index read
@@ -397,14 +432,31 @@ class KernelWriter(OpsHandler):
 
     def _combine_partials(self, node: SchedulerNode, pl: Placement, workspaces: dict[str, torch.dtype]) -> None:
         """The reduction's value from its partials, reduced like the r loop's final step."""
-        k, dtype = list(workspaces).index(node.name), workspaces[node.name]
         rtype = node.buffer.body.reduction_type
-        # .cg: from L2, where the other programs' partials are (the acq_rel ticket orders them)
-        vals = self.cse(f"tl.load(ws_ptr{k} + (sindex * xnumel + xindex), xsmask, "
-                        f"other={self._default(rtype, dtype)}, cache_modifier=\".cg\")", dtype)
-        result = self._finish(rtype, vals, None)
+        vals = self._partials(node.name, rtype, workspaces)
+        if node.name in self.online:
+            result = self._combine_online(node, vals, workspaces)
+        else:
+            result = self._finish(rtype, vals, None)
         self.scope.node_values[node.name] = result
         self.store(node, pl, result)
+
+    def _partials(self, name: str, rtype: str, workspaces: dict[str, torch.dtype]) -> TV:
+        k, dtype = list(workspaces).index(name), workspaces[name]
+        # .cg: from L2, where the other programs' partials are (the acq_rel ticket orders them)
+        return self.cse(f"tl.load(ws_ptr{k} + (sindex * xnumel + xindex), xsmask, "
+                        f"other={self._default(rtype, dtype)}, cache_modifier=\".cg\")", dtype)
+
+    def _combine_online(self, node: SchedulerNode, sums: TV, workspaces: dict[str, torch.dtype]) -> TV:
+        """An online sum from its chunks' sums, each relative to its chunk's max: brought to the
+        row's max M (its max's combined value) by exp(m_chunk - M); an empty or all -inf chunk
+        adds 0; a row of -inf or with a NaN is NaN, as in eager."""
+        a = self.online[node.name]
+        maxes = self._partials(a, "max", workspaces)
+        m = self.scope.node_value(a)
+        terms = self.cse(f"tl.where({sums} == 0, 0.0, {sums} * tl.exp({maxes} - {m}))", sums.dtype)
+        total = self.cse(f"tl.reduce({terms}, 1, _fast_sum)[:, None]", sums.dtype)
+        return self.cse(f"tl.where({m} > float(\"-inf\"), {total}, float(\"nan\"))", sums.dtype)
 
     # ---- reductions --------------------------------------------------------------------------
     def _default(self, rtype: str, dtype: torch.dtype) -> str:
@@ -445,20 +497,28 @@ class KernelWriter(OpsHandler):
             return self.cse(f"(tl.reduce({vals}, 1, _fast_max)[:, None] != 0)", torch.bool)
         if rtype == "all":
             return self.cse(f"(tl.reduce({vals}, 1, _fast_min)[:, None] != 0)", torch.bool)
+        if rtype in ("max", "min") and _is_float(vals.dtype) and not self.interpret:
+            # one reduction: the NaN-propagating max/min instruction is the combine
+            return self.cse(f"tl.reduce({vals}, 1, _{rtype}_nan)[:, None]", vals.dtype)
         fast = "_fast_max" if rtype in ("max", "argmax") else "_fast_min"
         best = self.cse(f"tl.reduce({vals}, 1, {fast})[:, None]", vals.dtype)
-        if not _is_float(vals.dtype):
-            has_nan = None
-        else:
+        if rtype in ("max", "min"):
+            if not _is_float(vals.dtype):
+                return best
+            # the interpreter reduces a jit combine element by element: Triton's own max/min and a NaN test
             isnan = self.cse(f"({vals} != {vals})", torch.bool)
             has_nan = self.cse(f"(tl.reduce({isnan}.to(tl.int8), 1, _fast_max)[:, None] != 0)", torch.bool)
-        if rtype in ("max", "min"):
-            if has_nan is None:
-                return best
             return self.cse(f"tl.where({has_nan}, float(\"nan\"), {best})", vals.dtype)
-        cand = f"({vals} == {best})" if has_nan is None else f"tl.where({has_nan}, {isnan}, {vals} == {best})"
-        pick = self.cse(f"tl.where({cand}, {idx}, 2147483647)", idx.dtype)
-        return self.cse(f"tl.reduce({pick}, 1, _fast_min)[:, None].to(tl.int64)", torch.int64)
+        if not _is_float(vals.dtype):
+            pick = self.cse(f"tl.where({vals} == {best}, {idx}, 2147483647)", idx.dtype)
+            return self.cse(f"tl.reduce({pick}, 1, _fast_min)[:, None].to(tl.int64)", torch.int64)
+        # a NaN wins (torch): its index taken below 0 by the r extent, so one min finds the first
+        # NaN if there is one, else the first best value (`best` ignores NaNs)
+        r = max(self.rnumel, 1)
+        pick = self.cse(f"tl.where({vals} != {vals}, {idx} - {r}, tl.where({vals} == {best}, {idx}, 2147483647))",
+                        idx.dtype)
+        first = self.cse(f"tl.reduce({pick}, 1, _fast_min)[:, None]", idx.dtype)
+        return self.cse(f"tl.where({first} < 0, {first} + {r}, {first}).to(tl.int64)", torch.int64)
 
     def emit_persistent_reduction(self, node: SchedulerNode, pl: Placement) -> None:
         rtype = node.buffer.body.reduction_type
@@ -614,6 +674,7 @@ class KernelWriter(OpsHandler):
                 if node.kind == "scan":
                     self.emit(carry_init(node))
             reverse = reverse_loop(in_pass)
+            self.hoist = (self.scope, len(self.lines))
             if self.role == "partial":  # this program's chunk; rmask cuts the last one at rnumel
                 self.emit(f"for roffset in range(0, {self.rchunk}, RBLOCK):")
             elif reverse:  # a reverse scan's chunks, from the last (scan.py)
@@ -658,6 +719,7 @@ class KernelWriter(OpsHandler):
                     self.emit(f"{acc} = tl.where(xrmask, {acc}_n, {acc})")
                     self.emit(f"{idx} = tl.where(xrmask, {idx}_n, {idx})")
             self.pop_scope()
+            self.hoist = None
             for node, pl in reds:
                 rtype = node.buffer.body.reduction_type
                 acc, idx, dt = accs[node.name]
@@ -721,6 +783,8 @@ class KernelWriter(OpsHandler):
         else:
             lanes = self.cse(f"tl.where({acc} == 0, 0.0, {acc} * tl.exp({accs[a][0]} - {m}))", dt)
         total = self.cse(f"tl.reduce({lanes}, 1, _fast_sum)[:, None]", dt)
+        if self.role == "partial":  # the chunk's sum relative to the chunk's max (_combine_online)
+            return total
         return self.cse(f"tl.where({m} > float(\"-inf\"), {total}, float(\"nan\"))", dt)
 
     def _buffer_params(self, workspaces: int) -> list[str]:

@@ -215,6 +215,7 @@ def _any_all(g, x, dims=None, keepdim=False):
 
 
 def _var(g, x, dims, correction, keepdim, out):
+    """(var, mean, acc): var as `out` (keepdim or not), mean a keepdim-shaped Pointwise."""
     acc = upcast(x.dtype)
     if not acc.is_floating_point:
         raise Unsupported("integer var")
@@ -222,6 +223,10 @@ def _var(g, x, dims, correction, keepdim, out):
     n = 1
     for k in d:
         n *= x.size[k]
+    c = 1.0 if correction is None else float(correction)
+    denom = max(n - c, 0.0)
+    if g.heuristics.variance == "shifted" and n > 0:
+        return _var_shifted(g, x, d, n, denom, keepdim, out, acc)
     s = reduce(g, x, d, True, "sum", acc, map_fn=lambda ops, v: ops.to_dtype(v, acc))
     mean = Pointwise(x.device, acc, s.size, lambda ops, idx: ops.truediv(s.loader()(ops, idx), ops.constant(float(n), acc)))
     xl, ml = x.loader(), mean.loader()
@@ -234,10 +239,63 @@ def _var(g, x, dims, correction, keepdim, out):
 
     sq = Pointwise(x.device, acc, tuple(x.size), dev2, origins_of(x))
     ssq = reduce(g, sq, d, keepdim, "sum", acc, map_fn=lambda ops, v: v)
-    c = 1.0 if correction is None else float(correction)
-    denom = max(n - c, 0.0)
     var = make_pointwise(g, [ssq, denom], lambda ops, a, b: ops.truediv(a, b), acc, out=out)
-    return var, s, n, acc
+    return var, mean, acc
+
+
+def _var_shifted(g, x, d, n, denom, keepdim, out, acc):
+    """One pass over x (Heuristics.variance "shifted"): with K the row's first element, the sums of
+    x - K and of (x - K)^2 are sibling reductions of one r loop, and var = (S2 - S1^2/n) / denom,
+    mean = K + S1/n. Shifting by a sample of the row keeps the cancellation of S2 - S1^2/n to the
+    order of var itself (the naive sum of squares loses it when |mean| >> std); it is how a looped
+    norm reads its rows once instead of twice, as a Welford reduction does."""
+    xl = x.loader()
+    rank = len(x.size)
+
+    def first(ops, idx):  # K at the row of idx (its reduced coordinates 0)
+        v = xl(ops, [sympy.Integer(0) if k in d else idx[k] for k in range(rank)])
+        return ops.to_dtype(v, acc) if upcast(x.dtype) != acc else v
+
+    def shifted(ops, idx):
+        v = xl(ops, idx)
+        v = ops.to_dtype(v, acc) if upcast(x.dtype) != acc else v
+        return ops.sub(v, first(ops, idx))
+
+    dev = Pointwise(x.device, acc, tuple(x.size), shifted, origins_of(x))
+    s1 = reduce(g, dev, d, True, "sum", acc, map_fn=lambda ops, v: v)
+    s2 = reduce(g, dev, d, True, "sum", acc, map_fn=lambda ops, v: ops.mul(v, v))
+    l1, l2 = s1.loader(), s2.loader()
+    keep = tuple(s1.size)
+
+    def mean_fn(ops, idx):
+        return ops.add(first(ops, idx), ops.truediv(l1(ops, idx), ops.constant(float(n), acc)))
+
+    def var_fn(ops, idx):
+        a = l1(ops, idx)
+        m2 = ops.sub(l2(ops, idx), ops.mul(a, ops.truediv(a, ops.constant(float(n), acc))))
+        m2 = ops.where(ops.lt(m2, ops.constant(0.0, acc)), ops.constant(0.0, acc), m2)  # rounding below 0
+        return ops.truediv(m2, ops.constant(denom, acc))
+
+    mean = Pointwise(x.device, acc, keep, mean_fn, origins_of(x))
+    var_keep = Pointwise(x.device, acc, keep, var_fn, origins_of(x))
+    out_cd = upcast(out.dtype)
+    vl = var_keep.loader() if keepdim else _unkeep(var_keep, rank, d)
+    return (Pointwise(out.device, out.dtype, tuple(int(s) for s in out.shape),
+                      lambda ops, idx: vl(ops, idx) if out_cd == acc else ops.to_dtype(vl(ops, idx), out_cd),
+                      origins_of(x)), mean, acc)
+
+
+def _unkeep(v: Any, rank: int, d: Sequence[int]) -> Callable[..., Any]:
+    """A loader of keepdim-shaped v at an index without the reduced dims."""
+    inner = v.loader()
+    kept = [k for k in range(rank) if k not in d]
+
+    def load(ops, idx):
+        full = [sympy.Integer(0)] * rank
+        for pos, k in enumerate(kept):
+            full[k] = idx[pos]
+        return inner(ops, full)
+    return load
 
 
 @register(aten.var)
@@ -254,21 +312,14 @@ def _var_mean(g, x, dims=None, unbiased=None, keepdim=False, *, correction=None)
     if isinstance(unbiased, bool):
         correction = 1 if unbiased else 0
     out_var, out_mean = g.out
-    var, s, n, acc = _var(g, x, dims, correction, keepdim, out_var)
+    var, mean_keep, acc = _var(g, x, dims, correction, keepdim, out_var)
     d = _dims(x, dims)
-    sq = s
-    if not keepdim:
+    if keepdim:
+        sq = mean_keep
+    else:
         keep = tuple(x.size[k] for k in range(len(x.size)) if k not in d)
-        inner = s.loader()
-        kept = [k for k in range(len(x.size)) if k not in d]
-
-        def unkeep(ops, idx):
-            full = [sympy.Integer(0)] * len(x.size)
-            for pos, k in enumerate(kept):
-                full[k] = idx[pos]
-            return inner(ops, full)
-        sq = Pointwise(x.device, acc, keep, unkeep)
-    mean = make_pointwise(g, [sq, float(n)], lambda ops, a, b: ops.truediv(a, b), acc, out=out_mean)
+        sq = Pointwise(x.device, acc, keep, _unkeep(mean_keep, len(x.size), d))
+    mean = make_pointwise(g, [sq], lambda ops, a: a, acc, out=out_mean)
     origins = g.current_origins()
     return (g.realize(var.with_origins(origins), out_var), g.realize(mean.with_origins(origins), out_mean))
 

@@ -99,6 +99,14 @@ class Heuristics:
     # a scan's row runs persistent up to this many elements (Inductor's persistent threshold for
     # inner reductions, which its scans share), else it loops over RBLOCK chunks carrying the prefix
     scan_persistent_max: int = 1024
+    # an outer reduction (r strided, x contiguous) runs persistent up to this many r elements, as
+    # Inductor's outer reductions do: the whole [XBLOCK, RBLOCK] tile's loads issue at once instead
+    # of one 16-row step at a time
+    outer_persistent_rnumel_max: int = 64
+    # var / var_mean (and the norms decomposed into them): "shifted", one pass of two sibling sums
+    # of x - K (K the row's first element; lower/reductions.py), or "two_pass", the mean's pass
+    # and then the squared deviations' (a looped norm then reads its rows once more)
+    variance: str = "shifted"
 
     # ---- lowering ---------------------------------------------------------------------
     def should_realize(self, num_uses: int, num_reads: int, op_count: int) -> bool:
@@ -223,6 +231,12 @@ class Heuristics:
             # 64 lanes of 4 warps, 16-row steps: the fastest of 95 column-sum configs on the H200
             # (16384x4096 f32, split 16: 65.2 us against 70.8 us for 128 lanes of 8 warps, 32-row
             # steps)
+            if 16 < rblock_full <= self.outer_persistent_rnumel_max:
+                # the widest x block of Inductor's persistent choices (8, 32, 128 lanes) whose tile
+                # stays within 4096 elements: 128 x 32 or 32 x 64, 8 warps
+                xblock = min(next(x for x in (128, 32, 8, 1) if x * rblock_full <= 4096), next_pow2(max(numel, 1)))
+                return LaunchConfig(XBLOCK=xblock, RBLOCK=rblock_full, num_warps=8 if xblock * rblock_full >= 2048
+                                    else 4, persistent=True)
             xblock = min(64, next_pow2(max(numel, 1)))
             rblock = min(rblock_full, 16)
             return LaunchConfig(XBLOCK=xblock, RBLOCK=rblock, num_warps=4, persistent=rblock == rblock_full)

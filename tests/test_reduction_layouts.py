@@ -1,0 +1,269 @@
+"""Reductions laid out for the memory they read: variance in one pass (sibling sums of x minus the
+row's first element), r-invariant loads issued once before an r loop, online softmax over strided
+rows without chunks, outer reductions persistent up to 64 r elements, one NaN-propagating reduce
+for a float max/min on the GPU and argmax/argmin in two reduces. Every output is compared with
+eager (random values, non-power-of-two sizes, transposed inputs, f32 and bf16, NaN and inf) with
+the defaults and with looped/persistent configs forced through a plan."""
+from dataclasses import replace
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from autofuse import CompileOptions
+from autofuse.capture.trace import compile_traced, trace_aten
+from autofuse.codegen.options import KernelView, default_legality
+from autofuse.codegen.triton_kernel import KernelWriter
+from autofuse.compiler import compile_graph, is_outer_reduction, schedule
+from autofuse.schedule.heuristics import Heuristics
+from tests.helpers import assert_close, compile_and_compare, kernels_of, rand
+
+TOL = {torch.float32: (1e-4, 1e-4), torch.bfloat16: (4e-2, 4e-2)}
+
+
+def compiled_sources(fn, args, heuristics=None, tol=None, **config):
+    """Kernel sources of fn compiled with every reduction kernel's config replaced by `config`
+    (through a plan), after checking the outputs against eager on poisoned buffers."""
+    options = CompileOptions(strict=True, use_db=False, **({"heuristics": heuristics} if heuristics else {}))
+    art = compile_graph(trace_aten(fn, args), args, options)
+    if config:
+        kernels = tuple(replace(kp, config=replace(kp.config, **config)) if info.kind == "reduction" else kp
+                        for kp, info in zip(art.plan.kernels, art.kernels))
+        options = replace(options, plan=replace(art.plan, kernels=kernels), poison=True)
+    else:
+        options = replace(options, poison=True)
+    compiled = compile_traced(fn, args, options)
+    expected, actual = fn(*args), compiled(*args)
+    if not isinstance(expected, (list, tuple)):
+        actual = actual[0]
+    tol = tol or TOL.get(args[0].dtype, (1e-4, 1e-4))
+    assert_close(actual, expected, rtol=tol[0], atol=tol[1])
+    return [k.source for k in kernels_of(compiled) if k.kind != "fallback"]
+
+
+def gpu_sources(fn, args):
+    """(config, kernel source) of each kernel of fn as the GPU default would write it."""
+    lowering, graph, placed, *_ = schedule(trace_aten(fn, args), args, CompileOptions(strict=True, use_db=False))
+    out = []
+    dtypes = {i.name: i.layout.dtype for i in lowering.inputs if i is not None}
+    dtypes |= {b.name: b.layout.dtype for b in lowering.buffers if hasattr(b, "layout")}
+    for g, _ in placed:
+        if g.is_extern:
+            continue
+        legal = default_legality(KernelView.of(g), False)
+        kind = "reduction" if g.is_reduction else "pointwise"
+        cfg = Heuristics().launch_config(kind, g.numel, g.rnumel, False, is_outer_reduction(g),
+                                         splittable=legal["split"], online=legal["online"], hints=legal["cache_hints"])
+        stored = {n.name for n in g.nodes}
+        src = KernelWriter("k", g.placements(), g.numel, g.rnumel, g.is_reduction, stored, dtypes, {}, cfg,
+                           False).generate().source
+        out.append((cfg, src[src.rindex("@triton.jit"):]))
+    return out
+
+
+# ---- variance in one pass ---------------------------------------------------------------------------
+VAR_CASES = {
+    "var_middle": lambda x: x.var(1),
+    "var_mean_outer2_keepdim": lambda x: torch.var_mean(x, (0, 2), keepdim=True),
+    "var_mean_last_biased": lambda x: torch.var_mean(x, -1, correction=0),
+    "var_all": lambda x: x.var(),
+    "layer_norm_hw": lambda x: F.layer_norm(x, x.shape[-2:]),
+    "group_norm": lambda x: F.group_norm(x.unsqueeze(0), 1),
+    "instance_norm": lambda x: F.instance_norm(x.unsqueeze(0)),
+    "batch_norm_train": lambda x: F.batch_norm(x, None, None, training=True),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("noncontig", [False, True])
+@pytest.mark.parametrize("case", sorted(VAR_CASES))
+def test_variance_matches_eager(case, noncontig, dtype):
+    x = rand((6, 13, 29), dtype, noncontig=noncontig)
+    # batch_norm's output strides on a transposed input differ from eager's with either variance
+    compile_and_compare(VAR_CASES[case], [x], atol=TOL[dtype][1], rtol=TOL[dtype][0],
+                        check_stride=not (noncontig and case == "batch_norm_train"))
+
+
+@pytest.mark.parametrize("offset,spread", [(1e3, 1.0), (-5e4, 100.0)])
+def test_variance_of_rows_far_from_zero(offset, spread):
+    """A mean far from 0 (|mean| >> std): the shift by the row's first element keeps the sums small.
+    The tolerance is the inputs' own resolution (an ulp of the offset over the std) a few times."""
+    x = rand((5, 3000), low=-spread, high=spread) + offset
+    compile_and_compare(lambda x: torch.var_mean(x, -1), [x], rtol=1e-3, atol=1e-3)
+    compiled_sources(lambda x: F.layer_norm(x, x.shape[-1:]), [x], tol=(1e-3, 1e-3), XBLOCK=2, RBLOCK=256,
+                     persistent=False)
+
+
+def test_variance_special_values():
+    x = rand((4, 37))
+    x[1, 5] = float("nan")
+    x[2, 0] = float("inf")
+    x[3, :] = 2.5   # a constant row: var 0, never below it
+    compile_and_compare(lambda x: torch.var_mean(x, -1), [x])
+
+
+def test_looped_layer_norm_reads_its_rows_twice():
+    """The statistics' pass (both sums) and the output's: two r loops, the shift loaded before them."""
+    x = rand((7, 600), noncontig=True)
+    (src,) = compiled_sources(lambda x: F.layer_norm(x, x.shape[-1:]), [x], XBLOCK=2, RBLOCK=64, persistent=False)
+    assert src.count("for roffset") == 2
+    head = src.split("for roffset")[0]
+    assert head.count("tl.load(") == 1 and "xmask, other=0)" in head   # the shift, an [XBLOCK, 1] load
+
+
+def test_two_pass_variance_stays_available():
+    x = rand((7, 600))
+    fn = lambda x: torch.var_mean(x, -1)  # noqa: E731
+    (src,) = compiled_sources(fn, [x], Heuristics(variance="two_pass"), XBLOCK=2, RBLOCK=64, persistent=False)
+    assert src.count("for roffset") == 2
+    (src,) = compiled_sources(fn, [x], XBLOCK=2, RBLOCK=64, persistent=False)
+    assert src.count("for roffset") == 1
+
+
+def test_split_norm_statistics_run_in_one_kernel():
+    """A column statistic the GPU default splits: both sums in one split kernel."""
+    srcs = gpu_sources(lambda x: F.batch_norm(x, None, None, training=True), [rand((65536, 48))])
+    reductions = [(c, s) for c, s in srcs if c.RBLOCK > 1]
+    assert len(reductions) == 1 and reductions[0][0].split > 1
+    assert reductions[0][1].count("tl.reduce(") >= 2
+    compiled_sources(lambda x: F.batch_norm(x, None, None, training=True), [rand((1000, 48))], XBLOCK=16, RBLOCK=16,
+                     persistent=False, split=4)
+
+
+# ---- r-invariant loads before the loop ----------------------------------------------------------------
+def test_row_value_loaded_once_before_the_loop():
+    x, s = rand((9, 700)), rand((9, 1), low=0.5, high=2)
+    (src,) = compiled_sources(lambda x, s: (x * s).sum(-1), [x, s], XBLOCK=4, RBLOCK=128, persistent=False)
+    loop = src.split("for roffset")[1]
+    assert "in_ptr1" not in loop and "in_ptr1" in src.split("for roffset")[0]
+
+
+def test_masked_row_value_stays_in_the_loop():
+    x, s = rand((9, 700)), rand((9, 1))
+    fn = lambda x, s: (x * F.pad(s, (0, 0, 0, 2))[:9]).sum(-1) + torch.where(x > 0, s, 0.0).amax(-1)  # noqa: E731
+    compiled_sources(fn, [x, s], XBLOCK=4, RBLOCK=128, persistent=False)
+
+
+# ---- softmax over strided rows -------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dim", [0, 1])
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_softmax_over_strided_rows(op, dim, dtype):
+    x = rand((37, 45, 19), dtype)
+    x[3, 4, 5] = float("-inf")
+    fn = lambda x: getattr(torch, op)(x, dim)  # noqa: E731
+    compile_and_compare(fn, [x], atol=TOL[dtype][1], rtol=TOL[dtype][0])
+    srcs = compiled_sources(fn, [x], XBLOCK=16, RBLOCK=8, persistent=False, online=True)
+    assert not any("tl.reshape" in s for s in srcs)   # per-element lanes: rows are strided
+
+
+def test_online_softmax_over_contiguous_rows_keeps_chunks():
+    x = rand((5, 1300))
+    srcs = compiled_sources(lambda x: torch.softmax(x, -1), [x], XBLOCK=1, RBLOCK=512, num_warps=4, persistent=False,
+                            online=True)
+    assert any("tl.reshape" in s for s in srcs)
+
+
+def test_outer_default_is_persistent_up_to_64_rows():
+    h = Heuristics()
+    cfg = h.launch_config("reduction", 1049600, 64, False, outer=True)
+    assert (cfg.XBLOCK, cfg.RBLOCK, cfg.num_warps, cfg.persistent) == (32, 64, 8, True)
+    cfg = h.launch_config("reduction", 4096, 23, False, outer=True)
+    assert (cfg.XBLOCK, cfg.RBLOCK, cfg.persistent) == (128, 32, True)
+    assert h.launch_config("reduction", 4096, 16, False, outer=True) == replace(cfg, XBLOCK=64, RBLOCK=16,
+                                                                                   num_warps=4)
+    cfg = h.launch_config("reduction", 4096, 65, False, outer=True)
+    assert (cfg.RBLOCK, cfg.persistent) == (16, False)
+    assert not replace(h, outer_persistent_rnumel_max=16).launch_config("reduction", 4096, 64, False, True).persistent
+
+
+def test_persistent_outer_tile_matches_eager():
+    x = rand((41, 70), noncontig=True)   # columns reduced: r strided, x contiguous
+    x[5, 3] = float("nan")
+    for fn in (lambda x: torch.softmax(x, 0), lambda x: x.amax(0), lambda x: x.argmin(0)):
+        compiled_sources(fn, [x.t().contiguous().t()], XBLOCK=32, RBLOCK=64, persistent=True, num_warps=8)
+
+
+# ---- max/min and argmax/argmin ------------------------------------------------------------------------
+def special_rows(shape, dtype=torch.float32):
+    x = rand(shape, dtype)
+    x[0, 3] = float("nan")
+    x[1, 2], x[1, -2] = float("inf"), float("nan")   # a NaN after an inf: the NaN wins
+    x[2, :] = float("-inf")
+    x[3, 4], x[3, 9] = float("inf"), float("inf")     # a tie: the first
+    x[4, :] = float("nan")
+    return x
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("config", [{}, {"XBLOCK": 2, "RBLOCK": 16, "persistent": False}])
+@pytest.mark.parametrize("op", ["argmax", "argmin", "max", "min", "amax", "amin"])
+def test_max_and_argmax_special_values(op, config, dtype):
+    x = special_rows((6, 57), dtype)
+    if op in ("max", "min"):
+        fn = lambda x: tuple(getattr(torch, op)(x, -1))  # noqa: E731
+    else:
+        fn = lambda x: getattr(torch, op)(x, -1)  # noqa: E731
+    compiled_sources(fn, [x], **config)
+    compiled_sources(lambda x: getattr(torch, op)(x.t(), 0) if op not in ("max", "min") else
+                     tuple(getattr(torch, op)(x.t(), 0)), [x], **config)
+
+
+def test_integer_argmax():
+    x = rand((7, 43), torch.int64)
+    compiled_sources(lambda x: x.argmax(-1), [x])
+    compiled_sources(lambda x: x.argmin(-1), [x], XBLOCK=2, RBLOCK=16, persistent=False)
+
+
+def test_gpu_max_is_one_reduce_and_argmax_two():
+    x = rand((64, 1000))
+    ((_, src),) = gpu_sources(lambda x: x.amax(-1), [x])
+    assert src.count("tl.reduce(") == 1 and "_max_nan" in src
+    ((_, src),) = gpu_sources(lambda x: x.argmax(-1), [x])
+    assert src.count("tl.reduce(") == 2
+
+
+def test_outer_split_takes_shorter_chunks():
+    """A column reduction with few x blocks: chunks of `split_outer_min_chunk` rows, so the grid
+    reaches the programs the split target asks for; a row reduction keeps `split_min_chunk`."""
+    h = Heuristics()
+    outer = h.launch_config("reduction", 8192, 4096, False, outer=True, splittable=True)
+    assert outer.split == 8
+    assert replace(h, split_outer_min_chunk=1024).launch_config("reduction", 8192, 4096, False, outer=True,
+                                                                 splittable=True).split == 4
+    x = rand((300, 24), noncontig=True)
+    x[3, 7] = float("nan")
+    compiled_sources(lambda x: (x.amax(-1), x.sum(-1)), [x], XBLOCK=16, RBLOCK=8, persistent=False, split=8)
+
+
+# ---- online softmax in a split reduction ----------------------------------------------------------------
+def column_rows(dtype=torch.float32):
+    x = rand((611, 37), dtype)   # softmax over dim 0: rows strided, columns contiguous
+    x[7, 3] = float("nan")
+    x[:, 5] = float("-inf")
+    x[:300, 6] = float("-inf")   # whole chunks of -inf before the column's finite values
+    x[400, 8] = float("inf")
+    return x
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("split", [3, 8])
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_split_online_softmax_matches_eager(op, split, dtype):
+    fn = lambda x: getattr(torch, op)(x, 0)  # noqa: E731
+    srcs = compiled_sources(fn, [column_rows(dtype)], XBLOCK=8, RBLOCK=16, persistent=False, split=split,
+                            online=True)
+    assert any("split_ticket" in s and "tl.exp(" in s.split("split_ticket")[-1] for s in srcs)
+
+
+def test_split_without_online_is_rejected_where_a_sum_needs_its_max():
+    from autofuse.plan.plan import PlanError
+    with pytest.raises(PlanError, match="reads the reduction"):
+        compiled_sources(lambda x: torch.softmax(x, 0), [column_rows()], XBLOCK=8, RBLOCK=16, persistent=False,
+                         split=4, online=False)
+
+
+def test_gpu_default_splits_a_column_softmax_online():
+    srcs = gpu_sources(lambda x: torch.log_softmax(x, 0), [rand((4096, 512))])
+    (cfg,) = [c for c, _ in srcs if c.RBLOCK > 1]
+    assert cfg.split > 1 and cfg.online and not cfg.persistent
