@@ -110,15 +110,21 @@ def update(text: str, block: str, start_marker: str = START, end_marker: str = E
 
 
 # The model benchmark's and the corpus's tables, copied from the markdown their tools wrote for the
-# latest committed run (`benchmarks/results/<date>-<machine>-models|corpus/results.md`).
+# latest committed run (`benchmarks/results/<date>-<machine>-models|corpus[-…]/results.md`).
 EXTRA_BLOCKS = {"models": "models-table", "corpus": "corpus-table"}
 
 
 def latest_results_md(what: str, root: Path = ROOT) -> Path:
-    runs = sorted((root / "benchmarks" / "results").glob(f"*-{what}/results.md"))
+    """The results.md of the latest committed run of `what` (folders `<date>-<machine>-<what>[-…]`),
+    latest by the time the run recorded (several runs may share a date)."""
+    runs = sorted((root / "benchmarks" / "results").glob(f"*-{what}*/results.md"))
     if not runs:
-        raise FileNotFoundError(f"no benchmarks/results/*-{what}/results.md")
-    return runs[-1]
+        raise FileNotFoundError(f"no benchmarks/results/*-{what}*/results.md")
+
+    def recorded(md: Path) -> str:
+        js = md.with_name("results.json")
+        return json.loads(js.read_text()).get("date", "") if js.exists() else ""
+    return max(runs, key=lambda md: (recorded(md), md.parent.name))
 
 
 def extra_block(what: str, root: Path = ROOT) -> str:
