@@ -13,7 +13,6 @@ PACKAGES = ("autofuse", "costmodel", "tuning_db")
 # tuple of its modules. Remove an entry when its cycle is broken.
 KNOWN_CYCLES: set[tuple[str, ...]] = {
     ('autofuse.compiler', 'autofuse.options', 'autofuse.plan.apply', 'autofuse.schedule.fusion', 'autofuse.schedule.heuristics', 'autofuse.strategies.tvm'),
-    ('autofuse.runtime.program', 'autofuse.runtime.wrapper'),
     ('costmodel.evaluate', 'costmodel.model', 'costmodel.predict', 'costmodel.rank'),
 }
 

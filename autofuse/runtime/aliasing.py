@@ -29,7 +29,7 @@ def may_alias(op: Any) -> bool:
 
 def aliased_slots(steps: Iterable[Any]) -> set[int]:
     """Slots read by a fallback step (an `ExternCall`) whose op may alias its arguments."""
-    from .program import ExternCall, StridedArg
+    from .steps import ExternCall, StridedArg
     out: set[int] = set()
     for step in steps:
         if isinstance(step, ExternCall) and may_alias(step.op):

@@ -19,6 +19,7 @@ import torch
 
 from ..ir.values import Layout
 from .launcher import hooks_set
+from .steps import Alloc, ConstOutput, ExternCall, Free, KernelLaunch, SlotOutput, StridedArg, poison
 
 try:  # torch's C++ view constructor without dispatch overhead (what Inductor's wrappers call)
     from torch._C._dynamo.guards import _reinterpret_tensor
@@ -61,7 +62,6 @@ class _Writer:
         return name
 
     def expr(self, a: Any) -> str:
-        from .program import SlotOutput, StridedArg
         if isinstance(a, SlotOutput):
             return f"b{a.slot}"
         if isinstance(a, StridedArg):
@@ -85,7 +85,6 @@ class _Writer:
 def reads_of(step: Any) -> tuple[int, ...]:
     """The slots a step reads (a kernel's arguments include the buffers it writes)."""
     from torch.utils._pytree import tree_leaves
-    from .program import Alloc, ExternCall, KernelLaunch, StridedArg
     if isinstance(step, KernelLaunch):
         return step.arg_slots
     if isinstance(step, ExternCall):
@@ -98,7 +97,6 @@ def reads_of(step: Any) -> tuple[int, ...]:
 
 def writes_of(step: Any) -> tuple[int, ...]:
     from torch.utils._pytree import tree_leaves
-    from .program import Alloc, ExternCall
     if isinstance(step, Alloc):
         return (step.slot,)
     if isinstance(step, ExternCall):
@@ -107,20 +105,17 @@ def writes_of(step: Any) -> tuple[int, ...]:
 
 
 def output_slots(outputs: Sequence[Any]) -> set[int]:
-    from .program import SlotOutput, StridedArg
     return {o.slot for o in outputs if isinstance(o, (SlotOutput, StridedArg))}
 
 
 def writable(program: Any) -> bool:
     """Every step and output is of a kind the writer knows (else the program runs interpreted)."""
-    from .program import Alloc, ConstOutput, ExternCall, Free, KernelLaunch, SlotOutput, StridedArg
     return (all(type(s) in (Alloc, ExternCall, Free, KernelLaunch) for s in program.steps)
             and all(type(o) in (ConstOutput, SlotOutput, StridedArg) for o in program.outputs))
 
 
 def generate(program: Any) -> Wrapper:
     """The wrapper of `program` (a runtime.program.Program whose steps and outputs are `writable`)."""
-    from .program import Alloc, ExternCall, KernelLaunch
     w = _Writer(program)
     steps, outputs = program.steps, program.outputs
     keep = output_slots(outputs) | {s for s in program.input_slots if s is not None}
@@ -167,7 +162,6 @@ def generate(program: Any) -> Wrapper:
 
 
 def _out(o: Any) -> Any:
-    from .program import ConstOutput
     return o.value if isinstance(o, ConstOutput) else o
 
 
@@ -182,7 +176,6 @@ def _alloc(w: _Writer, step: Any) -> None:
     else:
         w.lines.append(f"b{step.slot} = {w.name('new', step._new)}()")
     if step.poison:
-        from .program import poison
         w.ns["_poison"] = poison
         w.lines.append(f"_poison(b{step.slot})")
     w.known[step.slot] = lay
