@@ -7,13 +7,13 @@ rnumel), so any export can be categorised without the program that made it.
 
 Note: the first rule that matches wins, in the order of `CATEGORIES`:
 - scan: a scan kernel (`kind` "scan", or `tl.associative_scan` in the kernel body);
-- arg_reduction: an argmax/argmin (its combine function in the body, or the op among its nodes);
+- arg_reduction: an argmax/argmin (the op among its nodes, or its combine function in the body);
 - loss: a reduction to one value (numel 1), as losses and global sums are;
 - split_reduction: a reduction launched split over many programs (config `split` > 1);
 - outer_reduction: a reduction over a non-contiguous axis (config `YBLOCK`, or every load that moves
   along the reduction strided);
-- softmax: an online-softmax config, or amax/max with exp and sum, or logsumexp;
-- norm: mean/var/var_mean with rsqrt (layer, RMS and group norms);
+- softmax: an online-softmax config, or a max and a sum reduction with exp, or logsumexp;
+- norm: mean/var/var_mean (or a sum) with rsqrt (layer, RMS and group norms);
 - row_reduction: any other reduction;
 - pointwise: the rest.
 A kernel's configs all belong to one category (`group_categories`): the first of its configs'
@@ -31,6 +31,7 @@ CATEGORIES = ("scan", "arg_reduction", "loss", "split_reduction", "outer_reducti
 
 _SUFFIX = re.compile(r"(?:_\d+)?(?:\.\d+)?$")
 _REDUCTION_KINDS = frozenset({"reduction", "scan"})
+_EXP = re.compile(r"\bexp2?\(")
 
 
 def base_op(node_name: str) -> str:
@@ -45,17 +46,18 @@ def _body(features: Mapping[str, Any]) -> str:
         return ""
 
 
-def _strided_reduction(features: Mapping[str, Any]) -> bool:
-    """Whether every load that moves with the kernel's block index moves strided (a column reduction)."""
+def _counts(features: Mapping[str, Any]) -> dict[str, int]:
     try:
-        c = count_ops(str(features["source"]), str(features.get("kernel_fn") or "KERNEL")).as_dict()
+        return count_ops(str(features["source"]), str(features.get("kernel_fn") or "KERNEL")).as_dict()
     except (KeyError, TypeError, ValueError, SyntaxError):
-        return False
-    return c.get("strided_accesses", 0) > 0 and c.get("contig_accesses", 0) == 0
+        return {}
 
 
 def category_of(features: Mapping[str, Any]) -> str:
-    """The category (one of `CATEGORIES`) of one kernel measurement's feature record (module note)."""
+    """The category (one of `CATEGORIES`) of one kernel measurement's feature record (module note).
+
+    Ops are read from the node names where the record has them, else from the kernel body (its
+    reductions' combine functions and its calls)."""
     kind = str(features.get("kind"))
     cfg = features.get("config") or {}
     ops = {base_op(n) for n in features.get("nodes") or ()}
@@ -64,17 +66,19 @@ def category_of(features: Mapping[str, Any]) -> str:
         return "scan"
     if kind not in _REDUCTION_KINDS:
         return "pointwise"
-    if ops & {"argmax", "argmin"} or "_argmax_combine(" in body or "_argmin_combine(" in body:
+    c = _counts(features)
+    if ops & {"argmax", "argmin"} or c.get("red_arg", 0) > 0:
         return "arg_reduction"
     if features.get("numel") == 1:
         return "loss"
     if int(cfg.get("split") or 1) > 1:
         return "split_reduction"
-    if "YBLOCK" in cfg or _strided_reduction(features):
+    if "YBLOCK" in cfg or (c.get("strided_accesses", 0) > 0 and c.get("contig_accesses", 0) == 0):
         return "outer_reduction"
-    if cfg.get("online") or "logsumexp" in ops or (ops & {"amax", "max"} and "exp" in ops and "sum" in ops):
+    sums, maxes = "sum" in ops or c.get("red_sum", 0) > 0, ops & {"amax", "max"} or c.get("red_max", 0) > 0
+    if cfg.get("online") or "logsumexp" in ops or (maxes and sums and ("exp" in ops or _EXP.search(body))):
         return "softmax"
-    if ops & {"mean", "var", "var_mean"} and ("rsqrt" in ops or "rsqrt(" in body):
+    if (ops & {"mean", "var", "var_mean"} or sums) and ("rsqrt" in ops or "rsqrt(" in body):
         return "norm"
     return "row_reduction"
 
