@@ -33,7 +33,7 @@ def register(subparsers: Any) -> None:
                    help="rank a kernel's configs by the regressor alone, without the pair ranker")
     p.add_argument("--no-loco", action="store_true",
                    help="skip the leave-one-category-out evaluation (it trains one model per kernel category)")
-    p.add_argument("--jobs", type=int, default=1, metavar="N", help="processes compiling kernels for features")
+    p.add_argument("--jobs", type=int, default=1, metavar="N", help="processes compiling kernels for features, and training the held-out categories")
     p.add_argument("--from-export", nargs="+", type=Path, metavar="FILE",
                    help="train on these measurement exports (.jsonl.gz), imported into a fresh DB (--db: a new "
                         "path, default a temporary file) instead of an existing tuning DB")

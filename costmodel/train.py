@@ -6,6 +6,10 @@ fit on the training graphs; the new model and the DB's current one scored on the
 graphs — the current one being the DB's newest model, else the shipped one; stored (and so put in
 use) only when the new one's pairwise accuracy is higher (log-time error decides when either has no
 scorable pair), or when forced.
+
+Leave-one-category-out (`leave_one_category_out`, with `RetrainOptions.loco`): the same training
+on every other kernel category's measurements (`categories.py`), scored on the held-out category
+with TenSet's top-k scores, next to the new model's scores on the random graph split.
 """
 from __future__ import annotations
 
