@@ -108,7 +108,7 @@ def cmd_retrain(args: argparse.Namespace) -> int:
                     n = import_exports(db, args.from_export)
                     print(f"imported {n} measurements from {len(args.from_export)} export(s) into {db_path}", flush=True)
                 result = retrain(db, args.device, force=args.force, seed=args.seed, options=opts,
-                                 on_score=lambda s: print(f"held out {s.category}: top-1 {_f(s.top1)}, "
+                                 on_score=lambda s: print(f"{s.category}: top-1 {_f(s.top1)}, "
                                                           f"top-5 {_f(s.top5)}", flush=True))
                 print(report(result))
                 if args.ship and result.stored:

@@ -123,7 +123,8 @@ def retrain(db: Any, device: str | None = None, force: bool = False, seed: int =
             options: RetrainOptions | None = None,
             on_score: Callable[[CategoryScore], None] | None = None) -> RetrainResult:
     """Train, evaluate against the current model on the same held-out graphs, store if not worse;
-    with `options.loco`, also leave each category out (`on_score` sees each category's score as it comes)."""
+    with `options.loco`, also leave each category out (`on_score` sees the random split's score, then
+    each category's, as they come)."""
     opts = options or RetrainOptions()
     every = db.measurements(device)
     device, note = pick_device(every, device)
@@ -146,6 +147,8 @@ def retrain(db: Any, device: str | None = None, force: bool = False, seed: int =
     model = train_model(train, estimator, seed, opts)
     new = evaluate(LearnedPredictor(model), test)
     random_split = category_score("random split", LearnedPredictor(model), test)
+    if opts.loco and on_score:
+        on_score(random_split)
     loco = leave_one_category_out(rows, estimator, seed, opts, on_score) if opts.loco else ()
     current, current_version, load_note = _load_current(db, device, seed)
     cur = evaluate(LearnedPredictor(current), test) if current is not None else None

@@ -187,7 +187,8 @@ def test_retrain_reports_the_random_split_and_each_held_out_category(tmp_path, d
                               "--force"])
     assert args.func(args) == 0
     out = capsys.readouterr().out
-    assert "leave one category out" in out and "random split" in out and "held out norm: top-1" in out
+    assert "leave one category out" in out and "random split" in out and "norm: top-1" in out
+    assert out.index("random split: top-1") < out.index("norm: top-1")
     table = out[out.index("leave one category out"):]
     assert all(word in table for word in ("graphs", "rows", "top-1", "top-5", "pairwise", "norm", "pointwise"))
     with TuningDB.open(path) as db:
