@@ -208,8 +208,10 @@ def leave_one_category_out(rows: Sequence[Any], estimator: str, seed: int, opts:
         jobs.append((category, [rows[i] for i in kept], x[kept], [rows[i] for i in held], estimator, seed, opts))
     scores: list[CategoryScore] = []
     if opts.workers > 1 and len(jobs) > 1:
+        import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
-        with ProcessPoolExecutor(min(opts.workers, len(jobs))) as pool:
+        # spawned, not forked: a child forked after the parent's OpenMP trees ran hangs in OpenMP's pool
+        with ProcessPoolExecutor(min(opts.workers, len(jobs)), mp_context=multiprocessing.get_context("spawn")) as pool:
             for score in pool.map(_held_out_score, jobs):
                 scores.append(score)
                 if on_score:
