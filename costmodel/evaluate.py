@@ -14,6 +14,12 @@ the search. Metrics, over the held-out measurements:
   times differ by more than 2% (`pairs_sig` of them);
 - regret: mean over those groups of measured(predicted best) / measured best - 1;
 - mae_log: mean |log predicted - log measured|.
+
+TenSet's top-k score (`topk_score`), the figure comparable with TenSet: per graph, the sum over its
+kernels of the measured best over the sum of the best measured among the model's k first picks (a
+graph's kernels weighed by their time, as TenSet weighs a network's tasks); the mean over graphs.
+`CategoryScore` holds it with pairwise and Spearman for one held-out set (a category, or the random
+split), as `autofuse retrain` tabulates them.
 """
 from __future__ import annotations
 
@@ -128,6 +134,54 @@ def metrics(measured: Sequence[float], predicted: Sequence[float], groups: Seque
                    kernels=len(m), groups=len(multi), pairs=pairs,
                    peak1_tol=float(hits1_tol / len(multi)) if multi else nan,
                    pairwise_sig=float(correct_sig / pairs_sig) if pairs_sig else nan, pairs_sig=pairs_sig)
+
+
+def topk_score(measured: Sequence[float], predicted: Sequence[float], groups: Sequence[str],
+               graphs: Sequence[str], k: int) -> float:
+    """TenSet's top-k score over graphs (module note); groups of one candidate are left out; NaN: none left."""
+    m = np.asarray(measured, dtype=np.float64)
+    p = np.asarray(predicted, dtype=np.float64)
+    by_group: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for i, (gr, g) in enumerate(zip(graphs, groups)):
+        by_group[(str(gr), str(g))].append(i)
+    best: dict[str, float] = defaultdict(float)
+    picked: dict[str, float] = defaultdict(float)
+    for (graph, _), ix in by_group.items():
+        if len(ix) < 2:
+            continue
+        ix_arr = np.asarray(ix)
+        picks = ix_arr[np.lexsort((ix_arr, p[ix_arr]))[:k]]  # the k lowest predictions, earlier row first on ties
+        best[graph] += float(m[ix_arr].min())
+        picked[graph] += float(m[picks].min())
+    return float(np.mean([best[g] / picked[g] for g in best])) if best else float("nan")
+
+
+@dataclass(frozen=True)
+class CategoryScore:
+    """A model's scores on one held-out set: TenSet top-1 / top-5, pairwise and Spearman (`metrics`)."""
+
+    category: str
+    graphs: int
+    rows: int
+    top1: float
+    top5: float
+    pairwise: float
+    spearman: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(self).items()}
+
+
+def category_score(category: str, predictor: Any, measurements: Sequence[Mapping[str, Any]]) -> CategoryScore:
+    """A predictor's `CategoryScore` on usable measurements, named `category`."""
+    rows = usable(measurements)
+    pred = list(predictor.predict_us([r["features"] for r in rows])) if rows else []
+    groups = [str(r["features"].get("group")) for r in rows]
+    graphs = [str(r["features"].get("graph")) for r in rows]
+    meas = measured_us(rows)
+    full = metrics(meas, pred, groups)
+    return CategoryScore(category, len(set(graphs)), len(rows), topk_score(meas, pred, groups, graphs, 1),
+                         topk_score(meas, pred, groups, graphs, 5), full.pairwise, full.spearman)
 
 
 def evaluate(predictor: Any, measurements: Sequence[Mapping[str, Any]]) -> Metrics:

@@ -6,6 +6,10 @@ fit on the training graphs; the new model and the DB's current one scored on the
 graphs — the current one being the DB's newest model, else the shipped one; stored (and so put in
 use) only when the new one's pairwise accuracy is higher (log-time error decides when either has no
 scorable pair), or when forced.
+
+Leave-one-category-out (`leave_one_category_out`, with `RetrainOptions.loco`): the same training
+on every other kernel category's measurements (`categories.py`), scored on the held-out category
+with TenSet's top-k scores, next to the new model's scores on the random graph split.
 """
 from __future__ import annotations
 
@@ -13,16 +17,18 @@ import json
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
-from .evaluate import Metrics, evaluate, split_by_graph
-from .features import precompile
+from .categories import CATEGORIES, group_categories
+from .evaluate import CategoryScore, Metrics, category_score, evaluate, split_by_graph
+from .features import feature_matrix, precompile
 from .model import DEFAULT_ESTIMATOR, CostModel, fit, usable
 from .predict import DEFAULT_LAUNCH_US, LearnedPredictor, pretrained_path
 from .select import Comparison, choose, compare_estimators
 
 MIN_MEASUREMENTS = 20
 MIN_GRAPHS = 2
+MIN_CATEGORY_GRAPHS = 5  # a category is held out on its own when its kernels come from this many graphs
 
 
 @dataclass(frozen=True)
@@ -35,6 +41,7 @@ class RetrainOptions:
     workers: int = 1                           # processes compiling kernels for features
     launch_overhead_us: float = DEFAULT_LAUNCH_US
     ranker: bool = True                        # a pair ranker orders each kernel's configs (`rank`)
+    loco: bool = False                         # also score leave-one-category-out (one training per category)
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,8 @@ class RetrainResult:
     comparison: tuple[Comparison, ...] = field(default=())
     train_size: int = 0
     test_size: int = 0
+    random_split: CategoryScore | None = None  # the new model's top-k scores on the held-out graphs
+    loco: tuple[CategoryScore, ...] = field(default=())
 
 
 def _better(new: Metrics, cur: Metrics) -> tuple[bool, str]:
@@ -111,8 +120,11 @@ def _load_current(db: Any, device: str, seed: int) -> tuple[CostModel | None, st
 
 
 def retrain(db: Any, device: str | None = None, force: bool = False, seed: int = 0,
-            options: RetrainOptions | None = None) -> RetrainResult:
-    """Train, evaluate against the current model on the same held-out graphs, store if not worse."""
+            options: RetrainOptions | None = None,
+            on_score: Callable[[CategoryScore], None] | None = None) -> RetrainResult:
+    """Train, evaluate against the current model on the same held-out graphs, store if not worse;
+    with `options.loco`, also leave each category out (`on_score` sees the random split's score, then
+    each category's, as they come)."""
     opts = options or RetrainOptions()
     every = db.measurements(device)
     device, note = pick_device(every, device)
@@ -132,15 +144,18 @@ def retrain(db: Any, device: str | None = None, force: bool = False, seed: int =
         comparison = tuple(compare_estimators(train, seeds=(seed, seed + 1, seed + 2), compile=opts.compile,
                                               workers=opts.workers))
         estimator = choose(comparison) if any(c.name != "bytes" for c in comparison) else DEFAULT_ESTIMATOR
-    model = fit(train, estimator, seed, compile=opts.compile, launch_overhead_us=opts.launch_overhead_us,
-                workers=opts.workers, ranker=opts.ranker)
+    model = train_model(train, estimator, seed, opts)
     new = evaluate(LearnedPredictor(model), test)
+    random_split = category_score("random split", LearnedPredictor(model), test)
+    if opts.loco and on_score:
+        on_score(random_split)
+    loco = leave_one_category_out(rows, estimator, seed, opts, on_score) if opts.loco else ()
     current, current_version, load_note = _load_current(db, device, seed)
     cur = evaluate(LearnedPredictor(current), test) if current is not None else None
     better, why = (True, "no model is in use") if cur is None else _better(new, cur)
     notes = [n for n in (note, load_note) if n]
     common = dict(model=model, new=new, current=cur, current_version=current_version, comparison=comparison,
-                  train_size=len(train), test_size=len(test))
+                  train_size=len(train), test_size=len(test), random_split=random_split, loco=loco)
     if not (better or force):
         notes.append(f"kept the current model ({current_version}): the new one ({model.version}) ranks worse, or no better, "
                      f"on the same held-out graphs ({why}); --force stores it anyway")
@@ -148,6 +163,8 @@ def retrain(db: Any, device: str | None = None, force: bool = False, seed: int =
     metrics = {"heldout": new.to_json(), "current_on_heldout": cur.to_json() if cur else None,
                "current_version": current_version, "forced": bool(force and not better),
                "comparison": {c.name: c.metrics.to_json() for c in comparison}}
+    if loco:
+        metrics["loco"] = [s.to_json() for s in (random_split, *loco)]
     trained_on = dict(model.trained_on, split_seed=seed, test_fraction=opts.test_fraction,
                       test_graphs=len({str(m["features"].get("graph")) for m in test}), test_measurements=len(test),
                       estimator=estimator, compiled_features=opts.compile)
@@ -155,3 +172,53 @@ def retrain(db: Any, device: str | None = None, force: bool = False, seed: int =
     verdict = "stored (forced, although not better than the current one)" if not better else "stored"
     notes.append(f"{verdict}: {model.version} as cost model #{model_id} for {device}, now the one in use ({why})")
     return RetrainResult(device, True, "; ".join(notes), model_id=model_id, **common)
+
+
+def train_model(train: Sequence[Any], estimator: str, seed: int, opts: RetrainOptions, x: Any = None) -> CostModel:
+    """The model retrain trains on these measurements (`x`: their precomputed feature matrix, if any)."""
+    return fit(train, estimator, seed, compile=opts.compile, launch_overhead_us=opts.launch_overhead_us,
+               workers=opts.workers, ranker=opts.ranker, x=x)
+
+
+def _held_out_score(args: tuple) -> CategoryScore:
+    category, train, x, test, estimator, seed, opts = args
+    model = train_model(train, estimator, seed, opts, x=x)
+    return category_score(category, LearnedPredictor(model), test)
+
+
+def leave_one_category_out(rows: Sequence[Any], estimator: str, seed: int, opts: RetrainOptions,
+                           on_score: Callable[[CategoryScore], None] | None = None,
+                           min_graphs: int = MIN_CATEGORY_GRAPHS) -> tuple[CategoryScore, ...]:
+    """For each category (`categories.py`) whose kernels come from at least `min_graphs` graphs: a
+    model trained as retrain trains it on every other category's measurements, scored on this one.
+
+    Rows are usable measurements. With `opts.workers` > 1 the categories train in that many processes.
+    """
+    rows = usable(rows)
+    of_group = group_categories(rows)
+    cats = [of_group[str(m["features"].get("group"))] for m in rows]
+    x = feature_matrix([m["features"] for m in rows], compile=opts.compile, workers=opts.workers)
+    jobs = []
+    for category in sorted(set(cats), key=lambda c: CATEGORIES.index(c)):
+        held = [i for i, c in enumerate(cats) if c == category]
+        kept = [i for i, c in enumerate(cats) if c != category]
+        graphs = {str(rows[i]["features"].get("graph")) for i in held}
+        if len(graphs) < min_graphs or len(kept) < MIN_MEASUREMENTS:
+            continue
+        jobs.append((category, [rows[i] for i in kept], x[kept], [rows[i] for i in held], estimator, seed, opts))
+    scores: list[CategoryScore] = []
+    if opts.workers > 1 and len(jobs) > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+        # spawned, not forked: a child forked after the parent's OpenMP trees ran hangs in OpenMP's pool
+        with ProcessPoolExecutor(min(opts.workers, len(jobs)), mp_context=multiprocessing.get_context("spawn")) as pool:
+            for score in pool.map(_held_out_score, jobs):
+                scores.append(score)
+                if on_score:
+                    on_score(score)
+    else:
+        for job in jobs:
+            scores.append(_held_out_score(job))
+            if on_score:
+                on_score(scores[-1])
+    return tuple(scores)
