@@ -4,6 +4,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 
+def next_pow2(n: int) -> int:
+    """The smallest power of two at least n (1 for n <= 1): Triton block sizes are powers of two."""
+    p = 1
+    while p < n:
+        p *= 2
+    return p
+
+
 @dataclass(frozen=True)
 class LaunchConfig:
     """`split` > 1 (reductions only): the r range is cut into `split` chunks reduced by separate

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Sequence
 import sympy
 
 from ..ir.index import prod, row_major_vars
+from .config import next_pow2
 
 if TYPE_CHECKING:
     from ..schedule.loops import Placement
@@ -136,7 +137,7 @@ def default_tile(tiling: Tiling, interpret: bool, interpreter_elems: int) -> tup
     elements), each side at most its extent's power of two with the other grown back toward 1024
     elements (x first), and YBLOCK doubled while the y grid is over CUDA's limit. In the interpreter
     a tile takes up to `interpreter_elems` elements (fewer, larger programs run faster there)."""
-    ycap, xcap = _pow2(tiling.ynumel), _pow2(tiling.xnumel)
+    ycap, xcap = next_pow2(tiling.ynumel), next_pow2(tiling.xnumel)
     if interpret:
         x = min(xcap, interpreter_elems)
         y = max(1, min(ycap, interpreter_elems // x))
@@ -151,11 +152,6 @@ def default_tile(tiling: Tiling, interpret: bool, interpreter_elems: int) -> tup
     return y, x, 4 if x * y >= 128 else 1
 
 
-def _pow2(n: int) -> int:
-    p = 1
-    while p < n:
-        p *= 2
-    return p
 
 
 def tiled_vars(node: "SchedulerNode", tiling: Tiling) -> dict[sympy.Symbol, sympy.Expr]:

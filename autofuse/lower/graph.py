@@ -121,8 +121,7 @@ class GraphLowering:
 
         def prep(v: Any) -> Any:
             if is_tensor_value(v):
-                r = self._realize_intermediate(v, None, analyze(v.inner_fn, make_vars("i", len(v.size))).read_names) \
-                    if isinstance(v, Pointwise) else v
+                r = self._realize_intermediate(v, None) if isinstance(v, Pointwise) else v
                 reads.append(r.buffer.name if isinstance(r, ReinterpretView) else r.name)
                 return r
             return v
@@ -300,13 +299,15 @@ class GraphLowering:
             return self._realize_intermediate(value, fake_out, info.read_names)
         return value
 
-    def _realize_intermediate(self, value: Pointwise, fake_out: Any, reads: Sequence[str]) -> TensorValue:
+    def _realize_intermediate(self, value: Pointwise, fake_out: Any, reads: Sequence[str] | None = None) -> TensorValue:
         """A value the graph does not return, realized: in eager's layout, except that in a graph
         whose convolutions run channels-last a value computed from a channels-last buffer of its
         size is stored channels-last too (iterating in that order: its loads and stores are both
         contiguous), so the activations between convolutions never change layout."""
         size = tuple(int(s) for s in value.size)
         if self.conv_layout == "channels_last" and len(size) in (4, 5):
+            if reads is None:  # the value's loads, found only where the answer matters
+                reads = analyze(value.inner_fn, make_vars("i", len(size))).read_names
             layouts = self._layouts_by_name()
             want = channels_last_strides(size)
             if any((lay := layouts.get(r)) is not None and tuple(lay.size) == size and tuple(lay.stride) == want

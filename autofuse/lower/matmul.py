@@ -27,7 +27,7 @@ ALIGN_BYTES = 16
 
 def aligned_extent(n: int, dtype: torch.dtype) -> int:
     """n rounded up to a multiple of 16 bytes' worth of `dtype` elements."""
-    per = max(ALIGN_BYTES // torch.empty((), dtype=dtype).element_size(), 1)
+    per = max(ALIGN_BYTES // dtype.itemsize, 1)
     return -(-n // per) * per
 
 

@@ -9,7 +9,7 @@ import torch
 from ..codegen.config import LaunchConfig
 from ..codegen.options import KernelView, why_not_options
 from ..schedule.fusion import FusionGroup, can_fuse, merge, singleton, topological_groups
-from ..schedule.heuristics import next_pow2
+from ..codegen.config import next_pow2
 from ..schedule.scheduler import SchedulerGraph
 from .plan import FusionPlan, KernelPlan, PlanError
 

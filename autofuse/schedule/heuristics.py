@@ -11,20 +11,13 @@ from typing import TYPE_CHECKING, Sequence
 
 import torch
 
-from ..codegen.config import LaunchConfig
+from ..codegen.config import LaunchConfig, next_pow2
 from ..codegen.device import REFERENCE, DeviceFacts, device_facts
 from ..codegen.options import KernelView, apply_defaults, option
 from ..codegen.tiling import Tiling
 
 if TYPE_CHECKING:
     from .fusion import FusionGroup
-
-
-def next_pow2(n: int) -> int:
-    p = 1
-    while p < n:
-        p *= 2
-    return p
 
 
 @dataclass(frozen=True)
@@ -120,7 +113,7 @@ class Heuristics:
         """Pad a matrix product's K / N to 16-byte rows? (CUDA, floating point, unaligned, large.)"""
         if torch.device(device).type not in self.pad_matmul_devices or dtype not in (torch.float16, torch.bfloat16, torch.float32):
             return False
-        per = 16 // torch.empty((), dtype=dtype).element_size()
+        per = 16 // dtype.itemsize
         if k % per == 0 and n % per == 0:
             return False
         macs = m * k * n * math.prod(batch)

@@ -27,7 +27,7 @@ from ..measure.timing import Benchmarker, Timing
 from ..measure.verify import compare
 from ..plan.apply import check_config, node_id
 from ..plan.space import CONFIG_RANGES
-from ..schedule.heuristics import next_pow2
+from ..codegen.config import next_pow2
 
 RECORD_SCHEMA = 1
 _TRITON_DTYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64",
