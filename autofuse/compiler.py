@@ -44,6 +44,11 @@ class KernelInfo:
     bytes_read: int = 0
     bytes_written: int = 0
     source: str = ""
+    fn_name: str = ""  # the function's name in `source`: one per distinct kernel body (`name` is per site)
+
+    def anonymous_source(self) -> str:
+        """The source with its function named KERNEL: equal for identical kernels at any site."""
+        return self.source.replace(self.fn_name or self.name, "KERNEL")
 
 
 @dataclass
@@ -217,24 +222,28 @@ class ProgramBuilder:
         for n in g.nodes:
             origins |= n.origins
         name = kernel_name(kind, config.persistent, sorted(origins), index)
+        # the source names the function without the site index, so identical kernels (a model's
+        # repeated layers) have identical source: one module, one Triton compile
+        fn_name = kernel_name(kind, config.persistent, sorted(origins), None)
         dtypes = {k: v.dtype for k, v in self.layouts.items()}
         spans = {k: v.storage_span() for k, v in self.layouts.items()}
-        writer = KernelWriter(name, g.placements(), g.numel, g.rnumel, g.is_reduction, stored, dtypes, spans,
+        writer = KernelWriter(fn_name, g.placements(), g.numel, g.rnumel, g.is_reduction, stored, dtypes, spans,
                               config, interpret)
         src: KernelSource = writer.generate()
-        fn = load_kernel(name, src.source, interpret)
+        fn = load_kernel(fn_name, src.source, interpret)
         sp = src.split  # a split reduction's workspaces and counters (codegen/split.py)
         launch = KernelLaunch(name, fn, tuple(self.slot(a) for a in src.arg_names), g.numel, g.rnumel,
                               config.XBLOCK, config.RBLOCK, config.num_warps, config.num_stages, g.is_reduction,
                               split=sp.split if sp else 1, device=device,  # the launcher's fast path is per device
                               workspace_dtypes=sp.workspace_dtypes if sp else (),
-                              ynumel=src.tile.ynumel if src.tile else 1, yblock=config.YBLOCK if src.tile else 0)
+                              ynumel=src.tile.ynumel if src.tile else 1, yblock=config.YBLOCK if src.tile else 0,
+                              arg_dtypes=tuple(dtypes[a] for a in src.arg_names if a in dtypes))
         reads = tuple(dict.fromkeys(writer.inputs))
         writes = tuple(writer.outputs)
         info = KernelInfo(name, kind, tuple(sorted(origins)), tuple(n.name for n in g.nodes), g.numel, g.rnumel,
                           config, reads, writes,
                           sum(self._read_bytes(r, writer) for r in reads), sum(self._bytes(w) for w in writes),
-                          src.source)
+                          src.source, fn_name)
         return launch, info
 
     def _bytes(self, name: str) -> int:

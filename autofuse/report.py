@@ -129,7 +129,7 @@ class Report:
             "graphs": self.graphs,
             "graph_outcomes": [{"label": o.label, "compiled": o.compiled, "kernels": o.kernels, "reason": o.reason,
                                 "wrapper_source": wrapper.get(i)} for i, o in enumerate(self.outcomes)],
-            "kernels": [{"name": k.name, "graph": gi, "kind": k.kind, "aten_ops": list(k.aten_ops),
+            "kernels": [{"name": k.name, "fn_name": k.fn_name, "graph": gi, "kind": k.kind, "aten_ops": list(k.aten_ops),
                          "nodes": list(k.nodes), "numel": k.numel, "rnumel": k.rnumel,
                          "config": k.config.to_json() if k.config else None,
                          "reads": list(k.reads), "writes": list(k.writes), "bytes_read": k.bytes_read,

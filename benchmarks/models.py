@@ -14,7 +14,9 @@ with the loss inside the compiled model, backward, an eager AdamW step) for the 
 
 Per model, mode and variant: GPU time per call (the profiler's sum of GPU kernel times), wall time
 per call (back-to-back calls, one synchronize at the end), host time per call (time to enqueue calls
-while the GPU sleeps, so the host never waits on it; both the median of 5 rounds), compile time (the first call; every cache
+while the GPU sleeps, so the host never waits on it; both the median of 5 rounds, each round taking
+every variant of the model in rotating order, so drift in the host's speed hits all alike; with
+--host-profile N also the N functions with the most own host time), compile time (the first call; every cache
 directory fresh at the start of the run, unless --warm-cache), kernels per call (profiler: GPU
 kernels launched, library kernels included), autofuse's kernels and graphs left to eager (its
 report; compiled non-strict, as users run it, unless --strict), and the relative error of the main
@@ -281,8 +283,10 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def measure(job: Job, variant: str, opts: argparse.Namespace) -> dict[str, Any]:
-    torch._dynamo.reset()
+def compile_variant(job: Job, variant: str, opts: argparse.Namespace) -> tuple[Callable[[], Any] | None, dict[str, Any]]:
+    """Compile one variant (its first call), check its error, and profile its GPU time: (call, entry).
+    Nothing is reset between variants, so the variants of a model stay compiled side by side and
+    their wall and host times can be taken in interleaved rounds (`interleaved`)."""
     log = AutofuseLog() if variant.startswith("autofuse") else None
     entry: dict[str, Any] = {}
     with warnings.catch_warnings(record=True) as caught:
@@ -297,33 +301,55 @@ def measure(job: Job, variant: str, opts: argparse.Namespace) -> dict[str, Any]:
         log.eager = [str(w.message)[:300] for w in caught if "could not compile" in str(w.message)]
         entry.update(log.summary())
     if job.device == "cuda":
-        for what, measured in (("wall", lambda: {"wall_ms": wall_ms(call, opts.calls)}),
-                               ("gpu", lambda: gpu_profile(call, opts.profile_calls)),
-                               ("host", lambda: host_ms(call, entry.get("wall_ms", 0.0), entry.get("kernels_per_call", 0)))):
-            try:   # one measurement failing leaves the others
-                entry.update(measured())
-            except Exception as e:  # noqa: BLE001
-                entry[f"{what}_error"] = _error(e)
-    return entry
+        try:   # a failing profile leaves the other measurements
+            entry.update(gpu_profile(call, opts.profile_calls))
+        except Exception as e:  # noqa: BLE001
+            entry["gpu_error"] = _error(e)
+    return call, entry
+
+
+def interleaved(calls: dict[str, Callable[[], Any]], entries: dict[str, dict[str, Any]], calls_per_round: int,
+                record: set[str] | None = None) -> None:
+    """Wall and host times of every variant of one model, in ROUNDS rounds whose variant order rotates:
+    the host's speed drifts (up to 2x between runs), and every variant sees the same drift. Only the
+    variants in `record` (default: all) get their medians written."""
+    names = list(calls)
+    walls: dict[str, list[float]] = {n: [] for n in names}
+    hosts: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+    for n in names:   # warm: the first calls after a compile may still allocate
+        for _ in range(3):
+            calls[n]()
+    torch.cuda.synchronize()
+    for r in range(ROUNDS):
+        for n in names[r % len(names):] + names[:r % len(names)]:
+            e = entries[n]
+            try:
+                walls[n].append(wall_round(calls[n], calls_per_round))
+                hosts[n].append(host_round(calls[n], statistics.median(walls[n]), e.get("kernels_per_call", 0)))
+            except Exception as exc:  # noqa: BLE001 - one variant failing leaves the others
+                e["wall_error"] = _error(exc)
+    for n in names:
+        if record is not None and n not in record or not walls[n] or not hosts[n]:
+            continue
+        e = entries[n]
+        e["wall_ms"] = statistics.median(walls[n])
+        e["host_ms"] = statistics.median(h["ms"] for h in hosts[n])
+        e["host_calls"] = hosts[n][0]["calls"]
+        e["host_exact"] = all(h["exact"] for h in hosts[n])
+        e["host_blocked"] = any(h["blocked"] for h in hosts[n])
 
 
 ROUNDS = 5  # wall and host times are the median of this many rounds: the host's speed drifts
 
 
-def wall_ms(call: Callable[[], Any], calls: int) -> float:
-    """Milliseconds per call of back-to-back calls, one synchronize at the end of each round; the
-    median of ROUNDS rounds."""
-    for _ in range(3):
+def wall_round(call: Callable[[], Any], calls: int) -> float:
+    """Milliseconds per call of `calls` back-to-back calls, one synchronize at the end."""
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
         call()
     torch.cuda.synchronize()
-    rounds = []
-    for _ in range(ROUNDS):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            call()
-        torch.cuda.synchronize()
-        rounds.append((time.perf_counter() - t0) / calls * 1e3)
-    return statistics.median(rounds)
+    return (time.perf_counter() - t0) / calls * 1e3
 
 
 def gpu_profile(call: Callable[[], Any], calls: int) -> dict[str, float]:
@@ -342,26 +368,42 @@ def gpu_profile(call: Callable[[], Any], calls: int) -> dict[str, float]:
             "kernels_per_call": len(gpu) / calls}
 
 
-def host_ms(call: Callable[[], Any], wall: float, kernels: float) -> dict[str, Any]:
+def host_round(call: Callable[[], Any], wall: float, kernels: float) -> dict[str, Any]:
     """Host milliseconds per call: calls enqueued while a GPU sleep holds the stream, so the host
-    never waits for the GPU (as many calls as keep the launch queue from filling). `host_exact` is
-    False when the sleep ended before the last call was enqueued (then this is an upper bound);
-    `host_blocked` when enqueueing took as long as the sleep: a call waits on the GPU (a sync)."""
+    never waits for the GPU (as many calls as keep the launch queue from filling). `exact` is False
+    when the sleep ended before the last call was enqueued (then this is an upper bound); `blocked`
+    when enqueueing took as long as the sleep: a call waits on the GPU (a sync)."""
     n = max(1, min(10, int(MAX_QUEUED_KERNELS // max(kernels, 1))))
     sleep_s = 0.1 + 3 * n * wall * 1e-3
-    times, exact, blocked = [], True, False
-    for _ in range(ROUNDS):
-        torch.cuda.synchronize()
-        torch.cuda._sleep(int(SLEEP_CYCLES_PER_S * sleep_s))
-        t0 = time.perf_counter()
-        for _ in range(n):
-            call()
-        t1 = time.perf_counter()
-        exact = exact and not torch.cuda.current_stream().query()
-        blocked = blocked or t1 - t0 > 0.8 * sleep_s
-        torch.cuda.synchronize()
-        times.append((t1 - t0) / n * 1e3)
-    return {"host_ms": statistics.median(times), "host_calls": n, "host_exact": exact, "host_blocked": blocked}
+    torch.cuda.synchronize()
+    torch.cuda._sleep(int(SLEEP_CYCLES_PER_S * sleep_s))
+    t0 = time.perf_counter()
+    for _ in range(n):
+        call()
+    t1 = time.perf_counter()
+    exact = not torch.cuda.current_stream().query()
+    torch.cuda.synchronize()
+    return {"ms": (t1 - t0) / n * 1e3, "calls": n, "exact": exact, "blocked": t1 - t0 > 0.8 * sleep_s}
+
+
+def host_profile(call: Callable[[], Any], kernels: float, top: int) -> list[str]:
+    """The `top` functions by own host time over calls enqueued behind a GPU sleep (cProfile: its
+    overhead inflates Python frames, so read shares, not absolute times)."""
+    import cProfile
+    import pstats
+    n = max(1, min(10, int(MAX_QUEUED_KERNELS // max(kernels, 1))))
+    torch.cuda.synchronize()
+    torch.cuda._sleep(int(SLEEP_CYCLES_PER_S * 1.0))
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(n):
+        call()
+    prof.disable()
+    torch.cuda.synchronize()
+    stats = pstats.Stats(prof)
+    rows = sorted(stats.stats.items(), key=lambda kv: -kv[1][2])[:top]   # (file, line, fn) -> (cc, nc, tt, ct, callers)
+    return [f"{tt / n * 1e3:8.3f} ms own {ct / n * 1e3:8.3f} ms cum {nc // n:6d} calls  {Path(f).name}:{line} {fn}"
+            for (f, line, fn), (cc, nc, tt, ct, _) in rows]
 
 
 # ---- the run ------------------------------------------------------------------------------------
@@ -473,6 +515,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    help="seconds; no variant starts that would end after it (a guess from torch.compile's compile time)")
     p.add_argument("--calls", type=int, default=20, help="back-to-back calls for the wall time")
     p.add_argument("--profile-calls", type=int, default=5)
+    p.add_argument("--host-profile", type=int, default=0, metavar="N",
+                   help="also record the N functions with the most own host time per call (cProfile)")
     p.add_argument("--strict", action="store_true", help="autofuse compiles strict (a graph it cannot compile fails the variant)")
     p.add_argument("--warm-cache", action="store_true", help="keep Inductor's, Triton's and autofuse's cache directories")
     p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
@@ -521,36 +565,85 @@ def main(argv: list[str] | None = None) -> int:
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": "python3 -m benchmarks.models " + " ".join(argv if argv is not None else sys.argv[1:]),
         "runs": [], "not_run": []}
-    jobs: dict[tuple[str, str], Job | str] = {}
-    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    limit = "recompile_limit" if hasattr(torch._dynamo.config, "recompile_limit") else "cache_size_limit"
+    setattr(torch._dynamo.config, limit, 64)   # every variant of a model stays compiled side by side
     t0 = time.perf_counter()
-    for model, mode, variant in plan(opts):
-        key = (model, mode)
-        if key not in rows:
-            rows[key] = {"model": model, "mode": mode, "variants": {}}
-            results["runs"].append(rows[key])
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    jobs: dict[tuple[str, str], Job | str] = {}
+    kept: dict[tuple[str, str], Callable[[], Any]] = {}   # torch.compile default, for max-autotune's rounds
+    order = plan(opts)
+    later = [(m, mode, v) for m, mode, v in order if v == "inductor_max_autotune"]
+    groups: dict[tuple[str, str], list[str]] = {}
+    for m, mode, v in order:
+        groups.setdefault((m, mode), [])
+        if v != "inductor_max_autotune":
+            groups[(m, mode)].append(v)
+    for key in groups:
+        rows[key] = {"model": key[0], "mode": key[1], "variants": {}}
+        results["runs"].append(rows[key])
+
+    def save() -> None:
+        annotate(results)
+        (out / "results.json").write_text(json.dumps(results, indent=1))
+
+    def run_variant(key: tuple[str, str], variant: str) -> Callable[[], Any] | None:
+        """Compile one variant of a model (building the model once); None if skipped or failed."""
         if time.perf_counter() - t0 + expected_seconds(rows[key], variant) > opts.time_budget:
-            results["not_run"].append(f"{model} {mode} {variant}")
-            continue
+            results["not_run"].append(f"{key[0]} {key[1]} {variant}")
+            return None
         if key not in jobs:
             try:
-                jobs[key] = Job(model, mode, opts.tiny, opts.device)
+                jobs[key] = Job(key[0], key[1], opts.tiny, opts.device)
             except Exception as e:  # noqa: BLE001 - a model that cannot be built is recorded
                 jobs[key] = _error(e)
-        job = jobs[key]
+        job, call = jobs[key], None
         try:
             if isinstance(job, str):
                 raise RuntimeError(f"could not build the model: {job}")
-            entry = measure(job, variant, opts)
+            call, entry = compile_variant(job, variant, opts)
         except Exception as e:  # noqa: BLE001 - a failing variant is recorded, the run goes on
             entry = {"error_text": _error(e)}
         entry["elapsed_s"] = time.perf_counter() - t0
         rows[key]["variants"][variant] = entry
-        print(f"[{entry['elapsed_s']:.0f}s] {model} {mode} {variant}: "
+        print(f"[{entry['elapsed_s']:.0f}s] {key[0]} {key[1]} {variant}: "
               + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in entry.items()
                           if k not in ("eager_reasons", "elapsed_s")), flush=True)
-        annotate(results)
-        (out / "results.json").write_text(json.dumps(results, indent=1))
+        save()
+        return call
+
+    def time_side_by_side(key: tuple[str, str], calls: dict[str, Callable[[], Any]], record: set[str] | None = None) -> None:
+        if opts.device != "cuda" or not calls:
+            return
+        entries = {v: rows[key]["variants"][v] for v in calls}
+        interleaved(calls, entries, opts.calls, record)
+        if opts.host_profile:
+            for v in calls:
+                if v != "eager" and (record is None or v in record):
+                    try:
+                        entries[v]["host_profile"] = host_profile(calls[v], entries[v].get("kernels_per_call", 0),
+                                                                  opts.host_profile)
+                    except Exception as e:  # noqa: BLE001
+                        entries[v]["host_profile_error"] = _error(e)
+        save()
+
+    pending = {(m, mode) for m, mode, _ in later}
+    for key, variants in groups.items():
+        calls = {v: c for v in variants if (c := run_variant(key, v)) is not None}
+        time_side_by_side(key, calls)
+        if key in pending and "inductor" in calls:
+            kept[key] = calls["inductor"]
+        del calls
+        if key not in pending:
+            jobs.pop(key, None)   # the model and its compiled variants are freed
+        if opts.device == "cuda":
+            torch.cuda.empty_cache()
+    for m, mode, v in later:
+        key = (m, mode)
+        call = run_variant(key, v)
+        if call is not None:
+            calls = {"inductor": kept[key], v: call} if key in kept else {v: call}
+            time_side_by_side(key, calls, record={v})
+        kept.pop(key, None)
         if opts.device == "cuda":
             torch.cuda.empty_cache()
     annotate(results)

@@ -146,7 +146,7 @@ def generate(n_graphs: int = 18, configs_per_kernel: int = 12, seed: int = 0) ->
         looped = _kernels(fn, arity, shape, dtype, looped=True) if any(k.kind == "reduction" for k in default) else []
         variants = [(i, k) for i, k in enumerate(default)] + [(i, k) for i, k in enumerate(looped) if k.kind == "reduction"]
         for index, info in variants:
-            src = info.source.replace(info.name, "KERNEL")
+            src = info.anonymous_source()
             sig = {p: ("*" + _DTYPES[dtype] if "ptr" in p else "i32") for p in _param_names(src)}
             persistent = info.kind == "pointwise" or bool(info.config.persistent)
             for cfg in _configs(info.kind, persistent, info.numel, info.rnumel, rng, configs_per_kernel):

@@ -38,7 +38,7 @@ def check(fn, args, **config):
     actual = compiled(*args)
     assert_close(actual if isinstance(expected, (list, tuple)) else actual[0], expected)
     (k,) = [k for k in kernels_of(compiled) if k.kind == "reduction"]
-    return k.source.split(f"def {k.name}(")[1]
+    return k.source.split(f"def {k.fn_name}(")[1]
 
 
 def policies(src):
@@ -145,7 +145,7 @@ def test_pointwise_stores_stream_and_match_eager(dtype):
     compiled = compile_traced(swiglu, [a, b], CompileOptions(strict=True, use_db=False, poison=True, plan=plan))
     assert_close(compiled(a, b)[0], swiglu(a, b))
     (k,) = kernels_of(compiled)
-    body = k.source.split(f"def {k.name}(")[1]
+    body = k.source.split(f"def {k.fn_name}(")[1]
     stores = re.findall(r"tl\.store\([^\n]*\)\n", body)
     assert stores and all("cache_modifier='.cs'" in st for st in stores)
     assert "eviction_policy" not in body

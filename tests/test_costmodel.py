@@ -45,7 +45,7 @@ def _record(fn, args, config=None) -> dict:
         warnings.simplefilter("ignore")
         k = [k for k in compile_graph(trace_aten(fn, args), args, CompileOptions(use_db=False, strict=True)).kernels
              if k.kind != "fallback"][0]
-    src = k.source.replace(k.name, "KERNEL")
+    src = k.anonymous_source()
     n_in = src.split("def KERNEL(", 1)[1].split(")")[0]
     names = [p.split(":")[0].strip() for p in n_in.split(",") if "constexpr" not in p]
     return {"schema": 1, "graph": "g", "group": "k", "kind": k.kind, "numel": k.numel, "rnumel": k.rnumel,

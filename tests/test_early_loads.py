@@ -43,7 +43,7 @@ def check(fn, args, **config):
 
 
 def body(kernel):
-    return kernel.source.split(f"def {kernel.name}(")[1]
+    return kernel.source.split(f"def {kernel.fn_name}(")[1]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

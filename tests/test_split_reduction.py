@@ -126,7 +126,7 @@ def test_epilogue_runs_in_the_last_program():
     compiled = check_split(lambda x, w: (x.mean(0) * w + 1, x.sum(0)), [x, w], 3, **LOOPED)
     red = [k for k in kernels_of(compiled) if k.kind == "reduction"]
     assert len(red) == 1
-    body = red[0].source.split(f"def {red[0].name}(")[1]
+    body = red[0].source.split(f"def {red[0].fn_name}(")[1]
     assert body.count("@triton.jit") == 0  # one kernel: no second (combine) function
     partial, last = body.split("if split_ticket == 2:")
     assert "ws_ptr" in partial and "tl.atomic_add(split_counter" in partial
@@ -214,7 +214,7 @@ def test_x_loop_prologue_feeding_the_r_loop():
         return s, (x * s[:, None]).sum(1)
     compiled = check_split(fn, [rand((6, 2000)), rand((6,))], 3, persistent=False, XBLOCK=2, RBLOCK=256)
     (red,) = kernels_of(compiled)
-    partial = red.source.split(f"def {red.name}(")[1].split("if split_ticket")[0]
+    partial = red.source.split(f"def {red.fn_name}(")[1].split("if split_ticket")[0]
     assert partial.index("tl.load(in_ptr0 + (xindex)") < partial.index("for roffset")
 
 

@@ -140,7 +140,7 @@ def test_explain_json_holds_kernel_and_wrapper_sources():
     for k, info in zip(data["kernels"], report.kernels):
         assert k["source"] == info.source
         if k["kind"] != "fallback":
-            assert "@triton.jit" in k["source"] and f"def {k['name']}" in k["source"]
+            assert "@triton.jit" in k["source"] and f"def {k['fn_name']}" in k["source"]
 
 
 def test_explain_json_reports_an_eager_graph_without_a_wrapper():

@@ -215,4 +215,4 @@ def test_kernels_that_do_not_transpose_keep_their_one_dimensional_code(name):
 def test_a_transposing_kernel_forced_one_dimensional_is_the_flat_kernel():
     (k,) = run_and_check(to_nchw, [rand((2, 7, 9, 35))], lambda c: replace(c, YBLOCK=0, XBLOCK=256))
     assert "xindex = xoffset + tl.arange(0, XBLOCK)\n" in k.source and "yindex" not in k.source
-    assert f"def {k.name}(in_ptr0, out_ptr0, xnumel, XBLOCK: tl.constexpr):" in k.source
+    assert f"def {k.fn_name}(in_ptr0, out_ptr0, xnumel, XBLOCK: tl.constexpr):" in k.source

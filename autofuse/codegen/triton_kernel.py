@@ -808,9 +808,11 @@ class KernelWriter(OpsHandler):
                             self.config, split, self.tile)
 
 
-def kernel_name(kind: str, persistent: bool, origins: Sequence[str], index: int, max_ops: int = 8) -> str:
+def kernel_name(kind: str, persistent: bool, origins: Sequence[str], index: int | None, max_ops: int = 8) -> str:
+    """`triton_{poi|per|red|scan}_fused_{ops}_{index}`; without the index for a kernel's source."""
     prefix = "poi" if kind == "pointwise" else "scan" if kind == "scan" else ("per" if persistent else "red")
     ops = sorted(set(origins))
     if len(ops) > max_ops:
         ops = ops[:max_ops]
-    return f"triton_{prefix}_fused_{'_'.join(ops) or 'copy'}_{index}"
+    base = f"triton_{prefix}_fused_{'_'.join(ops) or 'copy'}"
+    return base if index is None else f"{base}_{index}"

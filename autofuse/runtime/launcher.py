@@ -101,6 +101,13 @@ class FastLauncher:
                        *cvals)
         return go if dyn else go_aligned
 
+    def warm(self, grid: tuple[int, ...], dtypes: Sequence[torch.dtype], tail: tuple, constexprs: dict[str, int],
+             num_warps: int, num_stages: int) -> None:
+        """Compile (not launch) the kernel for 16-byte aligned tensors of `dtypes` followed by `tail`,
+        into the JIT's cache, where the first launch finds it."""
+        if self.enabled:
+            self.fn.warmup(*dtypes, *tail, grid=grid, **constexprs, num_warps=num_warps, num_stages=num_stages)
+
     def stream_getter(self) -> Callable[[int], Any]:
         """The current raw stream of a device index (what a compiled kernel's launcher takes)."""
         if self._stream is None:

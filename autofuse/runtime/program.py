@@ -17,6 +17,7 @@ from ..ir.values import Layout
 from .steps import (Alloc, ConstOutput, ExternCall, Free, KernelLaunch, SlotOutput, StridedArg,  # noqa: F401
                     allocator, poison)
 from . import wrapper as _wrapper
+from .precompile import precompile
 
 __all__ = ["Alloc", "ConstOutput", "ExternCall", "Free", "KernelLaunch", "Program", "SlotOutput", "StridedArg",
            "allocator", "poison"]
@@ -42,6 +43,7 @@ class Program:
         """The generated wrapper (runtime/wrapper.py), written on first use; None for a program with a
         step or output the writer does not know (it then runs interpreted)."""
         if self._wrapper is None:
+            precompile([s for s in self.steps if isinstance(s, KernelLaunch)])
             try:
                 self._wrapper = _wrapper.generate(self) if _wrapper.writable(self) else False
             except Exception as e:  # noqa: BLE001 - the interpreter runs any program; a wrapper is only faster

@@ -101,6 +101,7 @@ class KernelLaunch:
     workspace_dtypes: tuple[torch.dtype, ...] = ()
     ynumel: int = 1
     yblock: int = 0
+    arg_dtypes: tuple[torch.dtype, ...] = ()  # of the tensors at arg_slots (what a warm-up compiles for)
     _launch: Any = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -129,6 +130,20 @@ class KernelLaunch:
         """This launch with all but its tensors bound: `go(stream, *tensors)` (FastLauncher.bind)."""
         return self._launch.bind(self._grid, (*self._extra, *self._sizes), self._consts, self.num_warps,
                                  self.num_stages, static_aligned)
+
+    def warm_key(self) -> tuple | None:
+        """What the compiled kernel depends on (runtime/precompile.py); None where a warm-up cannot
+        compile it ahead (on the CPU, without dtypes, nothing to launch)."""
+        if not (self.numel and self._launch.enabled and len(self.arg_dtypes) == len(self.arg_slots)):
+            return None
+        tail = tuple(a.dtype if isinstance(a, torch.Tensor) else a for a in (*self._extra, *self._sizes))
+        return (id(self.fn), self.arg_dtypes, tail, tuple(self._consts.items()), self.num_warps, self.num_stages,
+                self._launch.device_index)
+
+    def warm(self) -> None:
+        """Compile this launch's kernel for aligned tensors of its dtypes, without launching it."""
+        self._launch.warm(self._grid, self.arg_dtypes, (*self._extra, *self._sizes), self._consts, self.num_warps,
+                          self.num_stages)
 
     def run(self, env: list) -> None:
         if self.numel == 0:

@@ -122,7 +122,7 @@ def _param_names(source: str, fn_name: str) -> list[str]:
 def kernel_record(info: Any, launch: Any, env: list, graph: str, group: str, device: dict[str, Any],
                   nodes: Sequence[str] = ()) -> dict[str, Any]:
     """The kernel's description: what a measurement is stored with and what the cost model reads."""
-    src = info.source.replace(info.name, "KERNEL")
+    src = info.anonymous_source()
     sig = dict(zip(_param_names(src, "KERNEL"), arg_types(launch, env)))
     cfg = info.config.to_json()
     return {"schema": RECORD_SCHEMA, "graph": graph, "group": group, "kind": info.kind, "numel": info.numel,
