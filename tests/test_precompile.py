@@ -2,13 +2,12 @@
 kernel once: identical kernels (a model's repeated layers) share one source and one compile."""
 from __future__ import annotations
 
-import threading
-
 import pytest
 import torch
 import torch.nn as nn
 
-from autofuse.runtime.precompile import THREADS_ENV, compile_threads, precompile
+from autofuse.runtime.precompile import (THREADS_ENV, async_compile_mode, compile_threads, compiling_ahead,
+                                         precompile)
 from tests.helpers import assert_close, rand
 
 
@@ -22,22 +21,41 @@ class FakeLaunch:
         return self.key
 
     def warm(self) -> None:
-        self.warmed_on.append(threading.current_thread().name)
+        from triton.runtime._async_compile import active_mode
+        self.warmed_on.append(active_mode.get() is not None)  # inside Triton's asynchronous compile mode
         if self.fail:
             raise RuntimeError("does not compile")
 
 
-def test_each_distinct_kernel_is_warmed_once_on_pool_threads():
+needs_async = pytest.mark.skipif(async_compile_mode() is None, reason="this Triton has no AsyncCompileMode")
+
+
+@needs_async
+def test_each_distinct_kernel_is_warmed_once_in_async_compile_mode():
     a, a_again, b, cpu = FakeLaunch(("a",)), FakeLaunch(("a",)), FakeLaunch(("b",)), FakeLaunch(None)
     assert precompile([a, a_again, b, cpu], threads=4) == 2
     assert len(a.warmed_on) == 1 and a_again.warmed_on == [] and len(b.warmed_on) == 1 and cpu.warmed_on == []
-    assert all(name.startswith("autofuse-compile") for name in a.warmed_on + b.warmed_on)
+    assert a.warmed_on == [True] and b.warmed_on == [True]
 
 
+@needs_async
 def test_a_failing_compile_is_left_to_the_launch():
     bad, good = FakeLaunch(("bad",), fail=True), FakeLaunch(("good",))
     assert precompile([bad, good], threads=2) == 2
     assert good.warmed_on and bad.warmed_on
+
+
+@needs_async
+def test_compiles_overlap_the_block_and_do_not_nest():
+    """The tuner times candidates inside the block while the rest compile; a block inside a
+    block (Triton's mode does not nest) compiles on first launch."""
+    a, b, c = FakeLaunch(("a",)), FakeLaunch(("b",)), FakeLaunch(("c",))
+    with compiling_ahead([a, b], threads=2) as submitted:
+        assert submitted == 2 and a.warmed_on == [True] and b.warmed_on == [True]
+        with compiling_ahead([c], threads=2) as inner:
+            assert inner == 0 and c.warmed_on == []
+    with compiling_ahead([c], threads=2) as one:   # one kernel is worth compiling ahead in the tuner
+        assert one == 1 and c.warmed_on == [True]
 
 
 def test_one_thread_or_one_kernel_compiles_on_first_launch():
@@ -108,3 +126,83 @@ def test_first_call_finds_every_kernel_compiled(device, monkeypatch):
     for fn in fns.values():
         kernels = sum(len(c[0]) for c in fn.device_caches.values())
         assert kernels == 1, (fn.__name__, kernels)
+
+
+class FakeCudaDriver:
+    """Triton's driver for an sm_90 GPU that is not there: enough for the JIT to compile (ptxas
+    runs on the host), never to launch."""
+
+    def get_current_device(self) -> int:
+        return 0
+
+    def get_current_stream(self, device: int | None = None) -> int:
+        return 0
+
+    def get_current_target(self) -> object:
+        from triton.backends.compiler import GPUTarget
+        return GPUTarget("cuda", 90, 32)
+
+    def get_active_torch_device(self) -> torch.device:
+        return torch.device("cpu")
+
+
+def _programs():
+    """Kernels of several kinds: persistent and looped rows, a column sum, a scan, a transpose."""
+    def norm(x, w):
+        return torch.nn.functional.layer_norm(x, (x.shape[-1],), w) * 2
+
+    def wide(x):
+        return torch.softmax(x, -1)
+
+    def columns(x):
+        return x.sum(0) + 1
+
+    def scan(x):
+        return torch.cumsum(x.exp(), 1)
+
+    def transpose(x):
+        return (x.t() * 3).contiguous()
+    return [(norm, (rand((33, 200)), rand((200,)))), (wide, (rand((5, 9000)),)), (columns, (rand((3000, 17)),)),
+            (scan, (rand((6, 300)),)), (transpose, (rand((300, 70)),))]
+
+
+@needs_async
+def test_warm_up_compiles_every_generated_kernel_for_sm90(tmp_path, monkeypatch):
+    """The warm-up's arguments (dtypes for tensors, sizes, constexprs, warps, stages) fit every
+    generated kernel's signature: each compiles once in the asynchronous mode, on host threads."""
+    import dataclasses
+    import importlib.util
+    import autofuse
+    from autofuse.api import Recorder
+    from autofuse.runtime.loader import interpret_env
+    from autofuse.runtime.steps import KernelLaunch
+    from triton.runtime import driver
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    twins = []
+    for fn, args in _programs():
+        torch._dynamo.reset()
+        rec = Recorder()
+        with torch.no_grad():
+            autofuse.compile(fn, strict=True, recorder=rec)(*args)
+        for _, _, art in rec.graphs:
+            infos = {k.name: k for k in art.kernels}
+            for step in art.program.steps:
+                if not isinstance(step, KernelLaunch):
+                    continue
+                info = infos[step.name]
+                path = tmp_path / f"{info.fn_name}_{len(twins)}.py"
+                path.write_text(info.source)
+                spec = importlib.util.spec_from_file_location(path.stem, path)
+                mod = importlib.util.module_from_spec(spec)
+                with interpret_env(False):   # a JITFunction that compiles, not the interpreter's
+                    spec.loader.exec_module(mod)
+                twin = dataclasses.replace(step, fn=getattr(mod, info.fn_name), device=None)
+                twin._launch.enabled = True
+                twins.append(twin)
+    assert len({t.warm_key() for t in twins}) == len(twins) >= 5
+    monkeypatch.setattr(driver, "_active", FakeCudaDriver())   # restored after the test
+    assert precompile(twins, threads=4) == len(twins)
+    for t in twins:
+        cache = t.fn.device_caches[0][0]
+        assert len(cache) == 1, t.name
+        assert "cubin" in next(iter(cache.values())).asm, t.name

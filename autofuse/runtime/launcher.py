@@ -35,7 +35,7 @@ class FastLauncher:
         key = tuple(a.data_ptr() % 16 == 0 if isinstance(a, torch.Tensor) else a for a in args)
         kernel = self.kernels.get(key)
         if kernel is None:
-            kernel = self.fn[grid](*args, **constexprs, num_warps=num_warps, num_stages=num_stages)
+            kernel = _resolved(self.fn[grid](*args, **constexprs, num_warps=num_warps, num_stages=num_stages))
             if not self._usable(kernel):
                 self.enabled = False
                 return
@@ -76,7 +76,7 @@ class FastLauncher:
         cache: dict[tuple, Any] = {}
 
         def first(key: tuple, args: tuple) -> None:
-            kernel = fn[grid](*args, *tail, **kw)
+            kernel = _resolved(fn[grid](*args, *tail, **kw))
             if self._usable(kernel):
                 cache[key] = kernel
                 self.kernels.setdefault(("bound", key), kernel)
@@ -141,6 +141,12 @@ class FastLauncher:
         except ImportError:
             return False
         return all(hasattr(kernel, a) for a in ("run", "function", "packed_metadata"))
+
+
+def _resolved(kernel: Any) -> Any:
+    """The compiled kernel of a launch made while Triton's asynchronous compile mode was on (the
+    JIT then hands out a future kernel; it has finished compiling once the launch returned)."""
+    return kernel.result() if callable(getattr(type(kernel), "result", None)) else kernel
 
 
 def hooks_set() -> bool:

@@ -2,17 +2,19 @@
 
 Note: a kernel compiles on its first launch, inside the call, one after another: a model of a
 hundred kernels waits for a hundred compiles in a row. Triton's compile runs its MLIR and LLVM
-passes and ptxas outside the GIL, so threads overlap most of it. Each distinct kernel is compiled
-once through `JITFunction.warmup`, with dtypes standing for tensors (Triton then assumes 16-byte
-aligned pointers, as the program's own buffers are); the first launch finds the compiled kernel in
-the JIT's cache. A launch whose arguments specialize otherwise (an unaligned input) compiles then,
-as before; a compile that fails here is left for the launch to report.
+passes and ptxas outside the GIL, and Triton's own asynchronous compile mode hands each compile to
+an executor: each distinct kernel is warmed up (`JITFunction.warmup`, with dtypes standing for
+tensors, so Triton assumes 16-byte aligned pointers, as the program's own buffers are) inside that
+mode on a thread pool, and the first launch finds the compiled kernel in the JIT's cache. A launch
+whose arguments specialize otherwise (an unaligned input) compiles then, as before; a compile that
+fails here is left for the launch to report. A Triton without that mode compiles on first launch.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import torch
 
@@ -31,27 +33,60 @@ def compile_threads() -> int:
     return min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
+def async_compile_mode() -> Any:
+    """Triton's AsyncCompileMode class, or None on a Triton without it."""
+    try:
+        from triton.runtime._async_compile import AsyncCompileMode
+    except ImportError:
+        return None
+    return AsyncCompileMode
+
+
 def precompile(launches: Sequence[Any], threads: int | None = None) -> int:
-    """Compile the distinct kernels of `launches` (runtime.steps.KernelLaunch) on `threads` threads;
-    returns how many were submitted (0 when nothing runs on a GPU or threads ≤ 1)."""
+    """Compile the distinct kernels of `launches` (runtime.steps.KernelLaunch) on `threads` threads
+    and wait for them; returns how many were submitted (0 when nothing runs on a GPU, threads ≤ 1,
+    or no async mode)."""
+    with compiling_ahead(launches, threads, min_jobs=2) as submitted:
+        pass
+    return submitted
+
+
+@contextlib.contextmanager
+def compiling_ahead(launches: Sequence[Any], threads: int | None = None, min_jobs: int = 1) -> Iterator[int]:
+    """Within the block, the distinct kernels of `launches` compile on `threads` host threads; a
+    launch of one of them waits for its own compile only (the tuner times the first candidates
+    while the others compile). Leaving the block waits for the rest. Yields how many were submitted."""
     threads = compile_threads() if threads is None else threads
     jobs: dict[tuple, Any] = {}
     for launch in launches:
         key = launch.warm_key()
         if key is not None:
             jobs.setdefault(key, launch)
-    if threads <= 1 or len(jobs) < 2:
-        return 0
+    mode = async_compile_mode()
+    if threads <= 1 or len(jobs) < min_jobs or mode is None or mode_active():
+        yield 0
+        return
     with ThreadPoolExecutor(min(threads, len(jobs)), thread_name_prefix="autofuse-compile") as pool:
-        for f in [pool.submit(_warm, launch) for launch in jobs.values()]:
-            f.result()
-    return len(jobs)
+        with mode(pool, ignore_errors=True):   # on leaving: every compile done, its kernel in the JIT's cache
+            for launch in jobs.values():
+                _warm(launch)
+            yield len(jobs)
+
+
+def mode_active() -> bool:
+    """Triton's asynchronous compile mode is already on (it does not nest)."""
+    try:
+        from triton.runtime._async_compile import active_mode
+    except ImportError:
+        return False
+    return active_mode.get() is not None
 
 
 def _warm(launch: Any) -> None:
+    device = torch.device(launch.device) if launch.device is not None else None
+    on = torch.cuda.device(device) if device is not None and device.type == "cuda" else contextlib.nullcontext()
     try:
-        if launch.device is not None and torch.device(launch.device).type == "cuda":
-            torch.cuda.set_device(torch.device(launch.device))  # the JIT caches per current device
-        launch.warm()
+        with on:   # the JIT caches per current device
+            launch.warm()
     except Exception:  # noqa: BLE001 - the first launch compiles again and reports the error
         pass

@@ -27,6 +27,7 @@ from ..measure.timing import Benchmarker, Timing
 from ..measure.verify import compare
 from ..plan.apply import check_config, node_id
 from ..plan.space import CONFIG_RANGES
+from ..runtime.precompile import compiling_ahead
 from ..codegen.config import next_pow2
 
 RECORD_SCHEMA = 1
@@ -350,8 +351,9 @@ class KernelTuner:
             results[cfg] = (us, spread, err, rec)
             if err:
                 failures.append((str(cfg), err))
-        for cfg in chosen:
-            measure(cfg)
+        with compiling_ahead(self._to_compile(chosen, variants)):   # compiles overlap the first timings
+            for cfg in chosen:
+                measure(cfg)
         self._refine(group, info.config, results, variants, measure)
         for cfg, v in variants.items():
             if isinstance(v, str):
@@ -414,9 +416,23 @@ class KernelTuner:
                     for c in near]
             preds = self._predict(recs)
             order = sorted(range(len(near)), key=lambda i: (preds[i], i))
-            for i in order[:left]:
-                measure(near[i])
-                left -= 1
+            batch = [near[i] for i in order[:left]]
+            with compiling_ahead(self._to_compile(batch, variants)):
+                for cfg in batch:
+                    measure(cfg)
+                    left -= 1
+
+    def _to_compile(self, configs: Sequence[LaunchConfig], variants: dict) -> list[Any]:
+        """The launches of the configs whose variant is built and not yet measured in the DB."""
+        out = []
+        for c in configs:
+            v = variants.get(c)
+            if not isinstance(v, tuple):
+                continue
+            if self.bench.measures and self.db is not None and self.db.get_measurement(kernel_key(v[2]), self.device):
+                continue
+            out.append(v[0])
+        return out
 
     def _predict(self, records: list[dict[str, Any]]) -> list[float]:
         try:
