@@ -132,14 +132,68 @@ def test_training_step_grads():
 
 
 def test_layout_choice():
-    """The default ("auto"): channels-last on CUDA in a graph of two or more convolutions."""
+    """The default ("auto"): channels-last on CUDA for floating point where Inductor's rule would."""
+    from autofuse.lower.conv_layout import ConvSite
     auto = Heuristics()
     assert auto.conv_layout == "auto"
-    assert not auto.conv_channels_last(torch.device("cuda"), torch.float32)           # a lone convolution
-    assert auto.conv_channels_last(torch.device("cuda"), torch.float32, convs=2)
-    assert not auto.conv_channels_last(torch.device("cpu"), torch.float32, convs=50)
-    assert not auto.conv_channels_last(torch.device("cuda"), torch.int64, convs=50)
-    assert not Heuristics(conv_layout="as_given").conv_channels_last(torch.device("cuda"), torch.float32)
+    small = ConvSite((64, 64, 3, 3), 1, 1e9)
+    cuda, f32 = torch.device("cuda"), torch.float32
+    assert auto.conv_channels_last(cuda, f32, [small], graph_nodes=10)              # a lone convolution too
+    assert not auto.conv_channels_last(cuda, f32, [small], graph_nodes=300)         # one per 300 nodes: too few
+    assert not auto.conv_channels_last(torch.device("cpu"), f32, [small], graph_nodes=10)
+    assert not auto.conv_channels_last(cuda, torch.int64, [small], graph_nodes=10)
+    assert not auto.conv_channels_last(cuda, f32, [], graph_nodes=10)
+    assert not Heuristics(conv_layout="as_given").conv_channels_last(cuda, f32, [small], graph_nodes=10)
+    assert Heuristics(conv_layout="channels_last").conv_channels_last(cuda, f32)
+
+
+def test_inductor_layout_rule():
+    """Inference weighs each class's multiply-adds by its channels-last time ratio; training skips
+    channels-last for any grouped or narrowing convolution, or when all are small."""
+    from autofuse.lower.conv_layout import ConvSite, channels_last_pays
+    ratio = dict(Heuristics().conv_cl_time_ratio)
+    grouped, depthwise = ConvSite((256, 32, 3, 3), 8, 1e9), ConvSite((256, 1, 3, 3), 256, 1e8)
+    small, wide, narrowing = ConvSite((64, 3, 7, 7), 1, 1e9), ConvSite((256, 256, 3, 3), 1, 1e9), ConvSite((128, 512, 3, 3), 1, 1e9)
+    assert (grouped.kind, depthwise.kind, small.kind, wide.kind, narrowing.kind) == (
+        "grouped", "default", "small", "default", "in_out")
+    assert ConvSite((128, 512, 1, 1), 1, 1.0).kind == "default"   # a 1x1 kernel does not count as narrowing
+
+    def pays(sites, training):
+        return channels_last_pays(sites, 20, training, ratio, 300)
+    assert pays([grouped, ConvSite((256, 256, 3, 3), 1, 3e9)], False)   # 1.358 + 3 * 0.823 <= 4
+    assert not pays([grouped, wide], False)                             # 1.358 + 0.823 > 2
+    assert not pays([grouped], False) and not pays([grouped, small], False)   # 1.358, then (1.358 + 0.783) / 2
+    assert not pays([ConvSite((256, 32, 3, 3), 8, 9e9), wide], False)   # grouped multiply-adds dominate
+    assert pays([depthwise], False) and pays([small], False) and pays([narrowing], False)
+    assert pays([wide, small], True) and pays([depthwise, wide], True)
+    assert not pays([small], True) and not pays([wide, narrowing], True) and not pays([grouped, wide], True)
+
+
+def test_conv_sites_and_training_graphs():
+    """Sites come from the graph's fake values; AOTAutograd's training graphs are told apart."""
+    from autofuse.lower.conv_layout import conv_sites, is_training_graph
+    _, gm, _ = _conv_gm()
+    (site,) = conv_sites(gm)
+    assert site.weight == (4, 3, 3, 3) and site.groups == 1 and site.macs == 2 * 4 * 6 * 5 * 27
+    assert not is_training_graph(gm)
+    graphs = {}
+
+    def backend(label):
+        def compile_(g, args):
+            graphs[label] = g
+            return g
+        return compile_
+    from torch._dynamo.backends.common import aot_autograd
+    torch._dynamo.reset()
+    conv = torch.nn.Conv2d(3, 4, 3)
+    be = aot_autograd(fw_compiler=backend("forward"), bw_compiler=backend("backward"),
+                      inference_compiler=backend("inference"))
+    torch.compile(conv, backend=be)(rand((2, 3, 8, 8))).sum().backward()
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(conv, backend=be)(rand((2, 3, 8, 8)))
+    assert is_training_graph(graphs["forward"]) and is_training_graph(graphs["backward"])
+    assert not is_training_graph(graphs["inference"])
 
 
 def _conv_gm():

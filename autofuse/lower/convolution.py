@@ -9,8 +9,8 @@ Note: two rewrites, both exact.
   in and the output out. The lowering can hand it channels-last operands instead — a copy that
   iterates in NHWC order (contiguous stores) and fuses into whatever produced the value — and
   the epilogue reads the NHWC result through its strides. A graph output keeps eager's strides
-  (`GraphLowering` copies it there). Without 2-D tiled pointwise kernels, an epilogue that reads
-  NHWC and writes NCHW is slow, so the default keeps the given layout (docs/defaults.md).
+  (`GraphLowering` copies it there) in a 2-D tiled kernel. Which graphs take channels-last by
+  default: lower/conv_layout.py.
 """
 from __future__ import annotations
 
@@ -76,7 +76,8 @@ def _convolution(g, x, weight, bias, stride, padding, dilation, transposed, outp
     if bias is not None and not is_tensor_value(bias):
         raise Unsupported("non-tensor bias")
     out = g.out
-    channels_last = len(x.size) in (4, 5) and g.heuristics.conv_channels_last(x.device, x.dtype, g.conv_count)
+    channels_last = len(x.size) in (4, 5) and g.heuristics.conv_channels_last(x.device, x.dtype, g.conv_sites,
+                                                                                 g.graph_nodes, g.training)
     if len(x.size) in (4, 5):
         g.conv_layout = "channels_last" if channels_last else "as_given"
     if bias is None and not channels_last:

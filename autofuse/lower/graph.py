@@ -28,6 +28,7 @@ from ..ir.values import (
 )
 from .eager_strides import with_eager_strides
 from .convolution import channels_last_strides
+from .conv_layout import conv_sites, is_training_graph
 from .extern_args import align_operands
 from .registry import LOWERINGS, Unsupported
 
@@ -80,8 +81,9 @@ class GraphLowering:
         self.fake_env: dict[torch.fx.Node, Any] = {}
         self.layout_copies: dict[int, tuple[Any, Any]] = {}  # id(value) -> (value, its copy in another layout)
         self.conv_layout: str | None = None  # the layout convolutions were lowered in, once one was
-        self.conv_count = sum(1 for n in gm.graph.nodes if n.op == "call_function"
-                              and n.target is torch.ops.aten.convolution.default)
+        self.conv_sites = conv_sites(gm)   # what the default conv layout is decided from
+        self.graph_nodes = len(gm.graph.nodes)
+        self.training = is_training_graph(gm)
 
     # ---- naming and buffers -------------------------------------------------------------
     def new_name(self, prefix: str = "buf") -> str:

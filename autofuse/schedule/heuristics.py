@@ -15,6 +15,7 @@ from ..codegen.config import LaunchConfig, next_pow2
 from ..codegen.device import REFERENCE, DeviceFacts, device_facts
 from ..codegen.options import KernelView, apply_defaults, option
 from ..codegen.tiling import Tiling
+from ..lower.conv_layout import ConvSite, channels_last_pays
 
 if TYPE_CHECKING:
     from .fusion import FusionGroup
@@ -80,10 +81,12 @@ class Heuristics:
     # convolutions' operand layout: "auto" (conv_channels_last decides), "as_given" or
     # "channels_last"; the plan records the layout taken and the search tries both (docs/defaults.md)
     conv_layout: str = "auto"
-    # "auto" hands convolutions channels-last operands on CUDA in graphs with at least this many:
-    # a chain of convolutions keeps its activations channels-last between them, so only the
-    # graph's inputs and outputs change layout; a lone convolution pays both ends for one kernel
-    conv_channels_last_min_convs: int = 2
+    # "auto" hands convolutions channels-last operands on CUDA by Inductor's rule (lower/conv_layout.py):
+    # each convolution class's average channels-last time ratio, weighting its multiply-adds in
+    # inference graphs, and the fewest convolutions per graph node that make the layout worth it
+    conv_cl_time_ratio: tuple[tuple[str, float], ...] = (("grouped", 1.358), ("small", 0.783), ("in_out", 0.725),
+                                                         ("default", 0.823))
+    conv_cl_max_nodes_per_conv: int = 300
     # pad a matrix product's unaligned K / N to 16 bytes (lower/matmul.py) when it is compute-bound:
     # at least this many multiply-adds, and rows enough that the padding copy is small beside it
     pad_matmul_min_macs: int = 1 << 26
@@ -119,12 +122,14 @@ class Heuristics:
         macs = m * k * n * math.prod(batch)
         return macs >= self.pad_matmul_min_macs and m >= self.pad_matmul_min_rows
 
-    def conv_channels_last(self, device: torch.device, dtype: torch.dtype, convs: int = 1) -> bool:
-        """Hand a convolution channels-last operands? ("auto": on CUDA, for floating point, in a
-        graph of at least `conv_channels_last_min_convs` convolutions.)"""
+    def conv_channels_last(self, device: torch.device, dtype: torch.dtype, sites: Sequence["ConvSite"] = (),
+                           graph_nodes: int = 0, training: bool = False) -> bool:
+        """Hand a graph's convolutions channels-last operands? ("auto": on CUDA, for floating point,
+        where Inductor's layout rule would: `conv_layout.channels_last_pays`.)"""
         if self.conv_layout == "auto":
             return (torch.device(device).type == "cuda" and dtype.is_floating_point
-                    and convs >= self.conv_channels_last_min_convs)
+                    and channels_last_pays(sites, graph_nodes, training, dict(self.conv_cl_time_ratio),
+                                           self.conv_cl_max_nodes_per_conv))
         return self.conv_layout == "channels_last"
 
     # ---- fusion -------------------------------------------------------------------------
