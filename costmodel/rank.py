@@ -24,12 +24,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from autofuse.codegen.config import FLAGS
+
 from .evaluate import TIE
 from .features import COMPILED_NAMES, RELATIVE_NAMES
 
 CONFIG_NAMES = frozenset({
-    "persistent", "looped", "XBLOCK", "RBLOCK", "num_warps", "num_stages", "split", "online", "fast_tanh",
-    "early_loads", "cache_hints", "log_XBLOCK", "log_RBLOCK", "block_elems", "elems_per_thread", "grid", "log_grid", "r_iters",
+    "persistent", "looped", "XBLOCK", "RBLOCK", "num_warps", "num_stages", "split", *FLAGS, "log_XBLOCK", "log_RBLOCK", "block_elems", "elems_per_thread", "grid", "log_grid", "r_iters",
     "x_util", "r_util", "waves_nominal",
     *COMPILED_NAMES, *RELATIVE_NAMES})
 

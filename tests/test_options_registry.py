@@ -128,3 +128,18 @@ def test_each_offered_option_runs_correctly(name):
         compiled = compile_traced(fn, args, CompileOptions(strict=True, use_db=False, poison=True, plan=plan))
         assert_close(compiled(*args)[0], fn(*args))
         assert any(k.config == cfg for k in kernels_of(compiled))
+
+
+def test_every_flag_has_its_registry_entry_and_feature_column():
+    """A config's on/off options are defined once: each has an entry in the option registry (its
+    legality, default and moves) and a cost-model column of its own name."""
+    from autofuse.codegen.config import FLAGS, LaunchConfig
+    from autofuse.codegen.options import OPTIONS
+    from costmodel.features import FEATURE_NAMES, kernel_features
+    assert set(FLAGS) <= {o.name for o in OPTIONS}
+    assert set(FLAGS) <= set(FEATURE_NAMES)
+    for flag in FLAGS:
+        cfg = LaunchConfig(64, 128, persistent=False, **{flag: True})
+        assert flag in str(cfg) and cfg.to_json()[flag] is True and flag not in LaunchConfig(64).to_json()
+        rec = {"kind": "reduction", "numel": 1000, "rnumel": 5000, "config": cfg.to_json()}
+        assert kernel_features(rec, compile=False)[flag] == 1.0

@@ -1,7 +1,7 @@
 """LaunchConfig: the per-kernel launch parameters, an explicit value chosen by heuristics or a plan."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 
 def next_pow2(n: int) -> int:
@@ -44,7 +44,7 @@ class LaunchConfig:
         d = asdict(self)
         if self.split == 1:
             del d["split"]  # plans written before split existed keep their exact JSON
-        for flag in ("online", "fast_tanh", "early_loads", "cache_hints"):
+        for flag in FLAGS:
             if not d[flag]:
                 del d[flag]
         if not self.YBLOCK:
@@ -54,6 +54,10 @@ class LaunchConfig:
     def __str__(self) -> str:
         kind = "persistent" if self.persistent else "looped"
         text = f"XBLOCK={self.XBLOCK} RBLOCK={self.RBLOCK} num_warps={self.num_warps} num_stages={self.num_stages} {kind}"
-        return text + (f" split={self.split}" if self.split > 1 else "") + (" online" if self.online else "") \
-            + (" fast_tanh" if self.fast_tanh else "") + (" early_loads" if self.early_loads else "") \
-            + (" cache_hints" if self.cache_hints else "") + (f" YBLOCK={self.YBLOCK}" if self.YBLOCK else "")
+        return text + (f" split={self.split}" if self.split > 1 else "") \
+            + "".join(f" {flag}" for flag in FLAGS if getattr(self, flag)) + (f" YBLOCK={self.YBLOCK}" if self.YBLOCK else "")
+
+
+# The on/off options of a config (every bool field but `persistent`, in field order): each has its
+# entry in the option registry (codegen/options.py) and a 0/1 column of the cost model's features.
+FLAGS: tuple[str, ...] = tuple(f.name for f in fields(LaunchConfig) if f.type in (bool, "bool") and f.name != "persistent")

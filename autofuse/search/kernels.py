@@ -28,7 +28,7 @@ from ..measure.verify import compare
 from ..plan.apply import check_config, node_id
 from ..plan.space import CONFIG_RANGES
 from ..runtime.precompile import compiling_ahead
-from ..codegen.config import next_pow2
+from ..codegen.config import FLAGS, next_pow2
 
 RECORD_SCHEMA = 1
 _TRITON_DTYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64",
@@ -244,8 +244,8 @@ def _one_step(c: LaunchConfig, rfull: int) -> bool:
 
 
 def _family(c: LaunchConfig, rfull: int = 0) -> tuple:
-    return (c.persistent, c.split > 1, c.XBLOCK >= 16 and c.RBLOCK <= 64 and not c.persistent, c.online, c.fast_tanh,
-            c.early_loads, c.cache_hints, _one_step(c, rfull), c.YBLOCK > 0)
+    return (c.persistent, c.split > 1, c.XBLOCK >= 16 and c.RBLOCK <= 64 and not c.persistent,
+            *(getattr(c, flag) for flag in FLAGS), _one_step(c, rfull), c.YBLOCK > 0)
 
 
 def _interleave_families(ranked: list[LaunchConfig], rfull: int = 0) -> list[LaunchConfig]:
