@@ -20,7 +20,7 @@ from .runtime.aliasing import aliased_slots
 from .runtime.program import Alloc, ConstOutput, ExternCall, Free, KernelLaunch, Program, SlotOutput, StridedArg
 from .plan.apply import apply_plan, graph_key, plan_from_groups
 from .plan.plan import FusionPlan, PlanError
-from .schedule.fusion import FusionGroup, FusionLog, fuse_nodes, singleton, topological_groups
+from .schedule.fusion import FusionGroup, FusionLog, fuse_nodes, is_outer_reduction, singleton, topological_groups
 from .strategies import tvm
 from .schedule.nodes import itemsize
 from .schedule.scheduler import SchedulerGraph
@@ -302,20 +302,6 @@ class ProgramBuilder:
         if isinstance(o, Buffer):
             return SlotOutput(self.slot(o.name))
         return ConstOutput(o)
-
-
-def is_outer_reduction(g: FusionGroup) -> bool:
-    """Does the group's first reduction (or scan) read memory with a stride along its innermost r variable?"""
-    for n in g.nodes:
-        if n.kind == "scan":  # its r variable is its last
-            inner_r = n.vars[-1]
-        elif n.kind != "reduction" or not n.rvars:
-            continue
-        else:
-            inner_r = n.rvars[-1]
-        coeffs = [dep.index.coeff(inner_r) for dep in n.reads if not dep.is_indirect and dep.index.has(inner_r)]
-        return bool(coeffs) and all(c != 1 for c in coeffs)
-    return False
 
 
 def _walk(o: Any, fn) -> None:

@@ -60,13 +60,6 @@ class CompiledStats:
         return self.error is None
 
 
-def cache_dir() -> Path:
-    """$AUTOFUSE_CACHE (or $AUTOFUSE_CACHE_DIR, else ~/.cache/autofuse) / ptxas."""
-    base = os.environ.get("AUTOFUSE_CACHE") or os.environ.get("AUTOFUSE_CACHE_DIR")
-    root = Path(base) if base else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "autofuse"
-    return root / "ptxas"
-
-
 def gpu_module_source(source: str, kernel_fn: str) -> str:
     """The module to compile: the source itself, or its kernel under the GPU prelude if it was
     written for the interpreter (no libdevice)."""
@@ -111,7 +104,7 @@ def compiled_stats(record: dict, cache: Path | None = None) -> CompiledStats:
         key = cache_key(source, kernel_fn, config, record.get("signature"))
     except Exception as e:  # noqa: BLE001
         return CompiledStats.failed(f"bad record: {type(e).__name__}: {e}")
-    path = (cache or cache_dir()) / key[:2] / f"{key}.json"
+    path = (cache or _ptxas_cache()) / key[:2] / f"{key}.json"
     hit = _read_cache(path)
     if hit is not None:
         return hit
@@ -123,6 +116,13 @@ def compiled_stats(record: dict, cache: Path | None = None) -> CompiledStats:
     if cacheable:
         _write_cache(path, stats)
     return stats
+
+
+def _ptxas_cache() -> Path:
+    """autofuse's cache folder of compile stats (imported on first use, as this module's other
+    imports of autofuse are: importing autofuse loads torch, and importing costmodel does not)."""
+    from autofuse.cache_dir import cache_dir
+    return cache_dir("ptxas")
 
 
 def _to_json(stats: CompiledStats) -> dict[str, Any]:

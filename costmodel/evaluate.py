@@ -32,8 +32,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .model import CostModel, measured_us, usable
+from .rank import TIE
 
-TIE = 0.01
 SIGNIFICANT = 0.02  # measured differences below this are within run-to-run noise on the H200
 
 

@@ -25,7 +25,8 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from .features import FEATURE_NAMES, FEATURE_SCHEMA, RELATIVE_NAMES, feature_matrix
-from .predict import DEFAULT_LAUNCH_US
+from .preprocess import FillEmptyColumns
+from .rank import RANKER_PARAMS, PairRanker, fit_ranker, order_within_groups
 
 MODEL_FORMAT = 2
 ESTIMATORS = ("hgb", "gbr", "rf", "et")
@@ -36,29 +37,7 @@ TARGETS = ("log_over_roofline", "log_us")
 REGRESSOR_NAMES = tuple(n for n in FEATURE_NAMES if n not in RELATIVE_NAMES)
 DEFAULT_TARGET = "log_over_roofline"
 ROOFLINE_FLOOR_US = 2.0
-
-
-class FillEmptyColumns:
-    """Sets columns that were all NaN in training to 0 (HistGradientBoosting cannot bin them); other
-    NaN stay NaN, for estimators that handle missing values natively."""
-
-    def fit(self, x: np.ndarray, y: Any = None) -> "FillEmptyColumns":
-        self.empty_ = np.all(np.isnan(np.asarray(x, dtype=np.float64)), axis=0)
-        return self
-
-    def transform(self, x: np.ndarray) -> np.ndarray:
-        x = np.array(x, dtype=np.float64, copy=True)
-        x[:, self.empty_] = 0.0
-        return x
-
-    def fit_transform(self, x: np.ndarray, y: Any = None) -> np.ndarray:
-        return self.fit(x, y).transform(x)
-
-    def get_params(self, deep: bool = True) -> dict:
-        return {}
-
-    def set_params(self, **params: Any) -> "FillEmptyColumns":
-        return self
+DEFAULT_LAUNCH_US = 3.0      # per-kernel launch overhead
 
 
 def _native_nan(est: Any) -> Any:
@@ -218,7 +197,6 @@ class CostModel:
         out = predict_matrix(self.estimator, x, self.target, self._columns(x))
         if self.ranker is None:
             return out
-        from .rank import order_within_groups
         groups = [r.get("group") if isinstance(r, dict) else None for r in records]
         xr = columns(x, self.ranker.feature_names)
         return order_within_groups(out, self.ranker.scores(x if xr is None else xr, groups), groups)
@@ -243,7 +221,6 @@ class CostModel:
         """The model in a blob from `to_bytes`; ValueError if it is something else (a pickle included:
         it is never loaded), `model_file.StaleModel` if it was made for other features or codegen."""
         from . import model_file
-        from .rank import PairRanker
         f, parts = model_file.loads(blob)
         ranker = PairRanker(tuple(f["ranker_feature_names"]), parts["ranker"]) if "ranker" in parts else None
         return CostModel(str(f["version"]), str(f["estimator_name"]), tuple(f["feature_names"]), parts["estimator"],
@@ -273,7 +250,6 @@ def model_version(estimator_name: str, measurements: Sequence[Mapping[str, Any]]
         h.update(repr(m["stats"]["median_us"]).encode())
     h.update(f"{estimator_name}:{seed}:{FEATURE_SCHEMA}:{MODEL_FORMAT}".encode())
     if "+rank" in estimator_name:  # the ranker's settings (since schema 5; older versions stay as stored)
-        from .rank import RANKER_PARAMS
         h.update(repr(sorted(RANKER_PARAMS.items())).encode())
     if not compiled:  # (models with compile features keep the versions they had before the flag counted)
         h.update(b":no-compile")
@@ -299,7 +275,6 @@ def fit(measurements: Sequence[Mapping[str, Any]], estimator: str = DEFAULT_ESTI
     est = fit_matrix(columns(x, REGRESSOR_NAMES), y, estimator, seed, target, offset_x=x)
     pairs = None
     if ranker:
-        from .rank import fit_ranker
         pairs = fit_ranker(x, np.log(y), [m["features"].get("group") for m in rows], FEATURE_NAMES, seed)
     name = f"{estimator}+rank" if pairs is not None else estimator
     return CostModel(model_version(name, rows, seed, compile), estimator, REGRESSOR_NAMES, est, compile, target,

@@ -18,13 +18,11 @@ import threading
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, Sequence, runtime_checkable
 
-if TYPE_CHECKING:
-    from .model import CostModel
+from .model import DEFAULT_LAUNCH_US, CostModel
 
 DEFAULT_COPY_BW = 4.27e12    # bytes/s (read + write), device-to-device copy measured on the H200
-DEFAULT_LAUNCH_US = 3.0      # per-kernel launch overhead
 PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"
 
 
@@ -161,7 +159,6 @@ def pretrained_path(device: str) -> Path:
 
 
 def _load_blob(blob: bytes, where: str) -> "CostModel | None":
-    from .model import CostModel
     try:
         return CostModel.from_bytes(blob)
     except ValueError as e:  # a refused model (stale, a pickle, damaged) says why in its message

@@ -7,7 +7,7 @@ held-out H200 graphs it ranks better than every regressor target tried (absolute
 deviation, clipped deviation, within-group rank): docs/costmodel.md.
 
 Note: training pairs are the ordered pairs (a, b) of one group whose measured times differ by more
-than `evaluate.TIE`, labelled "a is faster"; a pair's row is the config features of a minus b, of a,
+than `TIE`, labelled "a is faster"; a pair's row is the config features of a minus b, of a,
 of b, and the kernel features (`pair_rows`). A record's score is its mean probability of beating the
 other records of its group (a Borda count over both orders of each pair). `CostModel` keeps the
 regressor's times and hands them out within each group in the ranker's order (`order_within_groups`),
@@ -26,8 +26,11 @@ import numpy as np
 
 from autofuse.codegen.config import FLAGS
 
-from .evaluate import TIE
 from .features import COMPILED_NAMES, RELATIVE_NAMES
+from .preprocess import FillEmptyColumns
+
+# Measured times within 1% of each other are ties: no training pair here, no scored pair in `evaluate`.
+TIE = 0.01
 
 CONFIG_NAMES = frozenset({
     "persistent", "looped", "XBLOCK", "RBLOCK", "num_warps", "num_stages", "split", *FLAGS, "log_XBLOCK", "log_RBLOCK", "block_elems", "elems_per_thread", "grid", "log_grid", "r_iters",
@@ -110,8 +113,6 @@ def fit_ranker(x: np.ndarray, log_us: np.ndarray, groups: Sequence[Any], feature
     """A PairRanker from a feature matrix and measured log times; None when no pair of both labels exists."""
     from sklearn.ensemble import HistGradientBoostingClassifier
     from threadpoolctl import threadpool_limits
-
-    from .model import FillEmptyColumns
     from sklearn.pipeline import make_pipeline
     a, b, label = training_pairs(np.asarray(log_us, dtype=np.float64), groups)
     if len(set(label.tolist())) < 2:

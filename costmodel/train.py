@@ -22,8 +22,8 @@ from typing import Any, Callable, Sequence
 from .categories import CATEGORIES, group_categories
 from .evaluate import CategoryScore, Metrics, category_score, evaluate, split_by_graph
 from .features import feature_matrix, precompile
-from .model import DEFAULT_ESTIMATOR, CostModel, fit, usable
-from .predict import DEFAULT_LAUNCH_US, LearnedPredictor, pretrained_path
+from .model import DEFAULT_ESTIMATOR, DEFAULT_LAUNCH_US, CostModel, fit, usable
+from .predict import LearnedPredictor, pretrained_path
 from .select import Comparison, choose, compare_estimators
 
 MIN_MEASUREMENTS = 20

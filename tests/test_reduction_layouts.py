@@ -14,7 +14,8 @@ from autofuse import CompileOptions
 from autofuse.capture.trace import compile_traced, trace_aten
 from autofuse.codegen.options import KernelView, default_legality
 from autofuse.codegen.triton_kernel import KernelWriter
-from autofuse.compiler import compile_graph, is_outer_reduction, schedule
+from autofuse.compiler import compile_graph, schedule
+from autofuse.schedule.fusion import is_outer_reduction
 from autofuse.schedule.heuristics import Heuristics
 from tests.helpers import assert_close, compile_and_compare, kernels_of, rand
 

@@ -174,7 +174,7 @@ def meta_groups(fn, shapes, heuristics=None):
 
 def gpu_default(g, device):
     from autofuse.codegen.split import why_not_split
-    from autofuse.compiler import is_outer_reduction
+    from autofuse.schedule.fusion import is_outer_reduction
     splittable = g.is_reduction and why_not_split(g.placements(), True) is None
     return Heuristics().launch_config("reduction" if g.is_reduction else "pointwise", g.numel, g.rnumel, False,
                                       g.is_reduction and is_outer_reduction(g), splittable=splittable, device=device)

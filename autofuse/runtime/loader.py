@@ -10,13 +10,13 @@ import hashlib
 import importlib.util
 import os
 import sys
-import tempfile
 import threading
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from ..cache_dir import cache_dir
 from ..logs import logger
 
 _lock = threading.Lock()
@@ -24,21 +24,6 @@ _warned = False
 
 
 _source_log = logger("source")
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("AUTOFUSE_CACHE_DIR")
-    if base:
-        p = Path(base)
-    else:
-        p = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "autofuse"
-    p = p / "kernels"
-    try:
-        p.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        p = Path(tempfile.gettempdir()) / "autofuse-kernels"
-        p.mkdir(parents=True, exist_ok=True)
-    return p
 
 
 @contextmanager
@@ -69,7 +54,7 @@ def load_kernel(name: str, source: str, interpret: bool):
     with _lock:
         mod = sys.modules.get(mod_name)
         if mod is None:
-            path = cache_dir() / f"{mod_name}.py"
+            path = cache_dir("kernels") / f"{mod_name}.py"
             if not path.exists():
                 tmp = path.with_suffix(f".{os.getpid()}.tmp")
                 tmp.write_text(source)

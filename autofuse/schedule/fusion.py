@@ -8,13 +8,15 @@ included) on the groups as they stand, repeated for up to `max_rounds` rounds.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from ..logs import logger
-from .heuristics import Heuristics
 from .loops import Placement, placement, same_point
 from .nodes import SchedulerNode, itemsize
 from .scheduler import SchedulerGraph
+
+if TYPE_CHECKING:  # the fusion loop is handed a Heuristics value; it never imports one
+    from .heuristics import Heuristics
 
 _fusion_log = logger("fusion")
 
@@ -76,6 +78,20 @@ def singleton(node: SchedulerNode) -> FusionGroup:
     if node.kind == "scan":
         return FusionGroup([node], node.numel // node.sizes[-1], node.sizes[-1], True)
     return FusionGroup([node], node.numel, node.rnumel, node.kind == "reduction")
+
+
+def is_outer_reduction(g: FusionGroup) -> bool:
+    """Does the group's first reduction (or scan) read memory with a stride along its innermost r variable?"""
+    for n in g.nodes:
+        if n.kind == "scan":  # its r variable is its last
+            inner_r = n.vars[-1]
+        elif n.kind != "reduction" or not n.rvars:
+            continue
+        else:
+            inner_r = n.rvars[-1]
+        coeffs = [dep.index.coeff(inner_r) for dep in n.reads if not dep.is_indirect and dep.index.has(inner_r)]
+        return bool(coeffs) and all(c != 1 for c in coeffs)
+    return False
 
 
 def merged_space(a: FusionGroup, b: FusionGroup) -> tuple[int, int, bool] | str:

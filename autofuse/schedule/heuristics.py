@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 import torch
 
@@ -16,9 +16,7 @@ from ..codegen.device import REFERENCE, DeviceFacts, device_facts
 from ..codegen.options import KernelView, apply_defaults, option
 from ..codegen.tiling import Tiling
 from ..lower.conv_layout import ConvSite, channels_last_pays
-
-if TYPE_CHECKING:
-    from .fusion import FusionGroup
+from .fusion import FusionGroup, is_outer_reduction, merged_space
 
 
 @dataclass(frozen=True)
@@ -152,8 +150,6 @@ class Heuristics:
         programs would run the whole reduction (a whole-tensor norm and the division by it: one
         program for 10^9 elements). Inductor splits such reductions before fusion, so they never
         fuse that way either; the consumer runs as its own kernel after the split one."""
-        from ..compiler import is_outer_reduction
-        from .fusion import FusionGroup, merged_space
         space = merged_space(a, b)
         if isinstance(space, str) or not space[2]:
             return None

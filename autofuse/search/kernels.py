@@ -28,6 +28,7 @@ from ..measure.verify import compare
 from ..plan.apply import check_config, node_id
 from ..plan.space import CONFIG_RANGES
 from ..runtime.precompile import compiling_ahead
+from ..schedule.fusion import is_outer_reduction
 from ..codegen.config import FLAGS, next_pow2
 
 RECORD_SCHEMA = 1
@@ -151,7 +152,6 @@ def legal_options(group: Any) -> tuple[bool, ...]:
 def candidate_configs(group: Any, default: LaunchConfig, interpret: bool,
                       ranges: dict[str, dict[str, tuple[int, ...]]] = CONFIG_RANGES, limit: int = 48) -> list[LaunchConfig]:
     """Legal configs for the group: the default first, then each family's nearest the default, in turn."""
-    from ..compiler import is_outer_reduction
     kinds = ["pointwise"] if not group.is_reduction else ["persistent", "looped"]
     if group.is_reduction and is_outer_reduction(group):
         kinds.append("outer")
