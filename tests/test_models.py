@@ -175,6 +175,8 @@ def _train_step_matches(model, kwargs, loss_of, device, rtol=1e-4, atol=1e-5):
         losses.append(loss.detach())
     torch.testing.assert_close(losses[1], losses[0], rtol=rtol, atol=atol)
     for (name, p), q in zip(model.named_parameters(), twin.parameters()):
+        if not p.requires_grad:   # a frozen table (Whisper's sinusoidal positions)
+            continue
         assert p.grad is not None and q.grad is not None, name
         torch.testing.assert_close(q.grad, p.grad, rtol=rtol, atol=atol, msg=name)
     p_before = {name: p.detach().clone() for name, p in model.named_parameters()}
@@ -182,7 +184,7 @@ def _train_step_matches(model, kwargs, loss_of, device, rtol=1e-4, atol=1e-5):
         opt.step()
     for (name, p), q in zip(model.named_parameters(), twin.parameters()):
         torch.testing.assert_close(q, p, rtol=rtol, atol=10 * atol, msg=name)
-        assert not torch.equal(p, p_before[name]), name  # the step moved the parameter
+        assert not p.requires_grad or not torch.equal(p, p_before[name]), name  # the step moved the parameter
     for (name, b), c in zip(model.named_buffers(), twin.buffers()):
         torch.testing.assert_close(c, b, rtol=rtol, atol=atol, msg=name)
     _all_compiled(rec)

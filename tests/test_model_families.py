@@ -1,0 +1,142 @@
+"""More model families, strict, against eager: tiny configs from transformers (random weights).
+
+Breadth beyond the benchmarked five: encoder-decoders with relative position buckets (T5), cross
+attention (BART, Whisper's convolutional audio encoder), rotary decoders with their own norms and
+MLPs (Mistral's sliding window, Qwen2, Gemma, Phi, GPT-NeoX), ALiBi (BLOOM), learned positions
+(OPT), encoders (DistilBERT, RoBERTa, ALBERT's factorized embeddings, ELECTRA, DeBERTa-v2's
+disentangled attention), vision transformers (CLIP, DeiT, Swin's shifted windows, SegFormer's
+efficient attention), convolution networks (ConvNeXt, MobileNetV2) and a state-space model (Mamba's
+selective scan, as its reference PyTorch code). Every captured graph must compile.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.test_models import _forward_matches, _ids, _train_step_matches
+
+transformers = pytest.importorskip("transformers")
+T = transformers
+
+
+def _tokens(seq: int = 12, vocab: int = 100, low: int = 0) -> dict:
+    return {"input_ids": _ids(2, seq, vocab - low) + low}
+
+
+def _pixels(size: int = 32) -> dict:
+    return {"pixel_values": torch.randn(2, 3, size, size, generator=torch.Generator().manual_seed(0))}
+
+
+def _seq2seq() -> dict:
+    return {**_tokens(), "decoder_input_ids": _ids(2, 7, 100, seed=1)}
+
+
+def _audio() -> dict:
+    return {"input_features": torch.randn(2, 16, 40, generator=torch.Generator().manual_seed(0)),
+            "decoder_input_ids": _ids(2, 7, 100, seed=1)}
+
+
+# name -> (config class, model class, config kwargs, inputs)
+FAMILIES = {
+    "t5": (T.T5Config, T.T5ForConditionalGeneration,
+           dict(vocab_size=100, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4), _seq2seq),
+    "bart": (T.BartConfig, T.BartForConditionalGeneration,
+             dict(vocab_size=100, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4,
+                  decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64),
+             _seq2seq),
+    "whisper": (T.WhisperConfig, T.WhisperForConditionalGeneration,
+                dict(vocab_size=100, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4,
+                     decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, num_mel_bins=16,
+                     max_source_positions=20, max_target_positions=32, pad_token_id=1, bos_token_id=2,
+                     eos_token_id=2, decoder_start_token_id=2), _audio),
+    "mistral": (T.MistralConfig, T.MistralForCausalLM,
+                dict(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                     num_key_value_heads=2, sliding_window=8), _tokens),
+    "qwen2": (T.Qwen2Config, T.Qwen2ForCausalLM,
+              dict(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                   num_key_value_heads=2), _tokens),
+    "gemma": (T.GemmaConfig, T.GemmaForCausalLM,
+              dict(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                   num_key_value_heads=1, head_dim=8), _tokens),
+    "phi": (T.PhiConfig, T.PhiForCausalLM,
+            dict(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4),
+            _tokens),
+    "gpt_neox": (T.GPTNeoXConfig, T.GPTNeoXForCausalLM,
+                 dict(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4),
+                 _tokens),
+    "bloom": (T.BloomConfig, T.BloomForCausalLM, dict(vocab_size=100, hidden_size=32, n_layer=2, n_head=4), _tokens),
+    "opt": (T.OPTConfig, T.OPTForCausalLM,
+            dict(vocab_size=100, hidden_size=32, ffn_dim=64, num_hidden_layers=2, num_attention_heads=4,
+                 word_embed_proj_dim=32, max_position_embeddings=64), _tokens),
+    "distilbert": (T.DistilBertConfig, T.DistilBertForSequenceClassification,
+                   dict(vocab_size=100, dim=32, hidden_dim=64, n_layers=2, n_heads=4), _tokens),
+    "roberta": (T.RobertaConfig, T.RobertaForMaskedLM,
+                dict(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4),
+                lambda: _tokens(low=3)),
+    "albert": (T.AlbertConfig, T.AlbertForMaskedLM,
+               dict(vocab_size=100, embedding_size=16, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                    num_attention_heads=4), _tokens),
+    "electra": (T.ElectraConfig, T.ElectraForPreTraining,
+                dict(vocab_size=100, embedding_size=16, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                     num_attention_heads=4), _tokens),
+    "deberta_v2": (T.DebertaV2Config, T.DebertaV2ForMaskedLM,
+                   dict(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                        num_attention_heads=4), _tokens),
+    "clip_text": (T.CLIPTextConfig, T.CLIPTextModel,
+                  dict(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                       max_position_embeddings=32, bos_token_id=0, eos_token_id=1), _tokens),
+    "clip_vision": (T.CLIPVisionConfig, T.CLIPVisionModel,
+                    dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, image_size=32,
+                         patch_size=8), _pixels),
+    "deit": (T.DeiTConfig, T.DeiTModel,
+             dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, image_size=32,
+                  patch_size=8), _pixels),
+    "swin": (T.SwinConfig, T.SwinModel,
+             dict(image_size=32, patch_size=2, embed_dim=16, depths=[1, 1], num_heads=[2, 2], window_size=4), _pixels),
+    "segformer": (T.SegformerConfig, T.SegformerModel,
+                  dict(num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[16, 32],
+                       num_attention_heads=[1, 2], patch_sizes=[3, 3], strides=[2, 2], decoder_hidden_size=32), _pixels),
+    "convnext": (T.ConvNextConfig, T.ConvNextModel,
+                 dict(num_channels=3, num_stages=2, hidden_sizes=[16, 32], depths=[1, 1], image_size=32), _pixels),
+    "mobilenet_v2": (T.MobileNetV2Config, T.MobileNetV2Model, dict(image_size=32, depth_multiplier=0.25), _pixels),
+    "mamba": (T.MambaConfig, T.MambaForCausalLM,
+              dict(vocab_size=100, hidden_size=32, state_size=8, num_hidden_layers=2, expand=2, conv_kernel=4), _tokens),
+}
+TRAINED = ("t5", "whisper", "mistral", "deberta_v2", "swin", "convnext", "mamba")
+
+
+def _build(name: str) -> tuple[torch.nn.Module, dict]:
+    cfg_cls, model_cls, kw, inputs = FAMILIES[name]
+    cfg = cfg_cls(**kw)
+    for k, v in list(vars(cfg).items()):   # no dropout: eager and compiled see the same values
+        if "drop" in k.lower() and isinstance(v, float):
+            setattr(cfg, k, 0.0)
+    torch.manual_seed(0)
+    return model_cls(cfg), inputs()
+
+
+def _main(out) -> torch.Tensor:
+    for key in ("logits", "last_hidden_state"):
+        v = getattr(out, key, None)
+        if v is not None:
+            return v
+    return out[0]
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_forward_matches_eager(name, device):
+    model, inputs = _build(name)
+    _forward_matches(model, inputs, _main, device, rtol=1e-4, atol=1e-5)
+
+
+def _loss(out) -> torch.Tensor:
+    """Every output that carries gradients to parameters: the main one and a pooled one, if any."""
+    loss = _main(out).float().square().mean()
+    pooled = getattr(out, "pooler_output", None)
+    return loss + pooled.float().square().mean() if pooled is not None else loss
+
+
+@pytest.mark.parametrize("name", TRAINED)
+def test_training_step_matches_eager(name, device):
+    model, inputs = _build(name)
+    _train_step_matches(model, inputs, _loss, device, rtol=1e-4, atol=1e-5)
