@@ -75,6 +75,9 @@ def _parser() -> argparse.ArgumentParser:
     tu.add_argument("--refine", type=_count, default=None,
                     help="then neighbours (one knob changed) of each kernel's fastest measured configs, "
                          "best first, at most this many (0: none; default: the tuner's TunerSettings.refine)")
+    tu.add_argument("--train", action="store_true",
+                    help="tune the forward and backward graphs of a training step (the model's loss, or the sum "
+                         "of its outputs, backpropagated) instead of its inference graphs")
     tu.add_argument("--device", default=None, help="device for the model and inputs (default: cuda when available, else cpu)")
     tu.add_argument("--no-progress", action="store_true", help="no progress bar")
     tu.add_argument("--json", metavar="FILE", help="also write the results as JSON")
@@ -135,7 +138,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     import torch
 
-    from .capture.model_file import check_forward, load_model_file
+    from .capture.model_file import check_forward, check_trainable, load_model_file
     from .runtime.reuse import open_db
     from .search.graph_tuner import TuneSettings
     from .search.kernels import TunerSettings
@@ -146,6 +149,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     model, inputs = _to_device(loaded, device)
     check_forward(model, inputs, loaded.path)
+    if args.train:
+        check_trainable(model, inputs, loaded.path)
     settings = TuneSettings(trials=args.trials, time_budget=args.time_budget, db=args.db, seed=args.seed,
                             resume=args.resume, progress=not args.no_progress,
                             kernel=TunerSettings(top_k=args.top_k, explore=args.explore, seed=args.seed,
@@ -156,7 +161,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="autofuse: running Triton kernels on the CPU")
-            result = tune(model, inputs, settings=settings)
+            result = tune(model, inputs, settings=settings, train=args.train)
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, before)

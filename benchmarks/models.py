@@ -3,7 +3,7 @@ default plan and autofuse tuned (with --db), side by side in one run.
 
     python3 -m benchmarks.models --out DIR [--models llama,gpt2,bert,vit,resnet50]
         [--modes forward,train] [--variants eager,inductor,inductor_max_autotune,autofuse_default,autofuse_tuned]
-        [--db PATH] [--time-budget S] [--calls N] [--strict]
+        [--db PATH | --tune-budget S] [--time-budget S] [--calls N] [--strict]
     python3 -m benchmarks.models --device cpu --tiny --out DIR --models bert --variants eager,autofuse_default
 
 Models are built from configs with random weights (no downloads): a LLaMA-style decoder (8 layers,
@@ -231,6 +231,19 @@ class Job:
 
         return step, outputs
 
+    def tune(self, db: str, budget: float, trials: int) -> dict[str, Any]:
+        """Tune this model's graphs (inference, or a training step's forward and backward) into db."""
+        import autofuse
+        if self.mode == "forward":
+            model, kwargs, train = self.model, self.call_inputs, False
+        else:
+            model, kwargs, train = copy.deepcopy(self.base), self.inputs, True
+        t0 = time.perf_counter()
+        res = autofuse.tune(model, (), example_kwargs=kwargs, train=train, db=db, time_budget=budget, trials=trials,
+                            progress=False, compare_torch_compile=False)
+        return {"tune_s": time.perf_counter() - t0, "tune_graphs": len(res.graphs),
+                "tune_errors": res.errors[:3], "tune_interrupted": res.interrupted}
+
     def error(self, outs: list) -> dict[str, float]:
         if self.mode == "forward":
             return {"error": rel_error(outs[0], self.ref[0])}
@@ -289,6 +302,8 @@ def compile_variant(job: Job, variant: str, opts: argparse.Namespace) -> tuple[C
     their wall and host times can be taken in interleaved rounds (`interleaved`)."""
     log = AutofuseLog() if variant.startswith("autofuse") else None
     entry: dict[str, Any] = {}
+    if variant == "autofuse_tuned" and opts.tune_budget:
+        entry.update(job.tune(opts.db, opts.tune_budget, opts.tune_trials))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         call, outputs = job.variant_call(compiler(variant, opts, log))
@@ -469,7 +484,9 @@ def markdown(results: dict[str, Any]) -> str:
             if e.get("graphs_from_db"):
                 eager += f" ({e['graphs_from_db']} from the DB)"
             lines.append(head + " | ".join([f(e, "wall_ms", ".2f", True), f(e, "gpu_ms", ".2f"), host,
-                                            f(e, "compile_s", ".1f", True), f(e, "kernels_per_call", ".0f"),
+                                            f(e, "compile_s", ".1f", True)
+                                            + (f" + tune {e['tune_s']:.0f}" if "tune_s" in e else ""),
+                                            f(e, "kernels_per_call", ".0f"),
                                             f(e, "autofuse_kernels", "d"), eager, f(e, "error", ".2e", True),
                                             f(e, "grad_error", ".2e")]) + " |")
     if results.get("not_run"):
@@ -511,6 +528,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--variants", default=None, help=f"comma-separated, from {','.join(VARIANTS)} "
                    "(default: all; autofuse_tuned only with --db)")
     p.add_argument("--db", default=None, help="tuning DB with plans for these models (the autofuse_tuned variant)")
+    p.add_argument("--tune-budget", type=float, default=0.0, metavar="S",
+                   help="tune each model for S seconds (into --db, else a fresh DB) before its autofuse_tuned variant")
+    p.add_argument("--tune-trials", type=int, default=40, help="fusion-plan trials per graph when tuning")
     p.add_argument("--time-budget", type=float, default=400.0,
                    help="seconds; no variant starts that would end after it (a guess from torch.compile's compile time)")
     p.add_argument("--calls", type=int, default=20, help="back-to-back calls for the wall time")
@@ -524,6 +544,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     opts = p.parse_args(argv)
     opts.models = [m for m in opts.models.split(",") if m]
     opts.modes = [m for m in opts.modes.split(",") if m]
+    if opts.tune_budget and not opts.db:
+        opts.db = str(Path(tempfile.mkdtemp(prefix="autofuse-bench-db-")) / "tuning.db")
     if opts.variants is None:
         opts.variants = [v for v in VARIANTS if v != "autofuse_tuned" or opts.db]
     else:
@@ -588,7 +610,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def run_variant(key: tuple[str, str], variant: str) -> Callable[[], Any] | None:
         """Compile one variant of a model (building the model once); None if skipped or failed."""
-        if time.perf_counter() - t0 + expected_seconds(rows[key], variant) > opts.time_budget:
+        tuning = opts.tune_budget if variant == "autofuse_tuned" else 0.0
+        if time.perf_counter() - t0 + expected_seconds(rows[key], variant) + tuning > opts.time_budget:
             results["not_run"].append(f"{key[0]} {key[1]} {variant}")
             return None
         if key not in jobs:

@@ -50,6 +50,17 @@ def check_forward(model: Callable[..., Any], inputs: Sequence[Any], path: Path) 
                              f"(this is the model file's error)") from None
 
 
+def check_trainable(model: Callable[..., Any], inputs: Sequence[Any], path: Path) -> None:
+    """One eager training step's forward: its output must give a loss to backpropagate (`--train`)."""
+    import torch
+    from .training import NothingToTrain, training_loss
+    try:
+        with torch.enable_grad():
+            training_loss(model(*inputs))
+    except NothingToTrain as e:
+        raise ModelFileError(f"{path}: {e}") from None
+
+
 @dataclass
 class LoadedModel:
     model: Callable[..., Any]

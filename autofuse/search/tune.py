@@ -14,6 +14,7 @@ from typing import Any, Callable, Sequence
 import torch
 from tuning_db import DBError
 
+from ..capture.training import training_loss
 from ..capture.fresh import compile_fresh
 from ..measure.timing import Benchmarker, Timing, copy_bandwidth
 from ..measure.verify import compare
@@ -68,8 +69,10 @@ class TuneResult:
         return "\n\n".join(out)
 
 
-def capture(model: Callable[..., Any], example_inputs: Sequence[Any]) -> list[tuple[str, torch.fx.GraphModule, list]]:
-    """The ATen graphs (and their real inputs) of one inference call of the model."""
+def capture(model: Callable[..., Any], example_inputs: Sequence[Any], train: bool = False,
+            example_kwargs: dict[str, Any] | None = None) -> list[tuple[str, torch.fx.GraphModule, list]]:
+    """The ATen graphs (and their real inputs) of one inference call of the model, or with `train`
+    of one training step: its forward and backward graphs (`training_loss`)."""
     from ..capture.backend import make_backend
     from ..options import CompileOptions
     graphs: list[tuple[str, torch.fx.GraphModule, list]] = []
@@ -79,24 +82,35 @@ def capture(model: Callable[..., Any], example_inputs: Sequence[Any]) -> list[tu
         return None
 
     fn = compile_fresh(model, make_backend(CompileOptions(use_db=False, tuner=collect)), dynamic=False)
-    with torch.no_grad():
-        fn(*example_inputs)
+    if not train:
+        with torch.no_grad():
+            fn(*example_inputs, **(example_kwargs or {}))
+        return graphs
+    if isinstance(model, torch.nn.Module):
+        model.train()
+    with torch.enable_grad():
+        loss = training_loss(fn(*example_inputs, **(example_kwargs or {})))
+        loss.backward()
+    if isinstance(model, torch.nn.Module):
+        model.zero_grad(set_to_none=True)
     return graphs
 
 
 def tune(model: Callable[..., Any], example_inputs: Sequence[Any], *, settings: TuneSettings | None = None,
-         benchmarker: Benchmarker | None = None, **overrides: Any) -> TuneResult:
-    """Search, verify and store a plan for every graph of model(*example_inputs).
+         benchmarker: Benchmarker | None = None, train: bool = False, example_kwargs: dict[str, Any] | None = None,
+         **overrides: Any) -> TuneResult:
+    """Search, verify and store a plan for every graph of model(*example_inputs, **example_kwargs):
+    its inference graphs, or with `train` the forward and backward graphs of a training step.
 
     Keyword overrides set fields of TuneSettings (trials=, time_budget=, db=, seed=, resume=, ...).
     """
     from ..runtime.reuse import open_db
     settings = replace(settings or TuneSettings(), **overrides)
     db = open_db(settings.db)
-    on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in example_inputs)
+    on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in (*example_inputs, *(example_kwargs or {}).values()))
     copy_bw = copy_bandwidth() if on_gpu and benchmarker is None else None
     start = time.monotonic()
-    graphs = capture(model, example_inputs)
+    graphs = capture(model, example_inputs, train, example_kwargs)
     from ..capture.graph_hash import graph_hash
     distinct: dict[str, tuple[str, Any, list]] = {}
     for label, gm, args in graphs:
@@ -126,19 +140,20 @@ def tune(model: Callable[..., Any], example_inputs: Sequence[Any], *, settings: 
             break
     measured = all(r.source == "tuned" for r in results)
     out = TuneResult(results, copy_bw=copy_bw, measured=measured, interrupted=interrupted, db_url=db.url, errors=errors)
-    if on_gpu and benchmarker is None and settings.compare_torch_compile and not interrupted:
-        out.model_rows = model_rows(model, example_inputs, settings)
+    if on_gpu and benchmarker is None and settings.compare_torch_compile and not interrupted and not train:
+        out.model_rows = model_rows(model, example_inputs, settings, example_kwargs or {})
     return out
 
 
-def model_rows(model: Callable[..., Any], inputs: Sequence[Any], settings: TuneSettings) -> list[Row]:
+def model_rows(model: Callable[..., Any], inputs: Sequence[Any], settings: TuneSettings,
+               kwargs: dict[str, Any] | None = None) -> list[Row]:
     """The whole model end to end: eager, torch.compile, autofuse strategies, autofuse with the stored plans."""
     from ..capture.backend import make_backend
     from ..measure.timing import CudaEventBenchmarker
     from ..options import CompileOptions
     bench = CudaEventBenchmarker()
     with torch.no_grad():
-        expected = model(*inputs)
+        expected = model(*inputs, **(kwargs or {}))
     rows: list[Row] = []
     builders = {
         "eager": lambda: model,
@@ -154,11 +169,11 @@ def model_rows(model: Callable[..., Any], inputs: Sequence[Any], settings: TuneS
         try:
             fn = build()
             with torch.no_grad():
-                why = compare(fn(*inputs), expected)
+                why = compare(fn(*inputs, **(kwargs or {})), expected)
                 if why:
                     rows.append(Row(name, None, note=f"wrong: {why}"))
                     continue
-                t: Timing = bench.time(lambda: fn(*inputs), {"kind": "plan", "kernels": []})
+                t: Timing = bench.time(lambda: fn(*inputs, **(kwargs or {})), {"kind": "plan", "kernels": []})
             rows.append(Row(name, t.median_us))
         except Exception as e:  # noqa: BLE001 - a failing variant is reported, the table goes on
             rows.append(Row(name, None, note=f"failed: {type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"))
