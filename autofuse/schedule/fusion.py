@@ -111,6 +111,15 @@ def merged_space(a: FusionGroup, b: FusionGroup) -> tuple[int, int, bool] | str:
     return red.numel, red.rnumel, True
 
 
+def reorders_loops(a: FusionGroup, b: FusionGroup) -> bool:
+    """Would a node of a ∪ b run in the merged kernel with its loops reordered?"""
+    space = merged_space(a, b)
+    if isinstance(space, str) or not space[2]:
+        return False
+    return any((p := placement(n, space[0], space[1], True)) is not None and p.order is not None
+               for n in a.nodes + b.nodes)
+
+
 def scan_mix(a: FusionGroup, b: FusionGroup) -> str | None:
     """Why the scans of a ∪ b cannot share a kernel, else None: a scan's r loop carries its prefix
     in one direction, which a reduction's loop or a scan in the other direction cannot share."""

@@ -16,7 +16,7 @@ from ..codegen.device import REFERENCE, DeviceFacts, device_facts
 from ..codegen.options import KernelView, apply_defaults, option
 from ..codegen.tiling import Tiling
 from ..lower.conv_layout import ConvSite, channels_last_pays
-from .fusion import FusionGroup, is_outer_reduction, merged_space
+from .fusion import FusionGroup, is_outer_reduction, merged_space, reorders_loops
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,9 @@ class Heuristics:
     persistent_rnumel_max: int = 1024
     looped_rblock_max: int = 2048
     looped_cache_hints: bool = True      # a looped row reduction's default carries cache hints (see launch_config)
+    # a pointwise node may join a reduction's kernel with its loops reordered (schedule/loops.py), as
+    # Inductor's loop_ordering_after_fusion lets it: softmax over a leading dim becomes one kernel
+    reorder_loops: bool = True
     interpreter_block_elems: int = 1 << 16
     split_below_programs_per_sm: int = 2  # split a reduction whose x grid is smaller than 2 programs per SM...
     split_min_rnumel: int = 4096          # ...and whose rows are at least this long
@@ -142,6 +145,8 @@ class Heuristics:
             return "no shared data"
         if len(a.nodes) + len(b.nodes) > self.max_fusion_size:
             return f"fusion would exceed {self.max_fusion_size} nodes"
+        if not self.reorder_loops and reorders_loops(a, b):
+            return "a node would run with its loops reordered (reorder_loops is off)"
         return self.why_not_keep_split(a, b)
 
     def why_not_keep_split(self, a: "FusionGroup", b: "FusionGroup") -> str | None:

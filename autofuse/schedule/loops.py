@@ -21,18 +21,35 @@ from .nodes import MemoryDep, SchedulerNode
 @dataclass(frozen=True)
 class Placement:
     """How a node maps onto a kernel: `cls` is "x" (x loop only), "r" (x and r loops) or
-    "red" (a reduction); `split` is how many of the node's leading sizes lie in the x loop."""
+    "red" (a reduction); `split` is how many of the node's dims (in `order`) lie in the x loop.
+    `order` lists the node's dims in kernel order, x dims first (None: as the node has them): a
+    pointwise node whose sizes put the kernel's r extent before its x extent (the output of a
+    softmax over a leading dim) runs with its loops reordered, as Inductor reorders loops to fuse."""
 
     cls: str
     split: int
+    order: tuple[int, ...] | None = None
+
+    def _dims(self, node: SchedulerNode) -> list[int]:
+        return list(self.order) if self.order is not None else list(range(len(node.sizes)))
 
     def x_sizes(self, node: SchedulerNode) -> tuple[int, ...]:
-        return tuple(node.sizes[: self.split])
+        return tuple(node.sizes[d] for d in self._dims(node)[: self.split])
 
     def r_sizes(self, node: SchedulerNode) -> tuple[int, ...]:
         if self.cls == "red":
             return tuple(node.rsizes)
-        return tuple(node.sizes[self.split:])
+        return tuple(node.sizes[d] for d in self._dims(node)[self.split:])
+
+    def x_vars(self, node: SchedulerNode) -> list[sympy.Symbol]:
+        return [node.vars[d] for d in self._dims(node)[: self.split]]
+
+    def r_vars(self, node: SchedulerNode) -> list[sympy.Symbol]:
+        if self.cls == "red":
+            return list(node.rvars)
+        if self.cls == "r":
+            return [node.vars[d] for d in self._dims(node)[self.split:]]
+        return []
 
     def kernel_vars(self, node: SchedulerNode) -> dict[sympy.Symbol, sympy.Expr]:
         """Each node variable as an expression of the kernel's xindex / rindex (row-major), so
@@ -40,13 +57,11 @@ class Placement:
         xsym = sympy.Symbol("xindex", integer=True, nonnegative=True)
         rsym = sympy.Symbol("rindex", integer=True, nonnegative=True)
         xs = row_major_vars(xsym, self.x_sizes(node))
-        if self.cls == "red":
-            rs, rvars = row_major_vars(rsym, self.r_sizes(node)), node.rvars
-        elif self.cls == "r":
-            rs, rvars = row_major_vars(rsym, self.r_sizes(node)), node.vars[self.split:]
-        else:
-            rs, rvars = [], []
-        return dict(list(zip(node.vars[: self.split], xs)) + list(zip(rvars, rs)))
+        rs = row_major_vars(rsym, self.r_sizes(node)) if self.cls in ("r", "red") else []
+        return dict(list(zip(self.x_vars(node), xs)) + list(zip(self.r_vars(node), rs)))
+
+
+MAX_REORDERED_DIMS = 8
 
 
 def placement(node: SchedulerNode, numel: int, rnumel: int, is_reduction_kernel: bool) -> Placement | None:
@@ -68,9 +83,43 @@ def placement(node: SchedulerNode, numel: int, rnumel: int, is_reduction_kernel:
                 return Placement("r", k)
             if k < len(node.sizes):
                 acc *= node.sizes[k]
+        order = reordered_dims(node.sizes, numel, rnumel)
+        if order is not None:
+            return Placement("r", len(order) - _r_count(node.sizes, order, rnumel), order)
     if node.numel == numel:
         return Placement("x", len(node.sizes))
     return None
+
+
+def reordered_dims(sizes: Sequence[int], numel: int, rnumel: int) -> tuple[int, ...] | None:
+    """The one way to take some of `sizes`' dims (kept in order) as an r extent of `rnumel` and the
+    rest as an x extent of `numel`: the dims in kernel order, x dims first; None when there is no
+    such way or more than one (then which dims meet the reduction's r loop is not known from sizes
+    alone). Dims of size 1 stay in x."""
+    big = [d for d, s in enumerate(sizes) if s != 1]
+    if len(big) > MAX_REORDERED_DIMS:
+        return None
+    found: tuple[int, ...] | None = None
+    for mask in range(1, 1 << len(big)):
+        r = [d for i, d in enumerate(big) if mask >> i & 1]
+        if prod([sizes[d] for d in r]) != rnumel or prod([sizes[d] for d in big if d not in r]) != numel:
+            continue
+        if found is not None:
+            return None
+        x = [d for d in range(len(sizes)) if d not in r]
+        found = tuple(x + r)
+    return found
+
+
+def _r_count(sizes: Sequence[int], order: Sequence[int], rnumel: int) -> int:
+    """How many of the last dims of `order` make up the r extent."""
+    acc, k = 1, 0
+    for d in reversed(order):
+        if acc == rnumel:
+            break
+        acc *= sizes[d]
+        k += 1
+    return k
 
 
 def refine(a: Sequence[int], b: Sequence[int]) -> list[int] | None:
@@ -118,11 +167,9 @@ def same_point(producer: SchedulerNode, pp: Placement, consumer: SchedulerNode, 
     if xr is None:
         return f"loops of {producer.name} {tuple(xa)} and {consumer.name} {tuple(xb)} do not split alike"
     xs = make_vars("c", len(xr))
-    p_vars, c_vars = producer.vars, consumer.vars + consumer.rvars
-    p_sizes = list(producer.sizes)
+    p_vars, p_sizes = producer.vars, list(producer.sizes)
     c_sizes_x, c_sizes_r = list(cp.x_sizes(consumer)), list(cp.r_sizes(consumer))
-    c_all_vars_x = (consumer.vars[: cp.split])
-    c_all_vars_r = consumer.vars[cp.split:] if cp.cls == "r" else (consumer.rvars if cp.cls == "red" else [])
+    c_all_vars_x, c_all_vars_r = cp.x_vars(consumer), cp.r_vars(consumer)
     # drop size-1 dims: their variables are always 0
     # (sympy zeros: xreplace of a bare symbol returns the replacement itself)
     zero = {v: sympy.Integer(0) for v, s in zip(p_vars, p_sizes) if s == 1}
@@ -130,8 +177,8 @@ def same_point(producer: SchedulerNode, pp: Placement, consumer: SchedulerNode, 
     zero.update({v: sympy.Integer(0) for v, s in zip(c_all_vars_r, c_sizes_r) if s == 1})
     w = sympy.sympify(producer.write.index).xreplace(zero)
     r = sympy.sympify(read.index).xreplace(zero)
-    pxv = [v for v, s in zip(p_vars[: pp.split], p_sizes[: pp.split]) if s != 1]
-    pxs = [s for s in p_sizes[: pp.split] if s != 1]
+    pxv = [v for v, s in zip(pp.x_vars(producer), pp.x_sizes(producer)) if s != 1]
+    pxs = [s for s in pp.x_sizes(producer) if s != 1]
     cxv = [v for v, s in zip(c_all_vars_x, c_sizes_x) if s != 1]
     cxs = [s for s in c_sizes_x if s != 1]
     w = _canonical(w, pxv, pxs, xr, xs)
@@ -143,7 +190,7 @@ def same_point(producer: SchedulerNode, pp: Placement, consumer: SchedulerNode, 
         if rr is None:
             return f"r loops of {producer.name} and {consumer.name} do not split alike"
         rs = make_vars("q", len(rr))
-        prv = [v for v, s in zip(p_vars[pp.split:], p_sizes[pp.split:]) if s != 1]
+        prv = [v for v, s in zip(pp.r_vars(producer), pp.r_sizes(producer)) if s != 1]
         crv = [v for v, s in zip(c_all_vars_r, c_sizes_r) if s != 1]
         w = _canonical(w, prv, pr, rr, rs)
         r = _canonical(r, crv, cr, rr, rs)
