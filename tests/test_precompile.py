@@ -147,7 +147,8 @@ class FakeCudaDriver:
 
 
 def _programs():
-    """Kernels of several kinds: persistent and looped rows, a column sum, a scan, a transpose."""
+    """Kernels of several kinds: persistent and looped rows, a column sum, a scan, a transpose, a
+    reduction with a reordered consumer."""
     def norm(x, w):
         return torch.nn.functional.layer_norm(x, (x.shape[-1],), w) * 2
 
@@ -162,8 +163,11 @@ def _programs():
 
     def transpose(x):
         return (x.t() * 3).contiguous()
+
+    def softmax_first(x):   # the output's loops reordered into the statistics' kernel
+        return torch.softmax(x, 0)
     return [(norm, (rand((33, 200)), rand((200,)))), (wide, (rand((5, 9000)),)), (columns, (rand((3000, 17)),)),
-            (scan, (rand((6, 300)),)), (transpose, (rand((300, 70)),))]
+            (scan, (rand((6, 300)),)), (transpose, (rand((300, 70)),)), (softmax_first, (rand((37, 5, 9)),))]
 
 
 @needs_async
@@ -199,7 +203,7 @@ def test_warm_up_compiles_every_generated_kernel_for_sm90(tmp_path, monkeypatch)
                 twin = dataclasses.replace(step, fn=getattr(mod, info.fn_name), device=None)
                 twin._launch.enabled = True
                 twins.append(twin)
-    assert len({t.warm_key() for t in twins}) == len(twins) >= 5
+    assert len({t.warm_key() for t in twins}) == len(twins) >= 6
     monkeypatch.setattr(driver, "_active", FakeCudaDriver())   # restored after the test
     assert precompile(twins, threads=4) == len(twins)
     for t in twins:
