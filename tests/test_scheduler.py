@@ -1,4 +1,5 @@
 """Scheduler: legality verdicts with reasons, the score's 16x rule, dead nodes, memory reuse, indexing width."""
+import pytest
 import torch
 
 from autofuse import CompileOptions, Heuristics
@@ -9,7 +10,7 @@ from autofuse.runtime.program import Alloc
 from autofuse.schedule.fusion import can_fuse, singleton
 from autofuse.schedule.heuristics import FusionScore
 from autofuse.schedule.scheduler import SchedulerGraph
-from tests.helpers import compile_and_compare, kernels_of, rand
+from tests.helpers import assert_close, compile_and_compare, kernels_of, rand
 
 
 def _groups(fn, args, heuristics=None):
@@ -118,3 +119,17 @@ def test_64bit_indexing_when_a_tensor_needs_it():
     assert "tl.program_id(0).to(tl.int64)" in src
     small = compile_graph(gm, [torch.empty(1000)], CompileOptions(strict=True))
     assert "tl.int64" not in small.kernels[0].source.split("@triton.jit\ndef triton_")[1]
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2])
+def test_a_reductions_finalization_fuses_whatever_dim_it_drops(dim):
+    """var over a middle dim: the statistics' node keeps the reduced dim as size 1 (7, 1, 29), the
+    finalization drops it (7, 29); both name their variables i0, i1, ..., and the producer's size-1
+    i1 is not the consumer's i1 — one kernel, eager's values."""
+    from autofuse.capture.trace import compile_traced
+    from autofuse.options import CompileOptions
+    x = rand((7, 13, 29))
+    fn = lambda x: x.var(dim)  # noqa: E731
+    compiled = compile_traced(fn, (x,), CompileOptions(strict=True, use_db=False, poison=True))
+    assert_close(compiled(x)[0], fn(x))
+    assert len([k for k in kernels_of(compiled) if k.kind != "fallback"]) == 1

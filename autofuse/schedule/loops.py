@@ -170,13 +170,14 @@ def same_point(producer: SchedulerNode, pp: Placement, consumer: SchedulerNode, 
     p_vars, p_sizes = producer.vars, list(producer.sizes)
     c_sizes_x, c_sizes_r = list(cp.x_sizes(consumer)), list(cp.r_sizes(consumer))
     c_all_vars_x, c_all_vars_r = cp.x_vars(consumer), cp.r_vars(consumer)
-    # drop size-1 dims: their variables are always 0
+    # drop size-1 dims: their variables are always 0 — each node's own (nodes name their variables
+    # alike, so the producer's i1 of size 1 is not the consumer's i1)
     # (sympy zeros: xreplace of a bare symbol returns the replacement itself)
-    zero = {v: sympy.Integer(0) for v, s in zip(p_vars, p_sizes) if s == 1}
-    zero.update({v: sympy.Integer(0) for v, s in zip(c_all_vars_x, c_sizes_x) if s == 1})
-    zero.update({v: sympy.Integer(0) for v, s in zip(c_all_vars_r, c_sizes_r) if s == 1})
-    w = sympy.sympify(producer.write.index).xreplace(zero)
-    r = sympy.sympify(read.index).xreplace(zero)
+    p_zero = {v: sympy.Integer(0) for v, s in zip(p_vars, p_sizes) if s == 1}
+    c_zero = {v: sympy.Integer(0) for v, s in zip(c_all_vars_x, c_sizes_x) if s == 1}
+    c_zero.update({v: sympy.Integer(0) for v, s in zip(c_all_vars_r, c_sizes_r) if s == 1})
+    w = sympy.sympify(producer.write.index).xreplace(p_zero)
+    r = sympy.sympify(read.index).xreplace(c_zero)
     pxv = [v for v, s in zip(pp.x_vars(producer), pp.x_sizes(producer)) if s != 1]
     pxs = [s for s in pp.x_sizes(producer) if s != 1]
     cxv = [v for v, s in zip(c_all_vars_x, c_sizes_x) if s != 1]
