@@ -19,6 +19,8 @@ element — no compare, no select, no exp fix-ups. About 8 SASS instructions an 
 (95%) (docs/defaults.md). R is rounded, but every sum is kept relative to that same
 rounded R, and the final step brings lanes to the row's max with 2^(R − M·log2(e)), whose product
 is exact in an FMA: the error stays that of one exp.
+Which pairs run online is decided here (`online_pairs`); OnlineMixin emits the updates and the
+final step inside KernelWriter's r loop (looped.py).
 """
 from __future__ import annotations
 

@@ -18,6 +18,8 @@ Legal when every reduction combines from partials (sum, prod, max, min, any, all
 the r loop (another reduction, a softmax's exp(x - max)) needs a reduction's value — except a
 softmax's sum run online with its max: each chunk stores its max and its sum relative to it, and
 the last program brings every chunk's sum to the row's max, exp(m_chunk - max) times.
+The legality rule and the header lines are functions here; SplitMixin emits the partial stores and
+the last program's block inside KernelWriter.
 """
 from __future__ import annotations
 
