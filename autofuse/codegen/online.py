@@ -19,6 +19,8 @@ element — no compare, no select, no exp fix-ups. About 8 SASS instructions an 
 (95%) (docs/defaults.md). R is rounded, but every sum is kept relative to that same
 rounded R, and the final step brings lanes to the row's max with 2^(R − M·log2(e)), whose product
 is exact in an FMA: the error stays that of one exp.
+Which pairs run online is decided here (`online_pairs`); OnlineMixin emits the updates and the
+final step inside KernelWriter's r loop (looped.py).
 """
 from __future__ import annotations
 
@@ -32,6 +34,8 @@ from ..ir.index import fold_divmod
 from ..ir.ops import OpsHandler
 from ..schedule.loops import Placement
 from ..schedule.nodes import SchedulerNode
+from .emitter import TV
+from .printer import tl_dtype
 
 Tree = tuple  # a body traced to a comparable expression
 LOG2E = "1.4426950408889634"
@@ -152,3 +156,75 @@ def chunk_width(xblock: int, rblock: int, num_warps: int, itemsize: int) -> int:
     while v > 1 and (v > per_thread or rblock % v):
         v //= 2
     return v
+
+
+class OnlineMixin:
+    """KernelWriter's online updates and final step (reads the writer's state, set in
+    KernelWriter.__init__: `online` the pairs, `chunk` the chunk width)."""
+
+    def _online_chunk(self) -> int:
+        """chunk_width for the widest buffer the r loop reads (its load sets the thread layout);
+        1 where the rows are strided (strided_rows)."""
+        if strided_rows(self.members, tuple(self.online.values())):
+            return 1
+        reads = {r for n, p in self.members if p.cls in ("r", "red") for r in n.read_names} - set(self.by_buffer)
+        size = max((self.dtypes[r].itemsize for r in reads if r in self.dtypes), default=4)
+        c = self.config
+        return chunk_width(c.XBLOCK, c.RBLOCK, c.num_warps, size)
+
+    def _online_update(self, node: SchedulerNode, v: TV, accs: dict) -> None:
+        """Before the max's update: each partner sum (of exp(v - max)) relative to the lane's
+        running max m. With d = v - m, one exp per element: v <= m adds exp(d); v > m rescales the
+        sum by exp(-d) and adds 1 (v is the new max). A NaN d (v = m = -inf, or a NaN) adds
+        nothing: the non-propagating max turns it into exp(-inf) = 0 — the final step makes a row
+        with a NaN NaN. Few instructions matter: this runs on every element of a long row."""
+        m, _, dt = accs[node.name]
+        d = self.cse(f"{v} - {m}", dt)
+        up = self.cse(f"{d} > 0", torch.bool)
+        e = self.cse(f"tl.exp(tl.maximum(-tl.abs({d}), float(\"-inf\")))", dt)
+        for b, a in self.online.items():
+            if a == node.name:
+                bacc = accs[b][0]
+                self.emit(f"{bacc} = tl.where({up}, {bacc} * {e} + 1.0, {bacc} + {e})")
+
+    def _online_chunk_update(self, node: SchedulerNode, v: TV, accs: dict) -> None:
+        """The chunked update: per chunk of `self.chunk` elements its max m' (NaN-propagating),
+        R = m'·log2(e) (0 for a chunk of -inf, so -inf adds exp2(-inf) = 0), then each partner sum
+        s·2^(R_old − R) + Σ 2^(v·log2(e) − R), with R_old = -inf (scale 0, s is 0) while the lane
+        has seen only -inf; the max's accumulator becomes m'."""
+        m, _, dt = accs[node.name]
+        f32 = "" if dt == torch.float32 else ".to(tl.float32)"
+        v3 = self.cse(f"tl.reshape({v}, [XBLOCK, RBLOCK // {self.chunk}, {self.chunk}])", dt)
+        mn = self.cse(f"tl.maximum({m}, tl.reduce({v3}, 2, _max_nan), propagate_nan=tl.PropagateNan.ALL)", dt)
+        # _log2e_mul: one rounding, the same wherever R is used (a compiler-fused FMA would differ)
+        ref = self.cse(f"_log2e_mul(tl.where({mn} == float(\"-inf\"), 0.0, {mn}){f32})", torch.float32)
+        old = self.cse(f"_log2e_mul({m}{f32})", torch.float32)  # -inf before the first finite value: scale 0
+        scale = self.cse(f"_exp2_ftz({old} - {ref})", torch.float32)
+        # one FMA: the product v·log2(e) unrounded, so the error is that of ref alone (see the note)
+        total = self.cse(f"tl.reduce(_exp2_ftz(tl.fma({v3}{f32}, {LOG2E}, -{ref}[:, :, None])), 2, _fast_sum)",
+                         torch.float32)
+        for b, a in self.online.items():
+            if a == node.name:
+                bacc, _, bdt = accs[b]
+                cast = "" if bdt == torch.float32 else f".to({tl_dtype(bdt)})"
+                self.emit(f"{bacc} = ({bacc} * {scale} + {total}){cast}")
+        self.emit(f"{m} = {mn}")
+
+    def _online_finish(self, node: SchedulerNode, accs: dict) -> TV:
+        """The sum relative to the final max: each lane's sum times exp(lane max - max) (chunked:
+        2^(R - max·log2(e)), R the lane's reference); a row of -inf (exp(-inf - -inf)) or with a
+        NaN is NaN, as in eager."""
+        a = self.online[node.name]
+        acc, _, dt = accs[node.name]
+        m = self.scope.node_value(a)
+        if self.chunk > 1:
+            f32 = "" if accs[a][2] == torch.float32 else ".to(tl.float32)"
+            ref = self.cse(f"_log2e_mul(tl.where({accs[a][0]} == float(\"-inf\"), 0.0, {accs[a][0]}){f32})",
+                           torch.float32)
+            lanes = self.cse(f"tl.where({acc} == 0, 0.0, {acc} * tl.exp2(tl.fma(-{m}{f32}, {LOG2E}, {ref})))", dt)
+        else:
+            lanes = self.cse(f"tl.where({acc} == 0, 0.0, {acc} * tl.exp({accs[a][0]} - {m}))", dt)
+        total = self.cse(f"tl.reduce({lanes}, 1, _fast_sum)[:, None]", dt)
+        if self.role == "partial":  # the chunk's sum relative to the chunk's max (split.py's combine)
+            return total
+        return self.cse(f"tl.where({m} > float(\"-inf\"), {total}, float(\"nan\"))", dt)

@@ -18,6 +18,8 @@ Legal when every reduction combines from partials (sum, prod, max, min, any, all
 the r loop (another reduction, a softmax's exp(x - max)) needs a reduction's value — except a
 softmax's sum run online with its max: each chunk stores its max and its sum relative to it, and
 the last program brings every chunk's sum to the row's max, exp(m_chunk - max) times.
+The legality rule and the header lines are functions here; SplitMixin emits the partial stores and
+the last program's block inside KernelWriter.
 """
 from __future__ import annotations
 
@@ -29,6 +31,8 @@ from triton import next_power_of_2
 
 from ..schedule.loops import Placement
 from ..schedule.nodes import SchedulerNode
+from .emitter import TV
+from .expressions import convert, reduction_default
 
 SPLITTABLE_REDUCTIONS = frozenset({"sum", "prod", "max", "min", "any", "all"})
 MAX_SPLIT = 4096
@@ -96,3 +100,62 @@ class SplitWorkspaces:
 
     split: int
     workspace_dtypes: tuple[torch.dtype, ...]
+
+
+class SplitMixin:
+    """KernelWriter's partial stores and its last program's combine (reads the writer's state, set
+    in KernelWriter.__init__; `role` is "partial" in the r loop, "combine" in the last program)."""
+
+    def _emit_last_program(self, i64: str) -> None:
+        """The x block's last program reduces each reduction's partials, then runs the x-loop
+        nodes, in member order."""
+        for line in last_program_header(self.split):
+            self.emit(line)
+        self.role = "combine"
+        self.push_scope()
+        for line in combine_header(self.split, i64):
+            self.emit(line)
+        for node, pl in self.members:
+            if pl.cls == "red":
+                self._combine_partials(node, pl, self.workspaces)
+            elif pl.cls == "x":
+                self.emit_pointwise(node, pl)
+        self.emit(counter_reset())
+        self.pop_scope()
+        self.role = "partial"
+
+    def _store_partial(self, node: SchedulerNode, value: TV) -> None:
+        """This chunk's partial goes to row rsplit_id of the reduction's workspace [split, numel]."""
+        ws_dtype = torch.int8 if value.dtype == torch.bool else value.dtype
+        k = len(self.workspaces)
+        self.workspaces[node.name] = ws_dtype
+        v = value.name if value.dtype == ws_dtype else convert(value.name, ws_dtype)
+        self.emit(f"tl.store(ws_ptr{k} + (rsplit_id * xnumel + xindex), {v}, xmask)")
+
+    def _combine_partials(self, node: SchedulerNode, pl: Placement, workspaces: dict[str, torch.dtype]) -> None:
+        """The reduction's value from its partials, reduced like the r loop's final step."""
+        rtype = node.buffer.body.reduction_type
+        vals = self._partials(node.name, rtype, workspaces)
+        if node.name in self.online:
+            result = self._combine_online(node, vals, workspaces)
+        else:
+            result = self._finish(rtype, vals, None)
+        self.scope.node_values[node.name] = result
+        self.store(node, pl, result)
+
+    def _partials(self, name: str, rtype: str, workspaces: dict[str, torch.dtype]) -> TV:
+        k, dtype = list(workspaces).index(name), workspaces[name]
+        # .cg: from L2, where the other programs' partials are (the acq_rel ticket orders them)
+        return self.cse(f"tl.load(ws_ptr{k} + (sindex * xnumel + xindex), xsmask, "
+                        f"other={reduction_default(rtype, dtype)}, cache_modifier=\".cg\")", dtype)
+
+    def _combine_online(self, node: SchedulerNode, sums: TV, workspaces: dict[str, torch.dtype]) -> TV:
+        """An online sum from its chunks' sums, each relative to its chunk's max: brought to the
+        row's max M (its max's combined value) by exp(m_chunk - M); an empty or all -inf chunk
+        adds 0; a row of -inf or with a NaN is NaN, as in eager."""
+        a = self.online[node.name]
+        maxes = self._partials(a, "max", workspaces)
+        m = self.scope.node_value(a)
+        terms = self.cse(f"tl.where({sums} == 0, 0.0, {sums} * tl.exp({maxes} - {m}))", sums.dtype)
+        total = self.cse(f"tl.reduce({terms}, 1, _fast_sum)[:, None]", sums.dtype)
+        return self.cse(f"tl.where({m} > float(\"-inf\"), {total}, float(\"nan\"))", sums.dtype)

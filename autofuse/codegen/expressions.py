@@ -1,0 +1,159 @@
+"""Per-node expression emission: a node body's math, constants, casts and masks as Triton text.
+
+Note: a node body runs with the KernelWriter as its ops handler; each op becomes one CSE'd line
+(emitter.py). A node's value is computed on demand, the first time something reads it, in the
+current scope: a load of a buffer produced inside the kernel returns the producer's value
+(legality guaranteed it is the same element). Float and integer ops differ where torch's
+semantics do (floor division, remainder, NaN-propagating max/min): the templates follow eager.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import sympy
+import torch
+
+from ..ir.ops import MATH_OPS
+from ..schedule.loops import Placement
+from ..schedule.nodes import SchedulerNode
+from .emitter import TV
+from .printer import tl_dtype
+from .scan import scan_value
+
+REDUCTION_DEFAULTS = {"sum": 0, "prod": 1, "any": 0, "all": 1}
+
+
+def is_float(dtype: torch.dtype) -> bool:
+    return dtype.is_floating_point
+
+
+def template(name: str, dtype: torch.dtype) -> str:
+    """The Triton text of math op `name` on operands of `dtype`: `{0}`, `{1}`... the operands,
+    `{T}` the result's Triton dtype."""
+    f = is_float(dtype)
+    t = {
+        "add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}", "truediv": "{0} / {1}",
+        "floordiv": "tl.floor({0} / {1})" if f else "_floordiv({0}, {1})",
+        "truncdiv": "_trunc({0} / {1})" if f else "{0} // {1}",
+        "remainder": "_remainder_float({0}, {1})" if f else "_remainder_int({0}, {1})",
+        "fmod": "{0} % {1}", "neg": "-{0}", "abs": "tl.abs({0})",
+        "sign": "({0} > 0).to({T}) - ({0} < 0).to({T})",  # sign(nan) is 0, as in eager
+        "reciprocal": "1.0 / {0}", "sqrt": "_sqrt({0})", "rsqrt": "_rsqrt({0})", "exp": "tl.exp({0})",
+        "exp2": "tl.exp2({0})", "expm1": "_expm1({0})", "log": "tl.log({0})", "log2": "tl.log2({0})",
+        "log1p": "_log1p({0})", "sin": "tl.sin({0})", "cos": "tl.cos({0})", "tan": "_tan({0})",
+        "tanh": "_tanh({0})", "sigmoid": "1.0 / (1.0 + tl.exp(-{0}))", "erf": "tl.erf({0})", "pow": "_pow({0}, {1})",
+        "floor": "tl.floor({0})", "ceil": "tl.ceil({0})", "round": "_round({0})", "trunc": "_trunc({0})",
+        "maximum": "tl.maximum({0}, {1}, propagate_nan=tl.PropagateNan.ALL)" if f else "tl.maximum({0}, {1})",
+        "minimum": "tl.minimum({0}, {1}, propagate_nan=tl.PropagateNan.ALL)" if f else "tl.minimum({0}, {1})",
+        "relu": "tl.where({0} < 0, 0, {0})",
+        "bitwise_and": "{0} & {1}", "bitwise_or": "{0} | {1}", "bitwise_xor": "{0} ^ {1}",
+        "bitwise_not": "~{0}", "lshift": "{0} << {1}", "rshift": "{0} >> {1}",
+        "lt": "{0} < {1}", "le": "{0} <= {1}", "gt": "{0} > {1}", "ge": "{0} >= {1}", "eq": "{0} == {1}",
+        "ne": "{0} != {1}", "logical_and": "{0} & {1}", "logical_or": "{0} | {1}",
+        "logical_xor": "{0} ^ {1}", "logical_not": "{0} == 0",
+        "isnan": "{0} != {0}", "isinf": "tl.abs({0}) == float('inf')", "where": "tl.where({0}, {1}, {2})",
+        "atan": "_atan({0})", "asin": "_asin({0})", "acos": "_acos({0})", "sinh": "_sinh({0})",
+        "cosh": "_cosh({0})", "erfc": "_erfc({0})",
+    }.get(name)
+    if t is None:
+        raise NotImplementedError(f"no Triton template for op {name}")
+    return t
+
+
+def literal(value: Any, dtype: torch.dtype) -> str:
+    """A Python scalar as Triton source of `dtype` (inf and NaN spelled as float(...))."""
+    if dtype == torch.bool:
+        return "1" if value else "0"
+    if is_float(dtype):
+        v = float(value)
+        if v != v:
+            return 'float("nan")'
+        if v in (float("inf"), float("-inf")):
+            return 'float("inf")' if v > 0 else 'float("-inf")'
+        return repr(v)
+    return str(int(value))
+
+
+def convert(text: str, dtype: torch.dtype) -> str:
+    """Conversion of a value to dtype; bf16 goes through the prelude's correctly rounding helper."""
+    if dtype == torch.bfloat16:
+        return f"_to_bf16({text})"
+    return f"{text}.to({tl_dtype(dtype)})"
+
+
+def reduction_default(rtype: str, dtype: torch.dtype) -> str:
+    """The identity of reduction `rtype` in `dtype`: a masked lane's value and an accumulator's start."""
+    if rtype in REDUCTION_DEFAULTS:
+        return literal(REDUCTION_DEFAULTS[rtype], dtype)
+    lo = rtype in ("max", "argmax")
+    if is_float(dtype):
+        return 'float("-inf")' if lo else 'float("inf")'
+    if dtype == torch.bool:
+        return "0" if lo else "1"
+    info = torch.iinfo(dtype)
+    return str(info.min if lo else info.max)
+
+
+class ExpressionMixin:
+    """KernelWriter's ops-handler methods other than load, and node evaluation (reads the
+    writer's state, set in KernelWriter.__init__)."""
+
+    def constant(self, value: Any, dtype: torch.dtype) -> TV:
+        # rank of the kernel's blocks: tl.broadcast_to and tl.store do not add leading dims
+        shape = "[1, 1]" if self.reduction_kernel or self.tile is not None else "[1]"
+        return self.cse(f"tl.full({shape}, {literal(value, dtype)}, {tl_dtype(dtype)})", dtype)
+
+    def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> TV:
+        if not expr.free_symbols:
+            return self.constant(int(expr), dtype)
+        return self.cse(convert(f"({self.index_str(expr)})", dtype), dtype)
+
+    def to_dtype(self, value: TV, dtype: torch.dtype) -> TV:
+        if value.dtype == dtype:
+            return value
+        if dtype == torch.bool:
+            return self.cse(f"({value} != 0)", dtype)
+        return self.cse(convert(value.name, dtype), dtype)
+
+    def masked(self, mask: TV, body: Callable[[], TV], other: Any) -> TV:
+        self.mask_stack.append(mask.name)
+        try:
+            result = body()
+        finally:
+            self.mask_stack.pop()
+        o = self.constant(other, result.dtype)
+        return self.cse(f"tl.where({mask}, {result}, {o})", result.dtype)
+
+    def indirect(self, value: TV, size: int) -> sympy.Symbol:
+        wrapped = self.cse(f"tl.where({value} < 0, {value} + {size}, {value})", value.dtype)
+        sym = sympy.Symbol(wrapped.name, integer=True)
+        self.indirect_names[sym] = wrapped.name
+        return sym
+
+    def op(self, name: str, *args: TV) -> TV:
+        rule = MATH_OPS[name]
+        dtype = args[0].dtype if rule == "same" else (torch.bool if rule == "bool" else args[1].dtype)
+        src = args[0].dtype
+        if name == "tanh" and self.config.fast_tanh and src == torch.float32:
+            return self.cse(f"_tanh_approx({args[0]})", dtype)  # legality: fast_math.py
+        text = template(name, src).format(*[a.name for a in args], T=tl_dtype(dtype))
+        return self.cse(text, dtype)
+
+    def value_of(self, name: str) -> TV:
+        hit = self.scope.node_value(name)
+        if hit is not None:
+            return hit
+        node, pl = self.by_buffer[name]
+        if pl.cls == "red":
+            raise RuntimeError(f"reduction {name} used before its loop finished")
+        saved = self.current
+        self.current = (node, pl)
+        try:
+            value = scan_value(self, node) if node.kind == "scan" else node.run_body(self)
+        finally:
+            self.current = saved
+        self.scope.node_values[name] = value
+        return value
+
+    def emit_pointwise(self, node: SchedulerNode, pl: Placement) -> None:
+        self.store(node, pl, self.value_of(node.name))

@@ -1,0 +1,168 @@
+"""Loads, stores, masks and indices of a kernel: how a node's buffer accesses become pointers.
+
+Note: a node's index (sympy, in the node's loop variables) is simplified under the node's ranges,
+rewritten in kernel terms (xindex, rindex; yindex in a tile) and folded back to the flat index
+where a multi-dim index is contiguous. A pointer gets the full block shape of its class (x or r),
+since tl.load/tl.store do not broadcast a pointer against its mask. A load inside an r loop whose
+address does not vary along r is hoisted before the loop (one [XBLOCK, 1] load per row). Gathered
+loads (index read from memory) are counted, so the cost model charges a sector per element, not
+the whole buffer.
+"""
+from __future__ import annotations
+
+import sympy
+import torch
+
+from ..ir.index import fold_divmod, simplify_index
+from ..schedule.loops import Placement
+from ..schedule.nodes import SchedulerNode
+from .cache_hints import hint, varies_along_x
+from .emitter import TV
+from .expressions import convert
+from .printer import print_expr
+from .tiling import tile_ranges, tiled_vars
+
+
+def load_cast(dtype: torch.dtype) -> str:
+    """The cast after a load: half types compute in float32, bools as int1."""
+    if dtype == torch.bool:
+        return ".to(tl.int1)"
+    return ".to(tl.float32)" if dtype in (torch.float16, torch.bfloat16) else ""
+
+
+class MemoryMixin:
+    """KernelWriter's index, mask, load and store emission (reads the writer's state, set in
+    KernelWriter.__init__)."""
+
+    def _shape(self, cls: str) -> str:
+        if self.tile is not None:
+            return "[YBLOCK, XBLOCK]"
+        if not self.reduction_kernel:
+            return "[XBLOCK]"
+        return "[XBLOCK, RBLOCK]" if cls in ("r", "red") else "[XBLOCK, 1]"
+
+    def _mask(self, cls: str) -> str:
+        base = "xmask" if (not self.reduction_kernel or cls == "x") else "xrmask"
+        if self.mask_stack:
+            return " & ".join([base] + self.mask_stack)
+        return base
+
+    def index_str(self, index: sympy.Expr, shape_cls: str | None = None) -> str:
+        node, pl = self.current
+        cls = shape_cls or pl.cls
+        # divisions the node's ranges make trivial dropped (a view of a view), then in kernel terms;
+        # a contiguous multi-dim index folds back to the flat xindex / rindex
+        ranges = dict(zip(node.vars, node.sizes)) | dict(zip(node.rvars, node.rsizes))
+        index = simplify_index(sympy.sympify(index), ranges)
+        kvars = tiled_vars(node, self.tile) if self.tile is not None else pl.kernel_vars(node)
+        index = simplify_index(index.xreplace(kvars), self.kernel_ranges)
+        index = fold_divmod(sympy.expand(index))
+        if not index.free_symbols:
+            return f"tl.full({self._shape(cls)}, {int(index)}, {'tl.int64' if self.use_int64 else 'tl.int32'})"
+        return print_expr(index, self.indirect_names)
+
+    @property
+    def kernel_ranges(self) -> dict[sympy.Symbol, int]:
+        """xindex and rindex below numel and rnumel (a lane past them is masked: its address is never used)."""
+        if self.tile is not None:
+            return tile_ranges(self.tile)
+        return {sympy.Symbol("xindex", integer=True, nonnegative=True): self.numel,
+                sympy.Symbol("rindex", integer=True, nonnegative=True): max(self.rnumel, 1)}
+
+    def pointer_index(self, index: sympy.Expr, shape_cls: str) -> str:
+        """Offsets of a load/store with the full block shape of `shape_cls`: an index that does not
+        vary along x (a size-1 or broadcast dim) or along r would otherwise give a pointer smaller
+        than its mask/value, which tl.load/tl.store do not broadcast."""
+        text = self.index_str(index, shape_cls)
+        if text.startswith("tl.full("):
+            return text
+        if self.tile is not None:  # a tile's offsets vary along both y and x
+            both = "xindex" in text and "yindex" in text
+            return text if both else f"tl.broadcast_to({text}, {self._shape(shape_cls)})"
+        need_r = self.reduction_kernel and shape_cls in ("r", "red")
+        if "xindex" in text and ("rindex" in text or not need_r):
+            return text
+        return f"tl.broadcast_to({text}, {self._shape(shape_cls)})"
+
+    def load(self, name: str, index: sympy.Expr) -> TV:
+        if name in self.by_buffer:
+            return self.value_of(name)
+        if name not in self.inputs:
+            self.inputs.append(name)
+        ptr = f"in_ptr{self.inputs.index(name)}"
+        dtype = self.dtypes[name]
+        node, pl = self.current
+        if sympy.sympify(index).free_symbols & set(self.indirect_names):
+            self.gathers.setdefault(name, {})[str(index)] = self.numel * (self.rnumel if pl.cls in ("r", "red") else 1)
+        else:
+            self.direct_reads.add(name)
+        cdt = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+        hoisted = self._hoisted_load(ptr, index, dtype, cdt)
+        if hoisted is not None:
+            return hoisted
+        policy = self._cache_hint(name, index)
+        ep = f", eviction_policy='{policy}'" if policy else ""
+        text = f"tl.load({ptr} + ({self.pointer_index(index, pl.cls)}), {self._mask(pl.cls)}, other=0{ep})"
+        return self.cse(text + load_cast(dtype), cdt)
+
+    def _hoisted_load(self, ptr: str, index: sympy.Expr, dtype: torch.dtype, cdt: torch.dtype) -> TV | None:
+        """A load inside an r loop whose address does not vary along r (a norm's shift, a softmax's
+        max read back) issued once per row before the loop, as an [XBLOCK, 1] value the loop's blocks
+        broadcast against, instead of one broadcast load per r element on every step. Not under
+        masked() (its mask may vary along r) nor through an indirect index."""
+        node, pl = self.current
+        if (self.hoist is None or pl.cls not in ("r", "red") or self.mask_stack
+                or sympy.sympify(index).free_symbols & set(self.indirect_names)):
+            return None
+        text = self.index_str(index, "x")
+        if "rindex" in text:
+            return None
+        scope, _ = self.hoist
+        body = f"tl.load({ptr} + ({self.pointer_index(index, 'x')}), xmask, other=0){load_cast(dtype)}"
+        key = f"{body}::{cdt}"
+        hit = scope.lookup(key)
+        if hit is not None:
+            return hit
+        tv = TV(f"tmp{self.counter}", cdt)
+        self.counter += 1
+        at = self.hoist[1]
+        self.lines.insert(at, "    " * scope.indent + f"{tv.name} = {body}")
+        self.hoist = (scope, at + 1)
+        scope.cache[key] = tv
+        return tv
+
+    def gathered_elements(self, name: str) -> int | None:
+        """Elements the kernel loads from `name` when every load of it is a gather (its index read
+        from memory), else None (the kernel streams the buffer)."""
+        if name in self.direct_reads or name not in self.gathers:
+            return None
+        return sum(self.gathers[name].values())
+
+    def _cache_hint(self, name: str, index: sympy.Expr) -> str | None:
+        """cache_hints.py's policy for a direct load of an r-loop node outside masked() regions."""
+        node, pl = self.current
+        if (not self.config.cache_hints or pl.cls not in ("r", "red") or self.mask_stack
+                or sympy.sympify(index).free_symbols & set(self.indirect_names)):
+            return None
+        return hint(not varies_along_x(index, node, pl), self.persistent, self.pass_index,
+                    self.last_pass.get(name, self.pass_index))
+
+    def store(self, node: SchedulerNode, pl: Placement, value: TV) -> None:
+        if self.role == "partial" and pl.cls == "red":
+            self._store_partial(node, value)
+            return
+        if node.name not in self.stored:
+            return
+        self.outputs.append(node.name)
+        ptr = f"out_ptr{len(self.outputs) - 1}"
+        saved = self.current
+        self.current = (node, pl)
+        # a reduction's value is [XBLOCK, 1]: its store has the shape of an x-loop node's
+        shape_cls = "x" if pl.cls == "red" else pl.cls
+        idx = self.pointer_index(node.write.index, shape_cls)
+        self.current = saved
+        dt = node.buffer.dtype
+        v = value.name if value.dtype == dt else convert(value.name, dt)
+        mask = "xmask" if (not self.reduction_kernel or pl.cls in ("x", "red")) else "xrmask"
+        cm = ", cache_modifier='.cs'" if self.config.cache_hints and not self.reduction_kernel else ""
+        self.emit(f"tl.store(out_ptr_placeholder_{ptr} + ({idx}), {v}, {mask}{cm})")
