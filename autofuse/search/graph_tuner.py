@@ -23,30 +23,14 @@ from ..measure.timing import Benchmarker, CudaEventBenchmarker, PredictingBenchm
 from ..options import CompileOptions
 from ..plan.plan import FusionPlan
 from ..report import nbytes
-from ..schedule.heuristics import Heuristics
 from .evaluate import PlanEvaluator, runner_up_plans
 from .finalists import CONFIRM_MIN_ROUNDS, Finalist, needs_confirmation, pick, time_rounds, verify
-from .kernels import KernelTuner, TunerSettings, device_traits
+from .kernels import KernelTuner, device_traits
 from .progress import Progress
+from .settings import TuneSettings
 from .study import SpaceCache, enqueue_baselines, fail_stale_trials, open_study, quiet_optuna, study_name, worker_id
 
 BASELINES = ("inductor", "tvm", "none")
-
-
-@dataclass(frozen=True)
-class TuneSettings:
-    trials: int = 40                    # trials per graph (with resume: in total, counting earlier ones)
-    time_budget: float | None = None    # seconds for the whole tune (split over the graphs)
-    db: str | None = None               # tuning DB path or URL (default: $AUTOFUSE_DB, else the user cache)
-    seed: int = 0
-    resume: bool = False
-    finalists: int = 3                  # best distinct trials verified and timed end to end
-    runner_ups: int = 2                 # and the best one with a kernel's close runner-up config (evaluate.runner_up_plans)
-    rounds: int = 3                     # interleaved end-to-end timing rounds
-    kernel: TunerSettings = TunerSettings()
-    heuristics: Heuristics = Heuristics()
-    progress: bool = True
-    compare_torch_compile: bool = True  # time eager and torch.compile for the closing table (GPU only)
 
 
 @dataclass

@@ -30,6 +30,7 @@ from ..plan.space import CONFIG_RANGES
 from ..runtime.precompile import compiling_ahead
 from ..schedule.fusion import is_outer_reduction
 from ..codegen.config import FLAGS, next_pow2
+from .settings import KernelTuneSettings
 
 RECORD_SCHEMA = 1
 _TRITON_DTYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64",
@@ -59,17 +60,6 @@ CLOSE_SHARE = 0.01
 CLOSE_KEEP = 2
 
 
-@dataclass(frozen=True)
-class TunerSettings:
-    top_k: int = 6                 # configs measured per kernel, besides the default
-    explore: float = 0.25          # share of top_k drawn at random from the rest of the candidates
-    max_candidates: int | None = None  # configs considered (nearest the default first) before ranking;
-                                       # None: `candidate_limit` (more where a learned model ranks them)
-    kernel_timeout_s: float = 2.0  # a first run longer than this scores infinity
-    seed: int = 0
-    refine: int = 24               # then up to this many neighbours of the fastest measured (one knob each), best-first
-
-
 # Configs of one kernel considered before ranking, nearest the default first. A predictor that tells
 # configs apart (a learned model) ranks more: cross-entropy's best loss-reduction configs (split 4 at
 # 16-32 warps) are not among the first 48, and the model-only search picks a one-program config 4x
@@ -80,7 +70,7 @@ DEFAULT_CANDIDATES = 48
 RANKED_CANDIDATES = 160
 
 
-def candidate_limit(settings: TunerSettings, predictor: Any) -> int:
+def candidate_limit(settings: KernelTuneSettings, predictor: Any) -> int:
     """How many configs per kernel the tuner considers: the setting, else by what ranks them."""
     if settings.max_candidates is not None:
         return settings.max_candidates
@@ -290,7 +280,7 @@ class KernelTuner:
     """Tunes each kernel's config once per tune; measurements come from and go to the tuning DB."""
 
     def __init__(self, benchmarker: Benchmarker, predictor: Any, db: Any, device: str, traits: dict[str, Any],
-                 graph: str, settings: TunerSettings = TunerSettings(), interpret: bool = False,
+                 graph: str, settings: KernelTuneSettings = KernelTuneSettings(), interpret: bool = False,
                  on_measure: Callable[[dict[str, Any], Timing | None, str | None], None] | None = None) -> None:
         self.bench, self.predictor, self.db, self.device = benchmarker, predictor, db, device
         self.traits, self.graph, self.settings, self.interpret = traits, graph, settings, interpret
