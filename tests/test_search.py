@@ -516,8 +516,7 @@ def test_num_stages_is_not_searched():
     from autofuse import CompileOptions
 
     def groups(fn, args):
-        _, _, placed, *_ = schedule(trace_aten(fn, args), args, CompileOptions(strict=True, use_db=False))
-        return [g for g, _ in placed]
+        return schedule(trace_aten(fn, args), args, CompileOptions(strict=True, use_db=False)).groups
 
     rms = lambda x, w: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w  # noqa: E731
     red = next(g for g in groups(rms, [rand((64, 4096)), rand((4096,))]) if g.is_reduction)
@@ -549,7 +548,7 @@ def test_one_step_rows_are_a_family_of_their_own_among_the_first_candidates():
     from autofuse import CompileOptions
     rms = lambda x, w: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w  # noqa: E731
     args = [rand((64, 4096)), rand((4096,))]
-    _, _, placed, *_ = schedule(trace_aten(rms, args), args, CompileOptions(strict=True, use_db=False))
+    placed = schedule(trace_aten(rms, args), args, CompileOptions(strict=True, use_db=False)).placed
     red = next(g for g, _ in placed if g.is_reduction)
     default = Heuristics().launch_config("reduction", 32768, 4096, False, hints=True)
     configs = candidate_configs(red, default, interpret=False)
