@@ -229,14 +229,18 @@ class GraphSearch:
         if close is not None:   # within the spread: more paired rounds of the two decide
             time_rounds([incumbent, close], self.args, self.bench, CONFIRM_MIN_ROUNDS - len(close.rounds_us))
 
-    def conclude(self) -> GraphResult:
-        """Verify and time the finalists against the default plan, pick the winner, store it."""
-        finalists = self.finalists()
-        incumbent = Finalist("default (inductor)", self.baselines["inductor"].plan)
+    def verify_finalists(self, incumbent: Finalist, finalists: list[Finalist]) -> None:
+        """Check the default plan and the finalists; a rejected finalist is a failure of the tune."""
         for f in [incumbent, *finalists]:
             self.verify_plan(f)
             if f.error and f is not incumbent:
                 self.failures.append((f.name, f"rejected: {f.error}"))
+
+    def conclude(self) -> GraphResult:
+        """Verify and time the finalists against the default plan, pick the winner, store it."""
+        finalists = self.finalists()
+        incumbent = Finalist("default (inductor)", self.baselines["inductor"].plan)
+        self.verify_finalists(incumbent, finalists)
         self.time_finalists(incumbent, finalists)
         winner, why = pick(incumbent, finalists)
         source = "tuned" if self.bench.measures else "predicted"
