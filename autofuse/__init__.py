@@ -2,8 +2,9 @@
 from .api import compile, explain, tune
 from .options import CompileOptions
 from .schedule.heuristics import Heuristics
+from .search.settings import KernelTuneSettings, TuneSettings
 
-__all__ = ["compile", "explain", "tune", "CompileOptions", "Heuristics"]
+__all__ = ["compile", "explain", "tune", "CompileOptions", "Heuristics", "TuneSettings", "KernelTuneSettings"]
 __version__ = "0.1.0"
 
 

@@ -73,7 +73,7 @@ def explain(model: Callable[..., Any], example_inputs: Sequence[Any] = (), *, op
 def tune(model: Callable[..., Any], example_inputs: Sequence[Any], **kw: Any) -> Any:
     """Search and store plans for every graph of model(*example_inputs) (see `autofuse.search.tune`).
 
-    Keywords: trials=, time_budget= (seconds), db=, seed=, resume=, settings= (TuneSettings),
+    Keywords: trials=, time_budget= (seconds), db=, seed=, resume=, settings= (autofuse.TuneSettings),
     benchmarker= (injected timer; default CUDA events on the GPU, predictions on the CPU).
     Returns a TuneResult; `.report()` is the closing table.
     """

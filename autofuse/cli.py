@@ -74,7 +74,7 @@ def _parser() -> argparse.ArgumentParser:
     tu.add_argument("--explore", type=_share, default=0.25, help="share of top-k picked at random instead of by the cost model")
     tu.add_argument("--refine", type=_count, default=None,
                     help="then neighbours (one knob changed) of each kernel's fastest measured configs, "
-                         "best first, at most this many (0: none; default: the tuner's TunerSettings.refine)")
+                         "best first, at most this many (0: none; default: KernelTuneSettings.refine)")
     tu.add_argument("--train", action="store_true",
                     help="tune the forward and backward graphs of a training step (the model's loss, or the sum "
                          "of its outputs, backpropagated) instead of its inference graphs")
@@ -140,8 +140,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     from .capture.model_file import check_forward, check_trainable, load_model_file
     from .runtime.reuse import open_db
-    from .search.graph_tuner import TuneSettings
-    from .search.kernels import TunerSettings
+    from .search.settings import KernelTuneSettings, TuneSettings
     from .search.tune import tune
     _check_outputs(args, "json")
     open_db(args.db)  # an unusable DB fails here, in one line, before any work
@@ -153,8 +152,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
         check_trainable(model, inputs, loaded.path)
     settings = TuneSettings(trials=args.trials, time_budget=args.time_budget, db=args.db, seed=args.seed,
                             resume=args.resume, progress=not args.no_progress,
-                            kernel=TunerSettings(top_k=args.top_k, explore=args.explore, seed=args.seed,
-                                                 refine=TunerSettings().refine if args.refine is None else args.refine))
+                            kernel=KernelTuneSettings(top_k=args.top_k, explore=args.explore, seed=args.seed,
+                                                      refine=KernelTuneSettings().refine if args.refine is None
+                                                      else args.refine))
     import signal
     main_thread = threading.current_thread() is threading.main_thread()
     before = signal.signal(signal.SIGTERM, _terminated) if main_thread else None  # ends like Ctrl-C: trial FAIL, best kept

@@ -62,8 +62,28 @@ class CompiledArtifacts:
     source: str = "strategy"  # "strategy", "plan" (given by the caller) or "tuning DB"
 
 
-def schedule(gm: torch.fx.GraphModule, args: Sequence[Any], options: CompileOptions):
-    """Lower and group: (lowering, graph, [(group, config)], log, realize decisions, strategy name)."""
+@dataclass(frozen=True)
+class ScheduledGraph:
+    """A graph lowered and grouped, before codegen: what `schedule` hands to the program builder."""
+
+    lowering: GraphLowering
+    graph: SchedulerGraph
+    placed: list[tuple[FusionGroup, LaunchConfig | None]]  # the groups in execution order, with their configs
+    log: FusionLog
+    decisions: dict[str, bool]  # realize decisions the lowering took
+    strategy: str               # what grouped it: the options' strategy, or the given plan's
+
+    @property
+    def groups(self) -> list[FusionGroup]:
+        return [g for g, _ in self.placed]
+
+    @property
+    def configs(self) -> list[LaunchConfig | None]:
+        return [c for _, c in self.placed]
+
+
+def schedule(gm: torch.fx.GraphModule, args: Sequence[Any], options: CompileOptions) -> ScheduledGraph:
+    """Lower and group, by the options' plan or strategy."""
     key = graph_key(gm, args)
     heur = options.heuristics
     log = FusionLog()
@@ -76,7 +96,8 @@ def schedule(gm: torch.fx.GraphModule, args: Sequence[Any], options: CompileOpti
             heur = replace(heur, conv_layout=plan.conv_layout)
         lowering = GraphLowering(gm, args, heur, plan.realize_decisions()).run()
         graph = SchedulerGraph(lowering.buffers, lowering.outputs)
-        return lowering, graph, apply_plan(plan, key, graph), log, plan.realize_decisions(), plan.strategy
+        return ScheduledGraph(lowering, graph, apply_plan(plan, key, graph), log, plan.realize_decisions(),
+                              plan.strategy)
     decisions: dict[str, bool] = {}
     group_of: dict[str, int] = {}
     if options.strategy == "tvm":
@@ -89,16 +110,16 @@ def schedule(gm: torch.fx.GraphModule, args: Sequence[Any], options: CompileOpti
     elif options.strategy == "tvm":
         groups = tvm.partition(graph, lowering.buffer_fx, group_of, log)
     plan = plan_from_groups(key, topological_groups(groups, graph), [None] * len(groups), options.strategy, decisions)
-    return lowering, graph, apply_plan(plan, key, graph), log, decisions, options.strategy
+    return ScheduledGraph(lowering, graph, apply_plan(plan, key, graph), log, decisions, options.strategy)
 
 
 def compile_graph(gm: torch.fx.GraphModule, args: Sequence[Any], options: CompileOptions) -> CompiledArtifacts:
-    lowering, graph, placed, log, decisions, strategy = schedule(gm, args, options)
-    builder = ProgramBuilder(lowering, graph, [g for g, _ in placed], options, [c for _, c in placed])
-    artifacts = builder.build(log)
-    artifacts.plan = plan_from_groups(graph_key(gm, args), builder.groups, builder.used_configs, strategy, decisions,
-                                      lowering.conv_layout)
-    artifacts.graph = graph
+    sched = schedule(gm, args, options)
+    builder = ProgramBuilder(sched.lowering, sched.graph, sched.groups, options, sched.configs)
+    artifacts = builder.build(sched.log)
+    artifacts.plan = plan_from_groups(graph_key(gm, args), builder.groups, builder.used_configs, sched.strategy,
+                                      sched.decisions, sched.lowering.conv_layout)
+    artifacts.graph = sched.graph
     artifacts.source = "plan" if options.plan is not None else "strategy"
     artifacts.program.wrapper  # noqa: B018 - written now, at compile time, not on the first call
     return artifacts

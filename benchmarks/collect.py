@@ -57,10 +57,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def settings(args: argparse.Namespace, db: Path, time_budget: float | None) -> Any:
     from autofuse.search.graph_tuner import TuneSettings
-    from autofuse.search.kernels import TunerSettings
+    from autofuse.search.settings import KernelTuneSettings
     return TuneSettings(trials=args.trials, time_budget=time_budget, db=str(db), seed=args.seed, progress=False,
                         compare_torch_compile=False,
-                        kernel=TunerSettings(top_k=args.top_k, explore=args.explore, seed=args.seed))
+                        kernel=KernelTuneSettings(top_k=args.top_k, explore=args.explore, seed=args.seed))
 
 
 def run_program(prog: Program, args: argparse.Namespace, db: Path, time_budget: float | None) -> dict[str, Any]:

@@ -14,7 +14,7 @@ Per case, four searches, each in a fresh tuning DB (so "kernels measured" counts
                   is measured (no refine). With --guided-refine R (R > 0) also "guided 8 refine R"
                   and "guided 32 refine R": the same, then up to R one-knob neighbours of each
                   kernel's fastest measured config, best predicted first: the kernel search of
-                  `autofuse tune` (TunerSettings.refine, 24), which the claims are about;
+                  `autofuse tune` (KernelTuneSettings.refine, 24), which the claims are about;
   unguided long — byte-count ranking (it cannot tell configs apart), many trials, a wide kernel
                   search (top-k large, all of it drawn at random): the reference best plan.
 Then the stored winners (and the default plan, for context) are compiled with
@@ -55,7 +55,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
-from autofuse.search.kernels import DEFAULT_CANDIDATES, TunerSettings
+from autofuse.search.kernels import DEFAULT_CANDIDATES
+from autofuse.search.settings import KernelTuneSettings
 
 PredictorFactory = Callable[[Any, str], Any]          # (tuning DB, device key) -> predictor
 Retimer = Callable[[Any, tuple, list["Contender"]], dict[str, list[float]]]  # µs per round, by name
@@ -77,7 +78,7 @@ class Variant:
     name: str
     predictor: str                  # "byte-count" | "learned" (a key of the predictor factories)
     trials: int
-    kernel: TunerSettings = TunerSettings()
+    kernel: KernelTuneSettings = KernelTuneSettings()
     target: float | None = None     # the ratio to the reference it must reach (1.05: within 5%)
     weight: float = 1.0             # share of the case's search budget
     measures: bool = True
@@ -100,7 +101,7 @@ def default_variants(ref_trials: int = 32, ref_top_k: int = 16, ref_explore: flo
     one set of guided searches per value, each measuring up to that many neighbours of a kernel's
     fastest measured config after its ranked top-k (0: the ranking alone, named "guided N")."""
     roots = [math.sqrt(n) for n in guided_trials]
-    guided = TunerSettings(refine=0, max_candidates=max_candidates)   # the model's ranking alone decides what is measured
+    guided = KernelTuneSettings(refine=0, max_candidates=max_candidates)   # the model's ranking alone decides what is measured
     out = [Variant(MODEL_ONLY, "learned", model_only_trials, guided, 1.10, 0.2, measures=False)
            ] if model_only_trials > 0 else []
     for refine in guided_refine:
@@ -109,7 +110,7 @@ def default_variants(ref_trials: int = 32, ref_top_k: int = 16, ref_explore: flo
                         0.6 * r / sum(roots) / len(guided_refine))
                 for n, r in zip(guided_trials, roots)]
     out.append(Variant(REFERENCE, "byte-count", ref_trials,
-                       TunerSettings(top_k=ref_top_k, explore=ref_explore, max_candidates=DEFAULT_CANDIDATES),
+                       KernelTuneSettings(top_k=ref_top_k, explore=ref_explore, max_candidates=DEFAULT_CANDIDATES),
                        None, 0.4 if out else 1.0))
     return out
 
@@ -503,7 +504,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--guided-refine", type=int, nargs="*", default=[0],
                    help="one set of guided searches per value: after the ranked top-k, up to this many "
                         "neighbours of each kernel's fastest measured config (0: the ranking alone; "
-                        "autofuse tune's default is TunerSettings.refine)")
+                        "autofuse tune's default is KernelTuneSettings.refine)")
     p.add_argument("--rounds", type=int, default=5, help="interleaved re-timing rounds")
     p.add_argument("--reps", type=int, default=50)
     p.add_argument("--seed", type=int, default=0)

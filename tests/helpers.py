@@ -95,7 +95,7 @@ def reduction_candidates(fn: Callable[..., Any], args: Sequence[Any]) -> list:
     from autofuse.compiler import schedule
     from autofuse.schedule.heuristics import Heuristics
     from autofuse.search.kernels import candidate_configs
-    _, _, placed, *_ = schedule(trace_aten(fn, args), args, CompileOptions(strict=True, use_db=False))
-    group = next(g for g, _ in placed if g.is_reduction)
+    groups = schedule(trace_aten(fn, args), args, CompileOptions(strict=True, use_db=False)).groups
+    group = next(g for g in groups if g.is_reduction)
     default = Heuristics().launch_config("reduction", group.numel, group.rnumel, False)
     return candidate_configs(group, default, interpret=False, limit=500)

@@ -155,8 +155,7 @@ def test_the_search_offers_streaming_stores_on_pointwise_kernels():
     from autofuse.compiler import schedule
     from autofuse.search.kernels import candidate_configs, neighbour_configs
     args = [rand((64, 1000)), rand((64, 1000))]
-    _, _, placed, *_ = schedule(trace_aten(swiglu, args), args, CompileOptions(strict=True, use_db=False))
-    (group,) = [g for g, _ in placed]
+    (group,) = schedule(trace_aten(swiglu, args), args, CompileOptions(strict=True, use_db=False)).groups
     default = Heuristics().launch_config("pointwise", group.numel, 1, False)
     configs = candidate_configs(group, default, interpret=False, limit=500)
     assert not default.cache_hints and any(c.cache_hints for c in configs)

@@ -281,7 +281,7 @@ def test_channels_last_chain_keeps_activations_channels_last():
         assert_close(list(compiled(x)), list(expected), atol=1e-4, rtol=1e-4)
         options = CompileOptions(strict=True, use_db=False, heuristics=Heuristics(conv_layout="channels_last"))
         gm = trace_aten(fn, (x,))
-        lowering, *_ = schedule(gm, (x, *lift_constants(gm)), options)
+        lowering = schedule(gm, (x, *lift_constants(gm)), options).lowering
     returned = {getattr(o, "name", None) or o.buffer.name for o in lowering.outputs}
     four_d = [lay for name, lay in lowering._layouts_by_name().items()
               if len(lay.size) == 4 and lay.size[1] == 6 and not name.startswith("arg") and name not in returned]

@@ -13,7 +13,7 @@ from autofuse.plan.plan import PlanError
 from autofuse.plan.space import build_space, multi_use_values
 from autofuse.schedule.heuristics import Heuristics
 from autofuse.search.graph_tuner import TuneSettings
-from autofuse.search.kernels import TunerSettings
+from autofuse.search.settings import KernelTuneSettings
 from autofuse.search.tune import capture
 from tests.helpers import rand
 
@@ -28,7 +28,7 @@ def flat_cost(rec):
 
 def fake_settings(db, **kw):
     return TuneSettings(db=str(db), progress=False, compare_torch_compile=False, finalists=2, runner_ups=0,
-                        rounds=1, kernel=TunerSettings(top_k=1, explore=0.0, refine=0), **kw)
+                        rounds=1, kernel=KernelTuneSettings(top_k=1, explore=0.0, refine=0), **kw)
 
 
 def test_every_choice_of_legal_pairs_gives_an_acyclic_plan():
@@ -427,9 +427,8 @@ def test_random_search_stress_never_raises():
         for _ in range(per_graph):
             trial = study.ask()
             plan = spaces.suggest(trial)
-            lowering, graph, placed, *_ = schedule(gm, args, CompileOptions(use_db=False, strict=True,
-                                                                           plan={plan.graph_key: plan}))
-            assert sum(len(g.nodes) for g, _ in placed) == len(graph.nodes)
+            sched = schedule(gm, args, CompileOptions(use_db=False, strict=True, plan={plan.graph_key: plan}))
+            assert sum(len(g.nodes) for g in sched.groups) == len(sched.graph.nodes)
             noise = int(hashlib.sha256(plan.dumps().encode()).hexdigest()[:4], 16) / 65536
             study.tell(trial, len(plan.kernels) + noise)   # a fake time: fewer kernels are faster
             total += 1
@@ -519,7 +518,7 @@ import autofuse
 from autofuse.measure.timing import FakeBenchmarker
 from autofuse.search import graph_tuner
 from autofuse.search.graph_tuner import TuneSettings
-from autofuse.search.kernels import TunerSettings
+from autofuse.search.settings import KernelTuneSettings
 from autofuse.search.study import worker_id
 
 def softmax_and_centered(x):
@@ -533,7 +532,7 @@ def tell(study, trial, value=None, state=None):
 graph_tuner._tell_quietly = tell
 db, trials, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 settings = TuneSettings(db=db, trials=trials, resume=True, seed=seed, progress=False, compare_torch_compile=False,
-                        finalists=2, runner_ups=0, rounds=1, kernel=TunerSettings(top_k=1, explore=0.0, refine=0))
+                        finalists=2, runner_ups=0, rounds=1, kernel=KernelTuneSettings(top_k=1, explore=0.0, refine=0))
 cost = lambda rec: 10.0 + (rec["config"]["num_warps"] != 4) + 0.1 * (rec["config"].get("XBLOCK", 1) > 4)
 res = autofuse.tune(softmax_and_centered, [torch.randn(8, 32)], settings=settings, benchmarker=FakeBenchmarker(cost))
 g = res.graphs[0]

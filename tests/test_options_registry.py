@@ -46,8 +46,8 @@ CASES = {
 def groups(name):
     fn, make = CASES[name]
     args = make()
-    _, _, placed, *_ = schedule(trace_aten(fn, args), args, CompileOptions(strict=True, use_db=False))
-    return [g for g, _ in placed if not g.is_extern]
+    return [g for g in schedule(trace_aten(fn, args), args, CompileOptions(strict=True, use_db=False)).groups
+            if not g.is_extern]
 
 
 def gpu_default(g):

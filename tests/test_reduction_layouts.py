@@ -44,7 +44,8 @@ def compiled_sources(fn, args, heuristics=None, tol=None, **config):
 
 def gpu_sources(fn, args):
     """(config, kernel source) of each kernel of fn as the GPU default would write it."""
-    lowering, graph, placed, *_ = schedule(trace_aten(fn, args), args, CompileOptions(strict=True, use_db=False))
+    sched = schedule(trace_aten(fn, args), args, CompileOptions(strict=True, use_db=False))
+    lowering, placed = sched.lowering, sched.placed
     out = []
     dtypes = {i.name: i.layout.dtype for i in lowering.inputs if i is not None}
     dtypes |= {b.name: b.layout.dtype for b in lowering.buffers if hasattr(b, "layout")}

@@ -167,9 +167,8 @@ def test_pow_by_a_constant(exponent):
 # ---- the default plan at full size, device facts injected ----------------------------------------------
 def meta_groups(fn, shapes, heuristics=None):
     args = [torch.empty(s, device="meta") for s in shapes]
-    _, _, placed, *_ = schedule(trace_aten(fn, args), args,
-                                CompileOptions(strict=True, use_db=False, **({"heuristics": heuristics} if heuristics else {})))
-    return [g for g, _ in placed]
+    return schedule(trace_aten(fn, args), args,
+                    CompileOptions(strict=True, use_db=False, **({"heuristics": heuristics} if heuristics else {}))).groups
 
 
 def gpu_default(g, device):

@@ -253,8 +253,7 @@ def test_search_candidates_are_legal():
     from autofuse.search.kernels import candidate_configs, neighbour_configs
     fn = lambda x: x.cumsum(-1) * 2  # noqa: E731
     args = [rand((64, 3000))]
-    _, _, placed, *_ = schedule(trace_aten(fn, args), args, CompileOptions(strict=True, use_db=False))
-    (group,) = [g for g, _ in placed]
+    (group,) = schedule(trace_aten(fn, args), args, CompileOptions(strict=True, use_db=False)).groups
     default = Heuristics().launch_config("scan", group.numel, group.rnumel, False)
     cands = candidate_configs(group, default, interpret=False, limit=200)
     assert {c.persistent for c in cands} == {True, False}

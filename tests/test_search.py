@@ -19,7 +19,8 @@ from autofuse.measure.verify import compare
 from autofuse.search import finalists as finalists_mod
 from autofuse.search.finalists import Finalist, pick
 from autofuse.search.graph_tuner import TuneSettings
-from autofuse.search.kernels import DEFAULT_CANDIDATES, RANKED_CANDIDATES, TunerSettings, best_config
+from autofuse.search.kernels import DEFAULT_CANDIDATES, RANKED_CANDIDATES, best_config
+from autofuse.search.settings import KernelTuneSettings
 from autofuse.search.study import study_name
 from tests.helpers import rand, seed_fn
 from tests.test_tuning_db import db_url, pg_admin_url  # noqa: F401 - the tuning DB's backend fixtures
@@ -58,7 +59,7 @@ def settings(db, **kw):
     7 ranked configs there; on the CPU (interpreter defaults) fewer."""
     kw.setdefault("trials", 16)
     return TuneSettings(db=str(db), progress=False, compare_torch_compile=False,
-                        kernel=TunerSettings(top_k=kw.pop("top_k", 8), explore=0.0, refine=kw.pop("refine", 0)), **kw)
+                        kernel=KernelTuneSettings(top_k=kw.pop("top_k", 8), explore=0.0, refine=kw.pop("refine", 0)), **kw)
 
 
 def kernel_calls(fb):
@@ -245,14 +246,15 @@ WORKER = textwrap.dedent("""
     import torch, autofuse
     from autofuse.measure.timing import FakeBenchmarker
     from autofuse.search.graph_tuner import TuneSettings
-    from autofuse.search.kernels import TunerSettings, best_config
+    from autofuse.search.kernels import best_config
+    from autofuse.search.settings import KernelTuneSettings
     from tests.test_search import planted_cost
     from tests.helpers import seed_fn
     g = torch.Generator().manual_seed(0)
     args = (torch.randn(24, 40, generator=g), torch.randn(40, generator=g), torch.randn(40, generator=g),
             torch.randn(40, generator=g))
     s = TuneSettings(db={db!r}, trials={trials}, resume=True, seed={seed}, progress=False, compare_torch_compile=False,
-                     kernel=TunerSettings(explore=0.0))
+                     kernel=KernelTuneSettings(explore=0.0))
     res = autofuse.tune(seed_fn, args, settings=s, benchmarker=FakeBenchmarker(planted_cost))
     print("RESULT", json.dumps({{"trials": res.graphs[0].trials, "hash": res.graphs[0].graph_hash,
                                  "device": res.graphs[0].device}}))
@@ -514,8 +516,7 @@ def test_num_stages_is_not_searched():
     from autofuse import CompileOptions
 
     def groups(fn, args):
-        _, _, placed, *_ = schedule(trace_aten(fn, args), args, CompileOptions(strict=True, use_db=False))
-        return [g for g, _ in placed]
+        return schedule(trace_aten(fn, args), args, CompileOptions(strict=True, use_db=False)).groups
 
     rms = lambda x, w: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w  # noqa: E731
     red = next(g for g in groups(rms, [rand((64, 4096)), rand((4096,))]) if g.is_reduction)
@@ -547,7 +548,7 @@ def test_one_step_rows_are_a_family_of_their_own_among_the_first_candidates():
     from autofuse import CompileOptions
     rms = lambda x, w: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w  # noqa: E731
     args = [rand((64, 4096)), rand((4096,))]
-    _, _, placed, *_ = schedule(trace_aten(rms, args), args, CompileOptions(strict=True, use_db=False))
+    placed = schedule(trace_aten(rms, args), args, CompileOptions(strict=True, use_db=False)).placed
     red = next(g for g, _ in placed if g.is_reduction)
     default = Heuristics().launch_config("reduction", 32768, 4096, False, hints=True)
     configs = candidate_configs(red, default, interpret=False)
@@ -612,7 +613,7 @@ def test_a_learned_ranking_considers_more_configs(tmp_path, monkeypatch, inner, 
         def ranks_configs(self):
             return self.inner.ranks_configs
 
-    s = TunerSettings()
+    s = KernelTuneSettings()
     assert kernels.candidate_limit(s, GroupContextPredictor(ByteCountPredictor())) == DEFAULT_CANDIDATES
     assert kernels.candidate_limit(s, GroupContextPredictor(Wrapper(LearnedPredictor(model=None)))) == RANKED_CANDIDATES
     monkeypatch.setattr("costmodel.predict.resolve_predictor", lambda db, dev: ByteCountPredictor())

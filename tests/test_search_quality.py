@@ -150,7 +150,7 @@ def test_budget_split_and_targets():
     # by default the tuner decides (more configs where a learned model ranks them); the reference keeps the byte-count default
     assert [v.kernel.max_candidates for v in vs] == [None, None, None, sq.DEFAULT_CANDIDATES]
     # --guided-refine: a set of guided searches per value; 0 is the ranking alone
-    assert all(v.kernel.refine == 0 for v in vs[:3]) and vs[3].kernel.refine == sq.TunerSettings().refine
+    assert all(v.kernel.refine == 0 for v in vs[:3]) and vs[3].kernel.refine == sq.KernelTuneSettings().refine
     both = sq.default_variants(guided_refine=(0, 24))
     assert [(v.name, v.kernel.refine, v.target) for v in both[1:5]] == [
         ("guided 8", 0, 1.05), ("guided 32", 0, 1.01), ("guided 8 refine 24", 24, 1.05), ("guided 32 refine 24", 24, 1.01)]

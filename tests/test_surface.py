@@ -12,7 +12,7 @@ import autofuse
 from autofuse.capture.fresh import compile_fresh, supports_isolation
 from autofuse.measure.timing import FakeBenchmarker
 from autofuse.search.graph_tuner import TuneSettings
-from autofuse.search.kernels import TunerSettings
+from autofuse.search.settings import KernelTuneSettings
 from tests.helpers import rand
 
 
@@ -43,7 +43,7 @@ def user_function(x):
 
 def fake_settings(db, **kw):
     return TuneSettings(db=str(db), progress=False, compare_torch_compile=False, finalists=2, runner_ups=0,
-                        rounds=1, kernel=TunerSettings(top_k=1, explore=0.0, refine=0), **kw)
+                        rounds=1, kernel=KernelTuneSettings(top_k=1, explore=0.0, refine=0), **kw)
 
 
 @pytest.mark.parametrize("isolate", [True, False] if supports_isolation() else [False])

@@ -127,8 +127,8 @@ def test_offsets_past_int32_are_computed_in_int64():
 
 
 def groups_of(fn, args):
-    _, _, placed, *_ = schedule(trace_aten(fn, args), args, CompileOptions(strict=True, use_db=False))
-    return [g for g, _ in placed if not g.is_extern]
+    return [g for g in schedule(trace_aten(fn, args), args, CompileOptions(strict=True, use_db=False)).groups
+            if not g.is_extern]
 
 
 def test_the_split_follows_inductors_rule():

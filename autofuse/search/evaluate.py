@@ -81,10 +81,10 @@ class PlanEvaluator:
     def _build(self, plan: FusionPlan) -> tuple[ProgramBuilder, Any, list, dict[str, bool]]:
         """The plan's builder, artifacts, an environment holding the inputs, and its realize decisions."""
         opts = self.options.with_(plan=plan)
-        lowering, graph, placed, log, decisions, _ = schedule(self.gm, self.args, opts)
-        builder = ProgramBuilder(lowering, graph, [g for g, _ in placed], opts, [c for _, c in placed])
-        arts = builder.build(log)
-        return builder, arts, arts.program.new_env(self.args), decisions
+        sched = schedule(self.gm, self.args, opts)
+        builder = ProgramBuilder(sched.lowering, sched.graph, sched.groups, opts, sched.configs)
+        arts = builder.build(sched.log)
+        return builder, arts, arts.program.new_env(self.args), sched.decisions
 
     def _evaluate(self, plan: FusionPlan) -> PlanEval:
         builder, arts, env, decisions = self._build(plan)

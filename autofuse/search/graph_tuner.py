@@ -23,30 +23,14 @@ from ..measure.timing import Benchmarker, CudaEventBenchmarker, PredictingBenchm
 from ..options import CompileOptions
 from ..plan.plan import FusionPlan
 from ..report import nbytes
-from ..schedule.heuristics import Heuristics
-from .evaluate import PlanEvaluator, runner_up_plans
+from .evaluate import PlanEval, PlanEvaluator, runner_up_plans
 from .finalists import CONFIRM_MIN_ROUNDS, Finalist, needs_confirmation, pick, time_rounds, verify
-from .kernels import KernelTuner, TunerSettings, device_traits
+from .kernels import KernelTuner, device_traits
 from .progress import Progress
+from .settings import TuneSettings
 from .study import SpaceCache, enqueue_baselines, fail_stale_trials, open_study, quiet_optuna, study_name, worker_id
 
 BASELINES = ("inductor", "tvm", "none")
-
-
-@dataclass(frozen=True)
-class TuneSettings:
-    trials: int = 40                    # trials per graph (with resume: in total, counting earlier ones)
-    time_budget: float | None = None    # seconds for the whole tune (split over the graphs)
-    db: str | None = None               # tuning DB path or URL (default: $AUTOFUSE_DB, else the user cache)
-    seed: int = 0
-    resume: bool = False
-    finalists: int = 3                  # best distinct trials verified and timed end to end
-    runner_ups: int = 2                 # and the best one with a kernel's close runner-up config (evaluate.runner_up_plans)
-    rounds: int = 3                     # interleaved end-to-end timing rounds
-    kernel: TunerSettings = TunerSettings()
-    heuristics: Heuristics = Heuristics()
-    progress: bool = True
-    compare_torch_compile: bool = True  # time eager and torch.compile for the closing table (GPU only)
 
 
 @dataclass
@@ -98,112 +82,121 @@ class GraphTuner:
 
     def run(self, gm: torch.fx.GraphModule, args: Sequence[Any], label: str, deadline: float | None = None) -> GraphResult:
         with quiet_optuna():
-            return self._run(gm, args, label, deadline)
+            search = GraphSearch(self.db, self.settings, self.benchmarker, self.copy_bw, gm, args, label)
+            search.open_study()
+            search.search(deadline)
+            return search.conclude()
 
-    def _run(self, gm: torch.fx.GraphModule, args: Sequence[Any], label: str, deadline: float | None = None) -> GraphResult:
-        s = self.settings
-        args = list(args)
-        key, dev, versions = graph_hash(gm, args), device_key(args), Versions.current()
-        self.db.put_graph(key, _describe(label, args))
-        expected = _as_list(gm(*args))
+
+class GraphSearch:
+    """The search of one graph, step by step: open its study (the default strategies' plans enqueued
+    first), ask and evaluate trials, keep the best distinct ones as finalists, verify and time them
+    end to end, pick the winner and store it. Its fields are what the steps hand to one another."""
+
+    def __init__(self, db: Any, settings: TuneSettings, benchmarker: Benchmarker | None, copy_bw: float | None,
+                 gm: torch.fx.GraphModule, args: Sequence[Any], label: str) -> None:
+        self.db, self.settings, self.gm, self.args, self.label = db, settings, gm, list(args), label
+        self.key, self.dev, self.versions = graph_hash(gm, self.args), device_key(self.args), Versions.current()
+        db.put_graph(self.key, _describe(label, self.args))
+        self.expected = _as_list(gm(*self.args))
         from costmodel.predict import GroupContextPredictor
-        predictor = GroupContextPredictor(load_predictor(self.db, dev))  # consistent kernel times without a GPU
-        bench = self.benchmarker or default_benchmarker(args, predictor)
-        interpret = not any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
-        device = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device("cpu"))
-        failures: list[tuple[str, str]] = []
-        tuner = KernelTuner(bench, predictor, self.db, dev, device_traits(device, self.copy_bw), key, s.kernel,
-                            interpret, on_measure=lambda rec, t, err: err and failures.append((_kname(rec), err)))
-        options = CompileOptions(heuristics=s.heuristics, use_db=False, strict=True)
-        evaluator = PlanEvaluator(gm, args, tuner, options)
+        predictor = GroupContextPredictor(load_predictor(db, self.dev))  # consistent kernel times without a GPU
+        self.bench = benchmarker or default_benchmarker(self.args, predictor)
+        interpret = not any(isinstance(a, torch.Tensor) and a.is_cuda for a in self.args)
+        device = next((a.device for a in self.args if isinstance(a, torch.Tensor)), torch.device("cpu"))
+        self.failures: list[tuple[str, str]] = []
+        self.kernels = KernelTuner(self.bench, predictor, db, self.dev, device_traits(device, copy_bw), self.key,
+                                   settings.kernel, interpret, on_measure=self._on_measure)
+        self.options = CompileOptions(heuristics=settings.heuristics, use_db=False, strict=True)
+        self.evaluator = PlanEvaluator(gm, self.args, self.kernels, self.options)
+        self.baselines: dict[str, Finalist] = {}
+        self.study: Any = None
+        self.spaces: SpaceCache | None = None
+        self.done = 0                          # trials finished, this worker's and (with resume) earlier ones
+        self.best_us: float | None = None      # the best estimate so far
+        self.default_us: float | None = None   # the default (inductor) plan's estimate
+        self.progress: Progress | None = None
+        self.interrupted = False
 
-        baselines: dict[str, Finalist] = {}
+    def _on_measure(self, rec: dict[str, Any], timing: Any, err: str | None) -> None:
+        if err:
+            self.failures.append((_kname(rec), err))
+
+    # ---- the study --------------------------------------------------------------------------
+    def open_study(self) -> None:
+        """Build the default strategies' plans and open the study with them as its first trials."""
+        s = self.settings
         for name in BASELINES:
-            arts = compile_graph(gm, args, options.with_(strategy=name))
-            baselines[name] = Finalist(name, arts.plan)
-        spaces = SpaceCache(gm, args, s.heuristics)
-        study = open_study(self.db.storage_url, study_name(key, dev), s.seed, s.resume)
+            arts = compile_graph(self.gm, self.args, self.options.with_(strategy=name))
+            self.baselines[name] = Finalist(name, arts.plan)
+        self.spaces = SpaceCache(self.gm, self.args, s.heuristics)
+        self.study = open_study(self.db.storage_url, study_name(self.key, self.dev), s.seed, s.resume)
         if s.resume:
-            fail_stale_trials(study)
-        enqueue_baselines(study, spaces, {n: f.plan for n, f in baselines.items()})
+            fail_stale_trials(self.study)
+        enqueue_baselines(self.study, self.spaces, {n: f.plan for n, f in self.baselines.items()})
+        if s.resume:
+            self.done = sum(1 for t in self.study.get_trials(deepcopy=False) if t.state.name == "COMPLETE")
 
-        done_before = sum(1 for t in study.get_trials(deepcopy=False) if t.state.name == "COMPLETE") if s.resume else 0
-        remaining = max(0, s.trials - done_before)
-        progress = Progress(f"{label} graph {key[:12]}", s.trials, deadline, enabled=s.progress)
-        state = {"done": done_before, "best": None, "default": None}
-
-        def objective(trial: Any) -> float:
-            base = trial.user_attrs.get("baseline")
-            trial.set_user_attr("worker", worker_id())
-            try:
-                plan = spaces.suggest(trial)
-            except Exception as e:  # noqa: BLE001 - a candidate that cannot be built scores infinity
-                why = f"{type(e).__name__}: {e}"
-                trial.set_user_attr("error", why[:500])
-                failures.append((f"trial {trial.number}", why))
-                state["done"] += 1
-                return 1e30
-            if base in baselines:
-                plan = baselines[base].plan
-            ev = evaluator.evaluate(plan)
-            trial.set_user_attr("plan", json.dumps(ev.plan.to_json(), sort_keys=True))
-            trial.set_user_attr("kernels", ev.num_kernels)
-            if ev.error:
-                trial.set_user_attr("error", ev.error[:500])
-                failures.append((f"trial {trial.number}", ev.error))
-            state["done"] += 1
-            if math.isfinite(ev.est_us) and (state["best"] is None or ev.est_us < state["best"]):
-                state["best"] = ev.est_us
-            if base == "inductor":
-                state["default"] = ev.est_us
-            progress.update(state["done"], state["best"], state["default"])
-            return ev.est_us if math.isfinite(ev.est_us) else 1e30
-
-        interrupted = False
+    def search(self, deadline: float | None) -> None:
+        """Run the remaining trials (until the deadline); Ctrl-C or an error ends the search only."""
+        remaining = max(0, self.settings.trials - self.done)
+        self.progress = Progress(f"{self.label} graph {self.key[:12]}", self.settings.trials, deadline,
+                                 enabled=self.settings.progress)
         try:
-            _ask_tell(study, objective, remaining, deadline)
+            _ask_tell(self.study, self.objective, remaining, deadline)
         except KeyboardInterrupt:
-            interrupted = True
+            self.interrupted = True
         except Exception as e:  # noqa: BLE001 - the search ends; what it measured and found is kept
-            failures.append(("search", f"stopped: {type(e).__name__}: {e}"))
+            self.failures.append(("search", f"stopped: {type(e).__name__}: {e}"))
         finally:
-            progress.close()
+            self.progress.close()
 
-        finalists = self._finalists(study, evaluator, baselines)
-        if finalists and s.runner_ups:
-            best = evaluator.evaluate(finalists[0].plan)
-            finalists += [Finalist(name, plan, best.est_us) for name, plan in runner_up_plans(best, s.runner_ups)]
-        incumbent = Finalist("default (inductor)", baselines["inductor"].plan)
-        for f in [incumbent, *finalists]:
-            verify(f, gm, args, expected, options)
-            if f.error is None:
-                f.kernel_records = evaluator.records(f.plan)
-            if f.error and f is not incumbent:
-                failures.append((f.name, f"rejected: {f.error}"))
-        time_rounds([incumbent, *finalists], args, bench, s.rounds)
-        close = needs_confirmation(incumbent, finalists)
-        if close is not None:   # within the spread: more paired rounds of the two decide
-            time_rounds([incumbent, close], args, bench, CONFIRM_MIN_ROUNDS - len(close.rounds_us))
-        winner, why = pick(incumbent, finalists)
-        source = "tuned" if bench.measures else "predicted"
-        rows = self._rows(gm, args, bench, incumbent, baselines["tvm"].plan, winner, evaluator, options, expected)
-        stored = None
-        if winner.error is None and winner.rounds_us:
-            from tuning_db import PlanRecord
-            baseline_times = {r.variant: r.us for r in rows if r.us is not None and math.isfinite(r.us)}
-            stored = self.db.put_plan(PlanRecord(
-                graph_hash=key, device=dev, torch_version=versions.torch, triton_version=versions.triton,
-                plan_schema=versions.plan_schema, plan_json=winner.plan.dumps(), time_us=winner.median_us,
-                baselines=baseline_times, source=source))
-        return GraphResult(label, key, dev, winner.plan, source, why, rows, nbytes(args) + nbytes(expected),
-                           state["done"], tuner.new_measurements, failures, interrupted, stored,
-                           tuner.reused_measurements, tuner.reused_choices)
+    def objective(self, trial: Any) -> float:
+        """One trial: its plan's estimated time (1e30 when the plan cannot be built or has no estimate)."""
+        base = trial.user_attrs.get("baseline")
+        trial.set_user_attr("worker", worker_id())
+        plan = self.ask_plan(trial)
+        if plan is None:
+            self.done += 1
+            return 1e30
+        ev = self.evaluator.evaluate(plan)
+        self.record(trial, ev)
+        self.done += 1
+        if math.isfinite(ev.est_us) and (self.best_us is None or ev.est_us < self.best_us):
+            self.best_us = ev.est_us
+        if base == "inductor":
+            self.default_us = ev.est_us
+        self.progress.update(self.done, self.best_us, self.default_us)
+        return ev.est_us if math.isfinite(ev.est_us) else 1e30
 
-    def _finalists(self, study: Any, evaluator: PlanEvaluator, baselines: dict[str, Finalist]) -> list[Finalist]:
-        """The best distinct completed trials (from every worker of the study), with their kernel records."""
+    def ask_plan(self, trial: Any) -> FusionPlan | None:
+        """The trial's plan: a baseline's exact plan for an enqueued one; None (the reason kept) when
+        the sampled choices cannot be built."""
+        try:
+            plan = self.spaces.suggest(trial)
+        except Exception as e:  # noqa: BLE001 - a candidate that cannot be built scores infinity
+            why = f"{type(e).__name__}: {e}"
+            trial.set_user_attr("error", why[:500])
+            self.failures.append((f"trial {trial.number}", why))
+            return None
+        base = trial.user_attrs.get("baseline")
+        return self.baselines[base].plan if base in self.baselines else plan
+
+    def record(self, trial: Any, ev: PlanEval) -> None:
+        """What the study keeps of an evaluated trial: its plan with the kernels' configs, and why it failed."""
+        trial.set_user_attr("plan", json.dumps(ev.plan.to_json(), sort_keys=True))
+        trial.set_user_attr("kernels", ev.num_kernels)
+        if ev.error:
+            trial.set_user_attr("error", ev.error[:500])
+            self.failures.append((f"trial {trial.number}", ev.error))
+
+    # ---- the end: finalists, verification, timing, the winner --------------------------------
+    def finalists(self) -> list[Finalist]:
+        """The best distinct completed trials (from every worker of the study), then the best one with a
+        kernel's close runner-up configs."""
         seen: set[str] = set()
         out: list[Finalist] = []
-        trials = [t for t in study.get_trials(deepcopy=False)
+        trials = [t for t in self.study.get_trials(deepcopy=False)
                   if t.state.name == "COMPLETE" and t.value is not None and t.value < 1e30 and "plan" in t.user_attrs]
         for t in sorted(trials, key=lambda t: (t.value, t.number)):
             plan = FusionPlan.from_json(json.loads(t.user_attrs["plan"]))
@@ -211,17 +204,69 @@ class GraphTuner:
             if ident in seen:
                 continue
             seen.add(ident)
-            ev = evaluator.evaluate(plan)  # cached when this process ran it; re-tunes kernels from DB otherwise
+            ev = self.evaluator.evaluate(plan)  # cached when this process ran it; re-tunes kernels from DB otherwise
             base = t.user_attrs.get("baseline")
             name = f"tuned ({base} grouping)" if base else f"tuned (trial {t.number})"
             out.append(Finalist(name, ev.plan if ev.error is None else plan, ev.est_us))
             if len(out) >= self.settings.finalists:
                 break
+        if out and self.settings.runner_ups:
+            best = self.evaluator.evaluate(out[0].plan)
+            out += [Finalist(name, plan, best.est_us) for name, plan in runner_up_plans(best, self.settings.runner_ups)]
         return out
 
-    def _rows(self, gm: torch.fx.GraphModule, args: list, bench: Benchmarker, incumbent: Finalist,
-              tvm_plan: FusionPlan, winner: Finalist, evaluator: PlanEvaluator, options: CompileOptions,
-              expected: list[Any]) -> list[Row]:
+    def verify_plan(self, f: Finalist) -> None:
+        """Check f against eager; a plan that passes gets its kernel records (what a fake or predicting
+        benchmarker times it by)."""
+        verify(f, self.gm, self.args, self.expected, self.options)
+        if f.error is None:
+            f.kernel_records = self.evaluator.records(f.plan)
+
+    def time_finalists(self, incumbent: Finalist, finalists: list[Finalist]) -> None:
+        """Interleaved end-to-end rounds; a challenger within the spread gets paired rounds more."""
+        time_rounds([incumbent, *finalists], self.args, self.bench, self.settings.rounds)
+        close = needs_confirmation(incumbent, finalists)
+        if close is not None:   # within the spread: more paired rounds of the two decide
+            time_rounds([incumbent, close], self.args, self.bench, CONFIRM_MIN_ROUNDS - len(close.rounds_us))
+
+    def verify_finalists(self, incumbent: Finalist, finalists: list[Finalist]) -> None:
+        """Check the default plan and the finalists; a rejected finalist is a failure of the tune."""
+        for f in [incumbent, *finalists]:
+            self.verify_plan(f)
+            if f.error and f is not incumbent:
+                self.failures.append((f.name, f"rejected: {f.error}"))
+
+    def conclude(self) -> GraphResult:
+        """Verify and time the finalists against the default plan, pick the winner, store it."""
+        finalists = self.finalists()
+        incumbent = Finalist("default (inductor)", self.baselines["inductor"].plan)
+        self.verify_finalists(incumbent, finalists)
+        self.time_finalists(incumbent, finalists)
+        winner, why = pick(incumbent, finalists)
+        source = "tuned" if self.bench.measures else "predicted"
+        rows = self.rows(incumbent, winner)
+        stored = self.store(winner, rows, source)
+        return GraphResult(self.label, self.key, self.dev, winner.plan, source, why, rows,
+                           nbytes(self.args) + nbytes(self.expected), self.done, self.kernels.new_measurements,
+                           self.failures, self.interrupted, stored, self.kernels.reused_measurements,
+                           self.kernels.reused_choices)
+
+    def store(self, winner: Finalist, rows: list[Row], source: str) -> int | None:
+        """The winner's plan in the tuning DB, with the closing table's times; its id (None: nothing verified)."""
+        if winner.error is not None or not winner.rounds_us:
+            return None
+        from tuning_db import PlanRecord
+        baseline_times = {r.variant: r.us for r in rows if r.us is not None and math.isfinite(r.us)}
+        v = self.versions
+        return self.db.put_plan(PlanRecord(
+            graph_hash=self.key, device=self.dev, torch_version=v.torch, triton_version=v.triton,
+            plan_schema=v.plan_schema, plan_json=winner.plan.dumps(), time_us=winner.median_us,
+            baselines=baseline_times, source=source))
+
+    def rows(self, incumbent: Finalist, winner: Finalist) -> list[Row]:
+        """The closing table: eager and torch.compile (measured on a GPU only), autofuse's default
+        strategies, and the winner."""
+        gm, args, bench = self.gm, self.args, self.bench
         rows: list[Row] = []
         if bench.measures and self.settings.compare_torch_compile:
             rows.append(_time_callable("eager", lambda: gm(*args), bench))
@@ -233,10 +278,8 @@ class GraphTuner:
                 rows.append(Row("torch.compile", None, note=f"failed: {type(e).__name__}"))
         rows.append(Row("autofuse inductor", incumbent.median_us if incumbent.rounds_us else None,
                         incumbent.num_kernels, incumbent.measured, incumbent.error or ""))
-        tvm = Finalist("tvm", tvm_plan)
-        verify(tvm, gm, args, expected, options)
-        if tvm.error is None:
-            tvm.kernel_records = evaluator.records(tvm.plan)
+        tvm = Finalist("tvm", self.baselines["tvm"].plan)
+        self.verify_plan(tvm)
         time_rounds([tvm], args, bench, 1)
         rows.append(Row("autofuse tvm", tvm.median_us if tvm.rounds_us else None, tvm.num_kernels, tvm.measured,
                         tvm.error or ""))

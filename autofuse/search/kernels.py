@@ -30,6 +30,7 @@ from ..plan.space import CONFIG_RANGES
 from ..runtime.precompile import compiling_ahead
 from ..schedule.fusion import is_outer_reduction
 from ..codegen.config import FLAGS, next_pow2
+from .settings import KernelTuneSettings
 
 RECORD_SCHEMA = 1
 _TRITON_DTYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64",
@@ -59,17 +60,6 @@ CLOSE_SHARE = 0.01
 CLOSE_KEEP = 2
 
 
-@dataclass(frozen=True)
-class TunerSettings:
-    top_k: int = 6                 # configs measured per kernel, besides the default
-    explore: float = 0.25          # share of top_k drawn at random from the rest of the candidates
-    max_candidates: int | None = None  # configs considered (nearest the default first) before ranking;
-                                       # None: `candidate_limit` (more where a learned model ranks them)
-    kernel_timeout_s: float = 2.0  # a first run longer than this scores infinity
-    seed: int = 0
-    refine: int = 24               # then up to this many neighbours of the fastest measured (one knob each), best-first
-
-
 # Configs of one kernel considered before ranking, nearest the default first. A predictor that tells
 # configs apart (a learned model) ranks more: cross-entropy's best loss-reduction configs (split 4 at
 # 16-32 warps) are not among the first 48, and the model-only search picks a one-program config 4x
@@ -80,7 +70,7 @@ DEFAULT_CANDIDATES = 48
 RANKED_CANDIDATES = 160
 
 
-def candidate_limit(settings: TunerSettings, predictor: Any) -> int:
+def candidate_limit(settings: KernelTuneSettings, predictor: Any) -> int:
     """How many configs per kernel the tuner considers: the setting, else by what ranks them."""
     if settings.max_candidates is not None:
         return settings.max_candidates
@@ -286,11 +276,15 @@ def best_config(times: dict[LaunchConfig, float], default: LaunchConfig) -> Laun
     return min(times, key=lambda c: (times[c], c != default))
 
 
+Variant = tuple[Any, Any, dict[str, Any]]   # (launch, kernel info, record) of one config, built
+Result = tuple[float, float, str | None, dict[str, Any]]  # (median µs, spread µs, error, record)
+
+
 class KernelTuner:
     """Tunes each kernel's config once per tune; measurements come from and go to the tuning DB."""
 
     def __init__(self, benchmarker: Benchmarker, predictor: Any, db: Any, device: str, traits: dict[str, Any],
-                 graph: str, settings: TunerSettings = TunerSettings(), interpret: bool = False,
+                 graph: str, settings: KernelTuneSettings = KernelTuneSettings(), interpret: bool = False,
                  on_measure: Callable[[dict[str, Any], Timing | None, str | None], None] | None = None) -> None:
         self.bench, self.predictor, self.db, self.device = benchmarker, predictor, db, device
         self.traits, self.graph, self.settings, self.interpret = traits, graph, settings, interpret
@@ -304,8 +298,7 @@ class KernelTuner:
     def tune(self, builder: Any, gi: int, launch: Any, info: Any, env: list) -> KernelChoice:
         """Best config of group gi's kernel; leaves env as the default config's launch left it."""
         ids = [node_id(n) for n in builder.groups[gi].nodes]
-        default_rec = kernel_record(info, launch, env, self.graph, "", self.traits, ids)
-        gkey = group_key(default_rec)
+        gkey = group_key(kernel_record(info, launch, env, self.graph, "", self.traits, ids))
         group = builder.groups[gi]
         # the same code can come from groups on which different configs are legal (a kernel-local
         # f32 member makes fast_tanh illegal without changing the source): a choice is reused
@@ -315,114 +308,20 @@ class KernelTuner:
             launch.run(env)
             self.reused_choices += 1
             return self.choices[ckey]
-        default_rec["group"] = gkey
-        configs = candidate_configs(group, info.config, self.interpret, limit=candidate_limit(self.settings, self.predictor))
-        variants: dict[LaunchConfig, tuple[Any, Any, dict[str, Any]] | str] = {}
-        for cfg in configs:
-            try:
-                lv, iv = (launch, info) if cfg == info.config else builder.variant(gi, cfg)
-                rec = kernel_record(iv, lv, env, self.graph, gkey, self.traits, ids)
-                variants[cfg] = (lv, iv, rec)
-            except Exception as e:  # noqa: BLE001 - a config the codegen cannot build scores infinity
-                variants[cfg] = f"codegen failed: {type(e).__name__}: {e}"
-        chosen = self._select([c for c in configs if not isinstance(variants[c], str)], info.config, variants,
-                              next_pow2(max(group.rnumel, 1)) if group.is_reduction else 0)
-        outs = [builder.slot(w) for w in info.writes]
-        launch.run(env)
-        ref = [env[s].clone() for s in outs]
-        results: dict[LaunchConfig, tuple[float, float, str | None, dict[str, Any]]] = {}
-        failures: list[tuple[str, str]] = []
-        measured = 0
-
-        def measure(cfg: LaunchConfig) -> None:
-            nonlocal measured
-            if cfg not in variants:   # a neighbour outside the candidates
-                try:
-                    lv, iv = builder.variant(gi, cfg)
-                    variants[cfg] = (lv, iv, kernel_record(iv, lv, env, self.graph, gkey, self.traits, ids))
-                except Exception as e:  # noqa: BLE001 - as above
-                    variants[cfg] = f"codegen failed: {type(e).__name__}: {e}"
-            if isinstance(variants[cfg], str):
-                results[cfg] = (math.inf, 0.0, variants[cfg], {})
-                return
-            lv, iv, rec = variants[cfg]
-            us, spread, err, new = self._measure(lv, rec, env, outs, ref)
-            measured += new
-            results[cfg] = (us, spread, err, rec)
-            if err:
-                failures.append((str(cfg), err))
-        with compiling_ahead(self._to_compile(chosen, variants)):   # compiles overlap the first timings
+        search = KernelSearch(self, builder, gi, launch, info, env, ids, gkey)
+        search.build_candidates(candidate_configs(group, info.config, self.interpret,
+                                                  limit=candidate_limit(self.settings, self.predictor)))
+        chosen = search.select()
+        search.take_reference()
+        with compiling_ahead(self.to_compile(chosen, search.variants)):   # compiles overlap the first timings
             for cfg in chosen:
-                measure(cfg)
-        self._refine(group, info.config, results, variants, measure)
-        for cfg, v in variants.items():
-            if isinstance(v, str):
-                failures.append((str(cfg), v))
-        launch.run(env)  # leave the default's outputs for the kernels that follow
-        best = best_config({c: r[0] for c, r in results.items()}, info.config)
-        us, spread, _, rec = results[best]
-        close = sorted((r[0], str(c), c) for c, r in results.items()
-                       if c != best and math.isfinite(r[0]) and r[0] <= us * (1 + CLOSE_SHARE))
-        choice = KernelChoice(gkey, best, us, spread, rec, len(results), measured, tuple(failures),
-                              tuple(c for _, _, c in close[:CLOSE_KEEP]))
+                search.measure(cfg)
+        search.refine()
+        choice = search.choose()
         self.choices[ckey] = choice
         return choice
 
-    def _select(self, ok: list[LaunchConfig], default: LaunchConfig, variants: dict, rfull: int = 0) -> list[LaunchConfig]:
-        """The default, the top-k by predicted time (nearest-default breaks ties, the families
-        interleaved), some explored."""
-        rest = [c for c in ok if c != default]
-        if not rest:
-            return [default]
-        # the default is ranked with the rest: a predictor that ranks a kernel's configs together
-        # (GroupContextPredictor) would rank the whole group again when the default is timed next
-        pred_of = dict(zip(ok, self._predict([variants[c][2] for c in ok])))
-        preds = [pred_of[c] for c in rest]
-        ranked = _interleave_families([c for _, _, c in sorted(((p, i, c) for i, (p, c) in enumerate(zip(preds, rest))),
-                                                               key=lambda t: t[:2])], rfull)
-        k = self.settings.top_k if self.bench.measures else 1
-        n_explore = int(round(k * self.settings.explore)) if self.bench.measures else 0
-        top = ranked[: max(0, k - n_explore)]
-        pool = ranked[len(top):]
-        explore = self.rng.sample(pool, min(n_explore, len(pool)))
-        return [default] + top + explore
-
-    def _refine(self, group: Any, default: LaunchConfig, results: dict, variants: dict,
-                measure: Callable[[LaunchConfig], None]) -> None:
-        """Best-first local search from the measured configs, as Inductor's max-autotune runs a
-        coordinate descent after its candidates: the fastest measured config not yet expanded has
-        its untried neighbours (`neighbour_configs`) measured, best predicted first, while
-        `settings.refine` lasts; then the next fastest. A faster neighbour is expanded next (descent);
-        when none is faster the runner-up is (a plain descent stops there, yet the seed example's
-        best row config is two moves from the default across a tie: RBLOCK 2048 -> 1024 at 8 warps
-        is level, then 16 warps is 1% faster). Knobs interact (rmsnorm's looped rows beat its
-        persistent ones only with cache hints; docs/defaults.md), so a
-        search that stops at the ranked top-k can leave a few percent behind."""
-        left = self.settings.refine if self.bench.measures else 0
-        expanded: set[LaunchConfig] = set()
-        while left > 0:
-            open_ = {c: r[0] for c, r in results.items() if c not in expanded and math.isfinite(r[0])}
-            if not open_:
-                return
-            centre = best_config(open_, default)
-            expanded.add(centre)
-            near = [c for c in neighbour_configs(centre, group) if c not in results]
-            if not near:
-                continue
-            # a neighbour not generated yet is ranked by the centre's record with its own config
-            # (the op mix is the centre's; the predictor reads sizes, bytes and the config)
-            centre_rec = results[centre][3]
-            recs = [variants[c][2] if isinstance(variants.get(c), tuple) else {**centre_rec, "config": c.to_json()}
-                    for c in near]
-            preds = self._predict(recs)
-            order = sorted(range(len(near)), key=lambda i: (preds[i], i))
-            batch = [near[i] for i in order[:left]]
-            with compiling_ahead(self._to_compile(batch, variants)):
-                for cfg in batch:
-                    measure(cfg)
-                    left -= 1
-
-    def _to_compile(self, configs: Sequence[LaunchConfig], variants: dict) -> list[Any]:
+    def to_compile(self, configs: Sequence[LaunchConfig], variants: dict) -> list[Any]:
         """The launches of the configs whose variant is built and not yet measured in the DB."""
         out = []
         for c in configs:
@@ -434,14 +333,14 @@ class KernelTuner:
             out.append(v[0])
         return out
 
-    def _predict(self, records: list[dict[str, Any]]) -> list[float]:
+    def predict(self, records: list[dict[str, Any]]) -> list[float]:
         try:
             return [float(p) for p in self.predictor.predict_us(records)]
         except Exception:  # noqa: BLE001 - ranking is advice: without it, nearest the default first
             return [0.0] * len(records)
 
-    def _measure(self, launch: Any, rec: dict[str, Any], env: list, outs: list[int],
-                 ref: list[torch.Tensor]) -> tuple[float, float, str | None, int]:
+    def measure_variant(self, launch: Any, rec: dict[str, Any], env: list, outs: list[int],
+                        ref: list[torch.Tensor]) -> tuple[float, float, str | None, int]:
         """(median µs, spread µs, error, 1 if newly measured) of one variant."""
         key = kernel_key(rec)
         if self.bench.measures and self.db is not None:
@@ -484,3 +383,131 @@ class KernelTuner:
         if timing is None:
             return math.inf, 0.0, err, 1
         return timing.median_us, timing.spread_us, None, 1
+
+
+class KernelSearch:
+    """The config search of one kernel (group gi of a running program): each config's variant (built,
+    or why it cannot be), each measured config's result, the failures and how many variants were
+    newly measured. The tuner-wide parts (ranking, the DB, the timer) are the KernelTuner's."""
+
+    def __init__(self, tuner: KernelTuner, builder: Any, gi: int, launch: Any, info: Any, env: list,
+                 ids: list[str], gkey: str) -> None:
+        self.tuner, self.builder, self.gi, self.launch, self.info, self.env = tuner, builder, gi, launch, info, env
+        self.ids, self.gkey = ids, gkey
+        self.group = builder.groups[gi]
+        self.default: LaunchConfig = info.config
+        self.candidates: list[LaunchConfig] = []
+        self.variants: dict[LaunchConfig, Variant | str] = {}   # a str: why the codegen cannot build it
+        self.results: dict[LaunchConfig, Result] = {}
+        self.failures: list[tuple[str, str]] = []
+        self.measured = 0                                       # variants newly measured (not from the DB)
+        self.outs: list[int] = []                               # the kernel's output slots
+        self.ref: list[torch.Tensor] = []                       # the default config's outputs
+
+    def build(self, cfg: LaunchConfig) -> None:
+        """cfg's variant (launch, info, record), or why the codegen cannot build it (it scores infinity)."""
+        t = self.tuner
+        try:
+            lv, iv = (self.launch, self.info) if cfg == self.default else self.builder.variant(self.gi, cfg)
+            self.variants[cfg] = (lv, iv, kernel_record(iv, lv, self.env, t.graph, self.gkey, t.traits, self.ids))
+        except Exception as e:  # noqa: BLE001 - a config the codegen cannot build scores infinity
+            self.variants[cfg] = f"codegen failed: {type(e).__name__}: {e}"
+
+    def build_candidates(self, configs: list[LaunchConfig]) -> None:
+        self.candidates = configs
+        for cfg in configs:
+            self.build(cfg)
+
+    def select(self) -> list[LaunchConfig]:
+        """The configs measured first: the default, the top-k built candidates by predicted time
+        (nearest-default breaks ties, the families interleaved), some explored."""
+        tuner, default = self.tuner, self.default
+        ok = [c for c in self.candidates if not isinstance(self.variants[c], str)]
+        rest = [c for c in ok if c != default]
+        if not rest:
+            return [default]
+        # the default is ranked with the rest: a predictor that ranks a kernel's configs together
+        # (GroupContextPredictor) would rank the whole group again when the default is timed next
+        pred_of = dict(zip(ok, tuner.predict([self.variants[c][2] for c in ok])))
+        preds = [pred_of[c] for c in rest]
+        rfull = next_pow2(max(self.group.rnumel, 1)) if self.group.is_reduction else 0
+        ranked = _interleave_families([c for _, _, c in sorted(((p, i, c) for i, (p, c) in enumerate(zip(preds, rest))),
+                                                               key=lambda t: t[:2])], rfull)
+        k = tuner.settings.top_k if tuner.bench.measures else 1
+        n_explore = int(round(k * tuner.settings.explore)) if tuner.bench.measures else 0
+        top = ranked[: max(0, k - n_explore)]
+        pool = ranked[len(top):]
+        explore = tuner.rng.sample(pool, min(n_explore, len(pool)))
+        return [default] + top + explore
+
+    def take_reference(self) -> None:
+        """Run the default config: its outputs are what every variant is checked against."""
+        self.outs = [self.builder.slot(w) for w in self.info.writes]
+        self.launch.run(self.env)
+        self.ref = [self.env[s].clone() for s in self.outs]
+
+    def measure(self, cfg: LaunchConfig) -> None:
+        """cfg's result: from the DB or timed (its variant built first if it is a neighbour outside
+        the candidates); infinity with the reason when it cannot be built, fails or is wrong."""
+        if cfg not in self.variants:
+            self.build(cfg)
+        v = self.variants[cfg]
+        if isinstance(v, str):
+            self.results[cfg] = (math.inf, 0.0, v, {})
+            return
+        lv, _, rec = v
+        us, spread, err, new = self.tuner.measure_variant(lv, rec, self.env, self.outs, self.ref)
+        self.measured += new
+        self.results[cfg] = (us, spread, err, rec)
+        if err:
+            self.failures.append((str(cfg), err))
+
+    def refine(self) -> None:
+        """Best-first local search from the measured configs, as Inductor's max-autotune runs a
+        coordinate descent after its candidates: the fastest measured config not yet expanded has
+        its untried neighbours (`neighbour_configs`) measured, best predicted first, while
+        `settings.refine` lasts; then the next fastest. A faster neighbour is expanded next (descent);
+        when none is faster the runner-up is (a plain descent stops there, yet the seed example's
+        best row config is two moves from the default across a tie: RBLOCK 2048 -> 1024 at 8 warps
+        is level, then 16 warps is 1% faster). Knobs interact (rmsnorm's looped rows beat its
+        persistent ones only with cache hints; docs/defaults.md), so a
+        search that stops at the ranked top-k can leave a few percent behind."""
+        t = self.tuner
+        left = t.settings.refine if t.bench.measures else 0
+        expanded: set[LaunchConfig] = set()
+        while left > 0:
+            open_ = {c: r[0] for c, r in self.results.items() if c not in expanded and math.isfinite(r[0])}
+            if not open_:
+                return
+            centre = best_config(open_, self.default)
+            expanded.add(centre)
+            near = [c for c in neighbour_configs(centre, self.group) if c not in self.results]
+            if not near:
+                continue
+            # a neighbour not generated yet is ranked by the centre's record with its own config
+            # (the op mix is the centre's; the predictor reads sizes, bytes and the config)
+            centre_rec = self.results[centre][3]
+            recs = [self.variants[c][2] if isinstance(self.variants.get(c), tuple) else {**centre_rec, "config": c.to_json()}
+                    for c in near]
+            preds = t.predict(recs)
+            order = sorted(range(len(near)), key=lambda i: (preds[i], i))
+            batch = [near[i] for i in order[:left]]
+            with compiling_ahead(t.to_compile(batch, self.variants)):
+                for cfg in batch:
+                    self.measure(cfg)
+                    left -= 1
+
+    def choose(self) -> KernelChoice:
+        """The fastest measured config and its close runners-up; runs the default again, so that the
+        kernels that follow read its outputs."""
+        for cfg, v in self.variants.items():
+            if isinstance(v, str):
+                self.failures.append((str(cfg), v))
+        self.launch.run(self.env)  # leave the default's outputs for the kernels that follow
+        results = self.results
+        best = best_config({c: r[0] for c, r in results.items()}, self.default)
+        us, spread, _, rec = results[best]
+        close = sorted((r[0], str(c), c) for c, r in results.items()
+                       if c != best and math.isfinite(r[0]) and r[0] <= us * (1 + CLOSE_SHARE))
+        return KernelChoice(self.gkey, best, us, spread, rec, len(results), self.measured, tuple(self.failures),
+                            tuple(c for _, _, c in close[:CLOSE_KEEP]))
