@@ -73,3 +73,23 @@ def test_cli_refuses_a_model_with_nothing_to_train(tmp_path, capsys):
     assert main(["tune", str(path), "--train", "--db", str(tmp_path / "t.db"), "--no-progress"]) != 0
     err = capsys.readouterr().err
     assert "nothing to train" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+class WithDropout(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(24, 40)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.dropout(torch.relu(self.lin(x)), 0.3, training=self.training).sum(-1)
+
+
+def test_a_graph_that_samples_is_verified_with_the_same_draws(tmp_path, device):
+    """Dropout's mask comes from torch's generator: the reference and every candidate run from one
+    snapshot of it (measure/rng.py), so correct plans verify."""
+    model = WithDropout().to(device)
+    x = rand((13, 24), device=device)
+    res = autofuse.tune(model, (x,), db=str(tmp_path / "t.db"), trials=2, progress=False, compare_torch_compile=False,
+                        benchmarker=FakeBenchmarker(_cost), train=True)
+    assert "no plan could be verified" not in res.report(), res.report()
+    assert len(res.graphs) == 2 and all(g.plan is not None for g in res.graphs)

@@ -19,6 +19,7 @@ import torch
 from ..capture.fresh import compile_fresh
 from ..capture.graph_hash import Versions, device_key, graph_hash
 from ..compiler import compile_graph
+from ..measure.rng import RngSnapshot
 from ..measure.timing import Benchmarker, CudaEventBenchmarker, PredictingBenchmarker
 from ..options import CompileOptions
 from ..plan.plan import FusionPlan
@@ -98,7 +99,9 @@ class GraphSearch:
         self.db, self.settings, self.gm, self.args, self.label = db, settings, gm, list(args), label
         self.key, self.dev, self.versions = graph_hash(gm, self.args), device_key(self.args), Versions.current()
         db.put_graph(self.key, _describe(label, self.args))
-        self.expected = _as_list(gm(*self.args))
+        self.rng = RngSnapshot.take()   # a graph that samples (dropout) draws alike in every checked run
+        with self.rng.replay():
+            self.expected = _as_list(gm(*self.args))
         from costmodel.predict import GroupContextPredictor
         predictor = GroupContextPredictor(load_predictor(db, self.dev))  # consistent kernel times without a GPU
         self.bench = benchmarker or default_benchmarker(self.args, predictor)
@@ -218,7 +221,8 @@ class GraphSearch:
     def verify_plan(self, f: Finalist) -> None:
         """Check f against eager; a plan that passes gets its kernel records (what a fake or predicting
         benchmarker times it by)."""
-        verify(f, self.gm, self.args, self.expected, self.options)
+        with self.rng.replay():
+            verify(f, self.gm, self.args, self.expected, self.options)
         if f.error is None:
             f.kernel_records = self.evaluator.records(f.plan)
 
