@@ -1,0 +1,84 @@
+"""Max pooling lowered as a pointwise window max (lower/pooling.py), against eager: kernel sizes,
+strides, padding, dilation, ceil mode, NaN and -inf, bf16, strided and channels-last inputs; the op
+before it computed inside the pooling kernel; with the indices used it runs as ATen's kernel."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import autofuse
+from autofuse.api import Recorder
+from autofuse.schedule.heuristics import Heuristics
+from tests.helpers import assert_close, rand
+
+POOLS = [dict(kernel_size=3, stride=2, padding=1), dict(kernel_size=2), dict(kernel_size=3, stride=2, ceil_mode=True),
+         dict(kernel_size=(3, 2), stride=(2, 1), padding=(1, 0), dilation=(2, 1)), dict(kernel_size=3, stride=1, padding=1),
+         dict(kernel_size=(2, 4), stride=(3, 3), padding=(1, 2), ceil_mode=True)]
+
+
+def _compiled(fn, *args, heuristics=None):
+    torch._dynamo.reset()
+    rec = Recorder()
+    kw = {"heuristics": heuristics} if heuristics else {}
+    f = autofuse.compile(fn, strict=True, use_db=False, poison=True, recorder=rec, **kw)
+    return f, rec
+
+
+def _kernels(rec):
+    return [k for _, _, art in rec.graphs for k in art.kernels]
+
+
+@pytest.mark.parametrize("params", POOLS, ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()))
+def test_relu_then_pool_in_one_kernel(params, device):
+    x = rand((2, 5, 13, 11), device=device)
+    x[0, 1, 4, 4] = float("nan")
+    x[1, 2, :3, :3] = float("-inf")
+    fn = lambda x: F.max_pool2d(torch.relu(x) - 0.5, **params)  # noqa: E731
+    f, rec = _compiled(fn, x)
+    with torch.no_grad():
+        assert_close(f(x), fn(x))
+    kernels = _kernels(rec)
+    assert len(kernels) == 1 and kernels[0].kind == "pointwise" and "max_pool2d" in kernels[0].aten_ops
+
+
+@pytest.mark.parametrize("layout", ["noncontig", "channels_last", "unbatched", "bf16"])
+def test_input_layouts_and_dtypes(layout, device):
+    if layout == "noncontig":
+        x = rand((2, 6, 11, 9), device=device).transpose(2, 3)
+    elif layout == "channels_last":
+        x = rand((2, 6, 10, 9), device=device).to(memory_format=torch.channels_last)
+    elif layout == "unbatched":
+        x = rand((6, 10, 9), device=device)
+    else:
+        x = rand((2, 6, 10, 9), torch.bfloat16, device=device)
+    fn = lambda x: F.max_pool2d(x, 3, 2, 1)  # noqa: E731
+    f, rec = _compiled(fn, x)
+    with torch.no_grad():
+        assert_close(f(x), fn(x))
+    assert all(k.kind != "fallback" for k in _kernels(rec))
+
+
+def test_between_channels_last_convolutions(device):
+    """conv -> relu -> pool -> conv with channels-last operands: the pool reads the NHWC activation."""
+    torch.manual_seed(0)
+    c1, c2 = torch.nn.Conv2d(3, 8, 3, padding=1).to(device), torch.nn.Conv2d(8, 4, 3).to(device)
+    fn = lambda x: c2(F.max_pool2d(torch.relu(c1(x)), 3, 2, 1))  # noqa: E731
+    x = rand((2, 3, 17, 15), device=device)
+    f, _ = _compiled(fn, x, heuristics=Heuristics(conv_layout="channels_last"))
+    with torch.no_grad():
+        assert_close(f(x), fn(x))
+
+
+def test_training_uses_atens_kernel_for_the_indices(device):
+    """The backward reads the argmax indices: the pool runs as ATen's max_pool2d_with_indices."""
+    x = rand((2, 4, 9, 10), device=device).requires_grad_()
+    fn = lambda x: F.max_pool2d(torch.tanh(x), 3, 2, 1)  # noqa: E731
+    f, rec = _compiled(fn, x)
+    g = rand((2, 4, 5, 5), device=device)
+    f(x).backward(g)
+    got = x.grad.clone()
+    x.grad = None
+    fn(x).backward(g)
+    assert_close(got, x.grad)
+    assert any("max_pool2d_with_indices" in k.aten_ops for k in _kernels(rec) if k.kind == "fallback")
