@@ -53,6 +53,14 @@ def planted_cost(rec):
     return us
 
 
+def planted_optimum(plan) -> bool:
+    """Two kernels: the mean fused with the epilogue, reading relu's values from a buffer (relu, or
+    the sum p + q computed from it, realized by the other kernel) instead of computing relu inline."""
+    groups = [set(k.nodes) for k in plan.kernels]
+    return (len(groups) == 2 and any({"mean", "output"} <= g for g in groups)
+            and not any({"relu", "mean"} <= g for g in groups) and bool({"relu", "add_1"} & set(plan.realize)))
+
+
 def settings(db, **kw):
     """top_k 8: on the GPU the relu kernel's first num_warps=2 candidate is the 8th (its default is
     XBLOCK 1024 at 8 warps, and the pointwise `.cs` family interleaves), so the planted optimum needs
@@ -71,9 +79,7 @@ def test_planted_optimum_found_and_stored(tmp_path, device):
     args = seed_args(device)
     res = autofuse.tune(seed_fn, args, settings=settings(tmp_path / "t.db"), benchmarker=fb)
     g = res.graphs[0]
-    groups = sorted(sorted(k.nodes) for k in g.plan.kernels)
-    assert groups == [["mean", "output"], ["relu"]], g.plan.dumps()
-    assert g.plan.realize == ("relu",)
+    assert planted_optimum(g.plan), g.plan.dumps()
     assert all(k.config.num_warps == 2 for k in g.plan.kernels)
     tuned = next(r for r in g.rows if r.variant == "autofuse tuned")
     default = next(r for r in g.rows if r.variant == "autofuse inductor")
@@ -84,7 +90,7 @@ def test_planted_optimum_found_and_stored(tmp_path, device):
     rec = autofuse.api.Recorder()
     f = autofuse.compile(seed_fn, db=str(tmp_path / "t.db"), on_miss="error", recorder=rec, poison=True)
     assert compare(f(*args), seed_fn(*args)) is None
-    assert sorted(sorted(k.nodes) for k in rec.graphs[0][2].plan.kernels) == groups
+    assert rec.graphs[0][2].plan.kernels == g.plan.kernels
     assert rec.graphs[0][2].source == "tuning DB"
     assert "autofuse tuned" in res.report()
 
@@ -93,7 +99,7 @@ def test_db_contents_and_measured_once(tmp_path, device):
     db_path = tmp_path / "t.db"
     fb = FakeBenchmarker(planted_cost)
     args = seed_args(device)
-    res = autofuse.tune(seed_fn, args, settings=settings(db_path, trials=8), benchmarker=fb)
+    res = autofuse.tune(seed_fn, args, settings=settings(db_path, trials=12), benchmarker=fb)
     g = res.graphs[0]
     with TuningDB.open(db_path) as db:
         ms = db.measurements()
@@ -110,14 +116,14 @@ def test_db_contents_and_measured_once(tmp_path, device):
         assert {"autofuse inductor", "autofuse tvm", "autofuse tuned"} <= set(plans[0].baselines)
     import optuna
     study = optuna.load_study(study_name=study_name(g.graph_hash, g.device), storage=f"sqlite:///{db_path}")
-    assert len(study.trials) == 8
+    assert len(study.trials) == 12
     assert {t.user_attrs.get("baseline") for t in study.trials[:3]} == {"inductor", "tvm", "none"}
     # a second tune measures nothing again: every kernel's time comes from the DB
     fb2 = FakeBenchmarker(planted_cost)
-    res2 = autofuse.tune(seed_fn, args, settings=settings(db_path, trials=8), benchmarker=fb2)
+    res2 = autofuse.tune(seed_fn, args, settings=settings(db_path, trials=12), benchmarker=fb2)
     assert kernel_calls(fb2) == [] and res2.graphs[0].new_measurements == 0
     assert res2.graphs[0].reused_measurements > 0 and "reused from the DB" in res2.report()
-    assert sorted(sorted(k.nodes) for k in res2.graphs[0].plan.kernels) == [["mean", "output"], ["relu"]]
+    assert planted_optimum(res2.graphs[0].plan)
 
 
 class FailingBench(FakeBenchmarker):
@@ -217,7 +223,7 @@ def test_ctrl_c_keeps_best_and_resume_continues(tmp_path, device):
     db_path = tmp_path / "t.db"
     args = seed_args(device)
     fb = InterruptingBench(planted_cost, after=12)
-    res = autofuse.tune(seed_fn, args, settings=settings(db_path, trials=16), benchmarker=fb)
+    res = autofuse.tune(seed_fn, args, settings=settings(db_path, trials=24), benchmarker=fb)
     g = res.graphs[0]
     assert res.interrupted and g.interrupted and "interrupted" in res.report()
     assert g.stored_id is not None                              # the best verified plan so far is stored
@@ -227,17 +233,17 @@ def test_ctrl_c_keeps_best_and_resume_continues(tmp_path, device):
     import optuna
     study = optuna.load_study(study_name=study_name(g.graph_hash, g.device), storage=f"sqlite:///{db_path}")
     done_before = len([t for t in study.trials if t.state.name == "COMPLETE"])
-    assert done_before < 16
+    assert done_before < 24
     fb2 = FakeBenchmarker(planted_cost)
-    res2 = autofuse.tune(seed_fn, args, settings=settings(db_path, trials=16, resume=True), benchmarker=fb2)
+    res2 = autofuse.tune(seed_fn, args, settings=settings(db_path, trials=24, resume=True), benchmarker=fb2)
     study = optuna.load_study(study_name=study_name(g.graph_hash, g.device), storage=f"sqlite:///{db_path}")
-    assert len([t for t in study.trials if t.state.name == "COMPLETE"]) == 16
+    assert len([t for t in study.trials if t.state.name == "COMPLETE"]) == 24
     measured_again = {json.dumps(c["config"], sort_keys=True) + c["source"] for c in kernel_calls(fb2)}
     with TuningDB.open(db_path) as db:
         first = {json.dumps(m["features"]["config"], sort_keys=True) + m["features"]["source"]
                  for m in db.measurements()[:n_before]}
     assert not (measured_again & first)                         # nothing measured twice
-    assert sorted(sorted(k.nodes) for k in res2.graphs[0].plan.kernels) == [["mean", "output"], ["relu"]]
+    assert planted_optimum(res2.graphs[0].plan)
 
 
 WORKER = textwrap.dedent("""

@@ -54,11 +54,11 @@ def test_four_searches_rows_and_table(tmp_path, device):
                 for c in contenders}
 
     # small stand-ins for 32 trials / top-k 16 (reference), 8, 32 trials (guided) and 32 (model only)
-    variants = sq.default_variants(ref_trials=8, ref_top_k=12, ref_explore=1.0, guided_trials=(3, 6),
-                                   model_only_trials=6)
+    variants = sq.default_variants(ref_trials=12, ref_top_k=12, ref_explore=1.0, guided_trials=(3, 12),
+                                   model_only_trials=12)
     assert [(v.name, v.predictor, v.trials, v.target, v.measures) for v in variants] == [   # in the order they run
-        ("model only", "learned", 6, 1.10, False), ("guided 3", "learned", 3, 1.05, True),
-        ("guided 6", "learned", 6, 1.05, True), ("unguided long", "byte-count", 8, None, True)]
+        ("model only", "learned", 12, 1.10, False), ("guided 3", "learned", 3, 1.05, True),
+        ("guided 12", "learned", 12, 1.01, True), ("unguided long", "byte-count", 12, None, True)]
     case = Case("seed_tiny", lambda dev, scale: (seed_fn, seed_args(dev)))
     res = sq.run_all([case], variants, out, 600.0, device=device, factories=factories(), retime=retime,
                      benchmarker_for=bench_for, meta={"device": "cpu (fake timer)"})
@@ -68,18 +68,18 @@ def test_four_searches_rows_and_table(tmp_path, device):
     # partial results were on disk before the re-timing: all four searches, no verdicts yet
     part = seen["on_disk"]["cases"][0]
     assert part["partial"] and [s["name"] for s in part["searches"]] == [
-        "model only", "guided 3", "guided 6", "unguided long"]
-    assert seen["names"] == ["model only", "guided 3", "guided 6", "unguided long", "default plan"]
+        "model only", "guided 3", "guided 12", "unguided long"]
+    assert seen["names"] == ["model only", "guided 3", "guided 12", "unguided long", "default plan"]
 
     rows = {r["variant"]: r for r in c["rows"]}
-    assert list(rows) == ["unguided long", "model only", "guided 3", "guided 6", "default plan"]   # the reference first
-    ref, g3, g6, default = rows["unguided long"], rows["guided 3"], rows["guided 6"], rows["default plan"]
+    assert list(rows) == ["unguided long", "model only", "guided 3", "guided 12", "default plan"]   # the reference first
+    ref, g3, g12, default = rows["unguided long"], rows["guided 3"], rows["guided 12"], rows["default plan"]
     # the reference finds the planted optimum: relu in its own kernel, mean fused with the epilogue,
     # num_warps=2 everywhere: two kernels of 10 us + 1 us launch
     assert (ref["us"], ref["kernels"], ref["ratio"]) == (pytest.approx(22.0), 2, pytest.approx(1.0))
     # 3 trials are the default strategies' plans only; the best of them, configs tuned: three 11 us kernels
     assert (g3["us"], g3["kernels"], g3["ratio"], g3["within"]) == (pytest.approx(33.0), 3, pytest.approx(1.5), False)
-    assert (g6["us"], g6["kernels"], g6["ratio"], g6["within"]) == (pytest.approx(22.0), 2, pytest.approx(1.0), True)
+    assert (g12["us"], g12["kernels"], g12["ratio"], g12["within"]) == (pytest.approx(22.0), 2, pytest.approx(1.0), True)
     # the default plan: one kernel computing relu inline (+30) at the default num_warps (+7)
     assert (default["us"], default["kernels"]) == (pytest.approx(48.0), 1)
     assert default["ratio"] == pytest.approx(48.0 / 22.0)
@@ -92,7 +92,7 @@ def test_four_searches_rows_and_table(tmp_path, device):
     assert benches["model only"].calls == [] and mo["kernels_measured"] == mo_row["kernels_measured"] == 0
     assert mo["stored"] and mo["source"] == ["predicted"] and mo["measured"] is False and not mo["cut_by_budget"]
     assert mo["predictor_used"] == ["PlantedPredictor"] and mo["predictor_calls"] > 0
-    assert mo_row["trials"] == mo_row["trials_asked"] == 6 and c["retimed"]["model only"]["rounds_us"] == [22.0] * 3
+    assert mo_row["trials"] == mo_row["trials_asked"] == 12 and c["retimed"]["model only"]["rounds_us"] == [22.0] * 3
     assert (mo_row["us"], mo_row["kernels"], mo_row["ratio"], mo_row["within"], mo_row["target"]) == (
         pytest.approx(22.0), 2, pytest.approx(1.0), True, 1.10)
     assert mo_row["tuner_us"] == pytest.approx(20.0) and mo_row["note"] == ""
@@ -103,17 +103,17 @@ def test_four_searches_rows_and_table(tmp_path, device):
         assert s["tune_us"] == pytest.approx(rows[name]["us"])         # the tuner's own time agrees
         assert rows[name]["trials"] == rows[name]["trials_asked"] == s["trials"]
     assert searches["unguided long"]["predictor_used"] == ["ByteCountPredictor"]
-    assert searches["guided 3"]["predictor_used"] == ["PlantedPredictor"] and searches["guided 6"]["predictor_calls"] > 0
-    assert searches["unguided long"]["kernel"]["top_k"] == 12 and searches["guided 6"]["kernel"]["top_k"] == 6
+    assert searches["guided 3"]["predictor_used"] == ["PlantedPredictor"] and searches["guided 12"]["predictor_calls"] > 0
+    assert searches["unguided long"]["kernel"]["top_k"] == 12 and searches["guided 12"]["kernel"]["top_k"] == 6
     # the wide search measures more configs per kernel than the guided one of about as many trials
-    assert searches["unguided long"]["kernels_measured"] > searches["guided 6"]["kernels_measured"]
+    assert searches["unguided long"]["kernels_measured"] > searches["guided 12"]["kernels_measured"]
 
     table = (out / "results.md").read_text()
     assert table == sq.markdown(res)
     assert "| seed_tiny | guided 3 | learned | 3/3 |" in table and "| 1.500 | 3 | ≤ 1.05 | NO |" in table
-    assert "| seed_tiny | guided 6 | learned | 6/6 |" in table and "| 1.000 | 2 | ≤ 1.05 | yes |" in table
-    assert "| seed_tiny | model only | learned | 6/6 | 0 |" in table and "| 1.000 | 2 | ≤ 1.10 | yes |" in table
-    assert "model only ≤ 1.10: 1/1 cases; guided 3 ≤ 1.05: 0/1 cases; guided 6 ≤ 1.05: 1/1 cases" in table
+    assert "| seed_tiny | guided 12 | learned | 12/12 |" in table and "| 1.000 | 2 | ≤ 1.01 | yes |" in table
+    assert "| seed_tiny | model only | learned | 12/12 | 0 |" in table and "| 1.000 | 2 | ≤ 1.10 | yes |" in table
+    assert "model only ≤ 1.10: 1/1 cases; guided 3 ≤ 1.05: 0/1 cases; guided 12 ≤ 1.01: 1/1 cases" in table
     on_disk = json.loads((out / "results.json").read_text())
     assert on_disk["cases"][0]["rows"] == json.loads(json.dumps(c["rows"])) and on_disk["device"] == "cpu (fake timer)"
 
@@ -232,7 +232,7 @@ def test_model_only_search_is_not_cut_by_its_budget(tmp_path, device, monkeypatc
         return real(fn, args, settings=settings, **kw)
 
     monkeypatch.setattr(autofuse, "tune", spy)
-    variants = {v.name: v for v in sq.default_variants(ref_trials=8, ref_top_k=12, ref_explore=1.0,
+    variants = {v.name: v for v in sq.default_variants(ref_trials=12, ref_top_k=12, ref_explore=1.0,
                                                         guided_trials=(4,), model_only_trials=4)}
     args = seed_args(device)
     mo = sq.run_search(seed_fn, args, variants["model only"], tmp_path / "mo.db", 1e-6,
