@@ -28,6 +28,7 @@ from .evaluate import PlanEval, PlanEvaluator, runner_up_plans
 from .finalists import CONFIRM_MIN_ROUNDS, Finalist, needs_confirmation, pick, time_rounds, verify
 from .kernels import KernelTuner, device_traits
 from .progress import Progress
+from .interrupts import deferred_interrupts
 from .settings import TuneSettings
 from .study import SpaceCache, enqueue_baselines, fail_stale_trials, open_study, quiet_optuna, study_name, worker_id
 
@@ -300,15 +301,18 @@ def _ask_tell(study: Any, objective: Any, n_trials: int, deadline: float | None)
     for _ in range(n_trials):
         if deadline is not None and time.monotonic() > deadline:
             return
-        trial = study.ask()
+        with deferred_interrupts():   # an interrupt inside ask or tell would leave the trial RUNNING
+            trial = study.ask()
         try:
             value = objective(trial)
         except optuna.exceptions.UpdateFinishedTrialError:
             continue  # the other worker's result stands; the kernels measured here are in the DB
         except BaseException:  # interrupted or failed: the trial must not stay RUNNING
-            _tell_quietly(study, trial, state=optuna.trial.TrialState.FAIL)
+            with deferred_interrupts():
+                _tell_quietly(study, trial, state=optuna.trial.TrialState.FAIL)
             raise
-        _tell_quietly(study, trial, value)
+        with deferred_interrupts():
+            _tell_quietly(study, trial, value)
 
 
 def _tell_quietly(study: Any, trial: Any, value: float | None = None, state: Any = None) -> None:
