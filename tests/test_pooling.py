@@ -1,6 +1,7 @@
-"""Max pooling lowered as a pointwise window max (lower/pooling.py), against eager: kernel sizes,
-strides, padding, dilation, ceil mode, NaN and -inf, bf16, strided and channels-last inputs; the op
-before it computed inside the pooling kernel; with the indices used it runs as ATen's kernel."""
+"""Max and average pooling lowered as pointwise window values (lower/pooling.py), against eager:
+kernel sizes, strides, padding, dilation, ceil mode, eager's divisors, NaN and -inf, bf16, strided
+and channels-last inputs; the op before a pool computed inside its kernel; max pooling with its
+indices used runs as ATen's kernel."""
 from __future__ import annotations
 
 import pytest
@@ -42,8 +43,41 @@ def test_relu_then_pool_in_one_kernel(params, device):
     assert len(kernels) == 1 and kernels[0].kind == "pointwise" and "max_pool2d" in kernels[0].aten_ops
 
 
+AVG_POOLS = [dict(kernel_size=3, stride=2, padding=1), dict(kernel_size=2), dict(kernel_size=3, stride=2, ceil_mode=True),
+             dict(kernel_size=3, stride=2, padding=1, count_include_pad=False),
+             dict(kernel_size=(3, 2), stride=(2, 1), padding=(1, 1), ceil_mode=True, count_include_pad=False),
+             dict(kernel_size=3, padding=1, divisor_override=4), dict(kernel_size=(2, 4), stride=3, padding=(1, 2), ceil_mode=True)]
+
+
+@pytest.mark.parametrize("params", AVG_POOLS, ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()))
+def test_relu_then_average_pool_in_one_kernel(params, device):
+    x = rand((2, 5, 13, 11), device=device)
+    fn = lambda x: F.avg_pool2d(torch.relu(x) - 0.5, **params)  # noqa: E731
+    f, rec = _compiled(fn, x)
+    with torch.no_grad():
+        assert_close(f(x), fn(x))
+    kernels = _kernels(rec)
+    assert len(kernels) == 1 and kernels[0].kind == "pointwise" and "avg_pool2d" in kernels[0].aten_ops
+
+
+def test_average_pool_training_step(device):
+    """The forward pools in a generated kernel, the backward (no indices) runs as ATen's kernel."""
+    x = rand((2, 4, 9, 10), device=device).requires_grad_()
+    fn = lambda x: F.avg_pool2d(torch.tanh(x), 3, 2, 1, count_include_pad=False)  # noqa: E731
+    f, _ = _compiled(fn, x)
+    g = rand((2, 4, 5, 5), device=device)
+    out = f(x)
+    assert_close(out, fn(x))
+    out.backward(g)
+    got = x.grad.clone()
+    x.grad = None
+    fn(x).backward(g)
+    assert_close(got, x.grad)
+
+
+@pytest.mark.parametrize("pool", ["max", "avg"])
 @pytest.mark.parametrize("layout", ["noncontig", "channels_last", "unbatched", "bf16"])
-def test_input_layouts_and_dtypes(layout, device):
+def test_input_layouts_and_dtypes(layout, pool, device):
     if layout == "noncontig":
         x = rand((2, 6, 11, 9), device=device).transpose(2, 3)
     elif layout == "channels_last":
@@ -52,7 +86,7 @@ def test_input_layouts_and_dtypes(layout, device):
         x = rand((6, 10, 9), device=device)
     else:
         x = rand((2, 6, 10, 9), torch.bfloat16, device=device)
-    fn = lambda x: F.max_pool2d(x, 3, 2, 1)  # noqa: E731
+    fn = (lambda x: F.max_pool2d(x, 3, 2, 1)) if pool == "max" else (lambda x: F.avg_pool2d(x, 3, 2, 1))
     f, rec = _compiled(fn, x)
     with torch.no_grad():
         assert_close(f(x), fn(x))
