@@ -11,7 +11,8 @@ input itself, or `divisor_override`.
 from __future__ import annotations
 
 import operator
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
 
 import torch
 
@@ -33,6 +34,64 @@ def _pair(v: Any, default: Sequence[int] | None = None) -> tuple[int, int]:
     return (int(v[0]), int(v[0])) if len(v) == 1 else (int(v[0]), int(v[1]))
 
 
+@dataclass(frozen=True)
+class _Window:
+    """A 2-D pooling window over x, and which input bounds it can cross: below 0 with padding, past
+    the end with padding or ceil mode (only those get a mask)."""
+
+    load: Any
+    src: torch.dtype
+    cd: torch.dtype
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    padding: tuple[int, int]
+    dilation: tuple[int, int]
+    in_size: tuple[int, int]
+    crosses: tuple[tuple[bool, bool], tuple[bool, bool]]
+
+    @staticmethod
+    def of(x: Any, out_size: Sequence[int], out_dtype: torch.dtype, kernel_size: Any, stride: Any, padding: Any,
+           dilation: Any = 1) -> "_Window":
+        k, p, d = _pair(kernel_size), _pair(padding), _pair(dilation)
+        s = _pair(stride, k)
+        n = (int(x.size[-2]), int(x.size[-1]))
+        crosses = tuple((p[a] > 0, (int(out_size[a - 2]) - 1) * s[a] - p[a] + (k[a] - 1) * d[a] >= n[a])
+                        for a in (0, 1))
+        return _Window(x.loader(), x.dtype, upcast(out_dtype), k, s, p, d, n, crosses)  # type: ignore[arg-type]
+
+    def starts(self, oh: Any, ow: Any) -> tuple[Any, Any]:
+        """Where the window of output (oh, ow) starts in the unpadded input (negative in the padding)."""
+        return oh * self.stride[0] - self.padding[0], ow * self.stride[1] - self.padding[1]
+
+    def elements(self, ops: Any, idx: Sequence[Any], pad_value: float) -> Iterator[Any]:
+        """The window's values in the compute dtype, `pad_value` where it lies outside the input."""
+        *lead, oh, ow = idx
+        hs, ws = self.starts(oh, ow)
+        for i in range(self.kernel[0]):
+            for j in range(self.kernel[1]):
+                at = (hs + i * self.dilation[0], ws + j * self.dilation[1])
+                conds = []
+                for a in (0, 1):
+                    lo, hi = self.crosses[a]
+                    if lo or hi:
+                        iv = ops.index_expr(at[a], torch.int64)
+                        if lo:
+                            conds.append(ops.ge(iv, ops.constant(0, torch.int64)))
+                        if hi:
+                            conds.append(ops.lt(iv, ops.constant(self.in_size[a], torch.int64)))
+
+                def value(at=at):
+                    v = self.load(ops, [*lead, *at])
+                    return v if upcast(self.src) == self.cd else ops.to_dtype(v, self.cd)
+                if not conds:
+                    yield value()
+                    continue
+                cond = conds[0]
+                for c in conds[1:]:
+                    cond = ops.logical_and(cond, c)
+                yield ops.masked(cond, value, pad_value)
+
+
 @register(aten.max_pool2d_with_indices)
 def _max_pool2d(g, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
     for user in g.node.users:
@@ -41,52 +100,16 @@ def _max_pool2d(g, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=F
     values, _ = g.out
     if not values.dtype.is_floating_point or len(x.size) not in (3, 4):
         raise Unsupported("max_pool2d operands")
-    kh, kw = _pair(kernel_size)
-    sh, sw = _pair(stride, (kh, kw))
-    ph, pw = _pair(padding)
-    dh, dw = _pair(dilation)
-    in_h, in_w = int(x.size[-2]), int(x.size[-1])
     size = tuple(int(s) for s in values.shape)
-    out_h, out_w = size[-2], size[-1]
-    # which bounds a window can cross: below 0 with padding, past the end with padding or ceil_mode
-    lo_h, hi_h = ph > 0, (out_h - 1) * sh - ph + (kh - 1) * dh >= in_h
-    lo_w, hi_w = pw > 0, (out_w - 1) * sw - pw + (kw - 1) * dw >= in_w
-    load = x.loader()
-    src, out_dtype = x.dtype, values.dtype
-    cd = upcast(out_dtype)
-
-    def inside(ops, i, lo, hi, n):
-        conds = []
-        if lo or hi:
-            iv = ops.index_expr(i, torch.int64)
-            if lo:
-                conds.append(ops.ge(iv, ops.constant(0, torch.int64)))
-            if hi:
-                conds.append(ops.lt(iv, ops.constant(n, torch.int64)))
-        return conds
+    out_dtype = values.dtype
+    win = _Window.of(x, size[-2:], out_dtype, kernel_size, stride, padding, dilation)
 
     def fn(ops, idx):
-        *lead, oh, ow = idx
         best = None
-        for i in range(kh):
-            ih = oh * sh - ph + i * dh
-            for j in range(kw):
-                iw = ow * sw - pw + j * dw
-                conds = inside(ops, ih, lo_h, hi_h, in_h) + inside(ops, iw, lo_w, hi_w, in_w)
-
-                def value(ih=ih, iw=iw):
-                    v = load(ops, [*lead, ih, iw])
-                    return v if upcast(src) == cd else ops.to_dtype(v, cd)
-                if conds:
-                    cond = conds[0]
-                    for c in conds[1:]:
-                        cond = ops.logical_and(cond, c)
-                    v = ops.masked(cond, value, float("-inf"))
-                else:
-                    v = value()
-                # eager's rule: a larger value or a NaN takes the window's place
-                best = v if best is None else ops.where(ops.logical_or(ops.gt(v, best), ops.isnan(v)), v, best)
-        return best if cd == out_dtype else ops.to_dtype(best, out_dtype)
+        for v in win.elements(ops, idx, float("-inf")):
+            # eager's rule: a larger value or a NaN takes the window's place
+            best = v if best is None else ops.where(ops.logical_or(ops.gt(v, best), ops.isnan(v)), v, best)
+        return best if win.cd == out_dtype else ops.to_dtype(best, out_dtype)
 
     pooled = Pointwise(values.device, out_dtype, size, fn, origins_of(x) | frozenset({"max_pool2d"}))
     return pooled, None
@@ -98,17 +121,9 @@ def _avg_pool2d(g, x, kernel_size, stride=(), padding=0, ceil_mode=False, count_
     out = g.out
     if not out.dtype.is_floating_point or len(x.size) not in (3, 4):
         raise Unsupported("avg_pool2d operands")
-    kh, kw = _pair(kernel_size)
-    sh, sw = _pair(stride, (kh, kw))
-    ph, pw = _pair(padding)
-    in_h, in_w = int(x.size[-2]), int(x.size[-1])
     size = tuple(int(s) for s in out.shape)
-    out_h, out_w = size[-2], size[-1]
-    lo_h, hi_h = ph > 0, (out_h - 1) * sh - ph + kh - 1 >= in_h
-    lo_w, hi_w = pw > 0, (out_w - 1) * sw - pw + kw - 1 >= in_w
-    load = x.loader()
-    src, out_dtype = x.dtype, out.dtype
-    cd = upcast(out_dtype)
+    out_dtype = out.dtype
+    win = _Window.of(x, size[-2:], out_dtype, kernel_size, stride, padding)
     i64 = torch.int64
 
     def clipped(ops, start, k, lo_bound, hi_bound):
@@ -120,42 +135,20 @@ def _avg_pool2d(g, x, kernel_size, stride=(), padding=0, ceil_mode=False, count_
         return ops.sub(hi, lo)
 
     def fn(ops, idx):
-        *lead, oh, ow = idx
         total = None
-        for i in range(kh):
-            ih = oh * sh - ph + i
-            for j in range(kw):
-                iw = ow * sw - pw + j
-                conds = []
-                for v, lo, hi, n in ((ih, lo_h, hi_h, in_h), (iw, lo_w, hi_w, in_w)):
-                    if lo or hi:
-                        iv = ops.index_expr(v, i64)
-                        if lo:
-                            conds.append(ops.ge(iv, ops.constant(0, i64)))
-                        if hi:
-                            conds.append(ops.lt(iv, ops.constant(n, i64)))
-
-                def value(ih=ih, iw=iw):
-                    v = load(ops, [*lead, ih, iw])
-                    return v if upcast(src) == cd else ops.to_dtype(v, cd)
-                if conds:
-                    cond = conds[0]
-                    for c in conds[1:]:
-                        cond = ops.logical_and(cond, c)
-                    v = ops.masked(cond, value, 0.0)
-                else:
-                    v = value()
-                total = v if total is None else ops.add(total, v)
+        for v in win.elements(ops, idx, 0.0):
+            total = v if total is None else ops.add(total, v)
         if divisor_override:
-            div = ops.constant(float(divisor_override), cd)
+            div = ops.constant(float(divisor_override), win.cd)
         else:
-            hs, ws = oh * sh - ph, ow * sw - pw
+            (kh, kw), (ph, pw), (in_h, in_w) = win.kernel, win.padding, win.in_size
+            hs, ws = win.starts(idx[-2], idx[-1])
             if count_include_pad:
                 n = ops.mul(clipped(ops, hs, kh, None, in_h + ph), clipped(ops, ws, kw, None, in_w + pw))
             else:
                 n = ops.mul(clipped(ops, hs, kh, 0, in_h), clipped(ops, ws, kw, 0, in_w))
-            div = ops.to_dtype(n, cd)
+            div = ops.to_dtype(n, win.cd)
         avg = ops.truediv(total, div)
-        return avg if cd == out_dtype else ops.to_dtype(avg, out_dtype)
+        return avg if win.cd == out_dtype else ops.to_dtype(avg, out_dtype)
 
     return Pointwise(out.device, out_dtype, size, fn, origins_of(x) | frozenset({"avg_pool2d"}))
