@@ -69,8 +69,8 @@ def test_a_reduction_the_gpu_would_split_keeps_its_consumer_apart():
 
 
 def test_reordered_dims():
-    assert reordered_dims((64, 9, 33), 9 * 33, 64) == (1, 2, 0)
-    assert reordered_dims((6, 50, 33), 6 * 33, 50) == (0, 2, 1)
-    assert reordered_dims((1, 64, 1, 7), 7, 64) == (0, 2, 3, 1)        # size-1 dims stay in x
+    assert reordered_dims((64, 9, 33), 9 * 33, 64) == ((1, 2, 0), 2)
+    assert reordered_dims((6, 50, 33), 6 * 33, 50) == ((0, 2, 1), 2)
+    assert reordered_dims((1, 64, 1, 7), 7, 64) == ((0, 2, 3, 1), 3)   # size-1 dims stay in x
     assert reordered_dims((8, 8, 5), 40, 8) is None                     # two ways: which one is unknown
     assert reordered_dims((6, 50), 7, 50) is None                       # no way

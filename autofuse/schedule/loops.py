@@ -83,23 +83,23 @@ def placement(node: SchedulerNode, numel: int, rnumel: int, is_reduction_kernel:
                 return Placement("r", k)
             if k < len(node.sizes):
                 acc *= node.sizes[k]
-        order = reordered_dims(node.sizes, numel, rnumel)
-        if order is not None:
-            return Placement("r", len(order) - _r_count(node.sizes, order, rnumel), order)
+        reordered = reordered_dims(node.sizes, numel, rnumel)
+        if reordered is not None:
+            return Placement("r", reordered[1], reordered[0])
     if node.numel == numel:
         return Placement("x", len(node.sizes))
     return None
 
 
-def reordered_dims(sizes: Sequence[int], numel: int, rnumel: int) -> tuple[int, ...] | None:
+def reordered_dims(sizes: Sequence[int], numel: int, rnumel: int) -> tuple[tuple[int, ...], int] | None:
     """The one way to take some of `sizes`' dims (kept in order) as an r extent of `rnumel` and the
-    rest as an x extent of `numel`: the dims in kernel order, x dims first; None when there is no
-    such way or more than one (then which dims meet the reduction's r loop is not known from sizes
-    alone). Dims of size 1 stay in x."""
+    rest as an x extent of `numel`: (the dims in kernel order, x dims first; how many are x dims).
+    None when there is no such way or more than one (then which dims meet the reduction's r loop is
+    not known from sizes alone). Dims of size 1 stay in x."""
     big = [d for d, s in enumerate(sizes) if s != 1]
     if len(big) > MAX_REORDERED_DIMS:
         return None
-    found: tuple[int, ...] | None = None
+    found: tuple[tuple[int, ...], int] | None = None
     for mask in range(1, 1 << len(big)):
         r = [d for i, d in enumerate(big) if mask >> i & 1]
         if prod([sizes[d] for d in r]) != rnumel or prod([sizes[d] for d in big if d not in r]) != numel:
@@ -107,19 +107,8 @@ def reordered_dims(sizes: Sequence[int], numel: int, rnumel: int) -> tuple[int, 
         if found is not None:
             return None
         x = [d for d in range(len(sizes)) if d not in r]
-        found = tuple(x + r)
+        found = (tuple(x + r), len(x))
     return found
-
-
-def _r_count(sizes: Sequence[int], order: Sequence[int], rnumel: int) -> int:
-    """How many of the last dims of `order` make up the r extent."""
-    acc, k = 1, 0
-    for d in reversed(order):
-        if acc == rnumel:
-            break
-        acc *= sizes[d]
-        k += 1
-    return k
 
 
 def refine(a: Sequence[int], b: Sequence[int]) -> list[int] | None:
