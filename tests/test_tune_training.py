@@ -36,8 +36,15 @@ def test_tuned_training_step_runs_from_the_db(tmp_path, device):
     model = Block().to(device)
     x = rand((13, 24), device=device)
     db = str(tmp_path / "t.db")
+    model.eval()
+    before = torch.ones_like(model.lin.weight)
+    model.lin.weight.grad = before
     res = autofuse.tune(model, (x,), db=db, trials=2, progress=False, compare_torch_compile=False,
                         benchmarker=FakeBenchmarker(_cost), train=True)
+    # the captured step ran in training mode; the model's mode and gradients are as they were
+    assert not model.training and model.lin.weight.grad is before and model.lin.bias.grad is None
+    model.train()
+    model.lin.weight.grad = None
     labels = sorted(g.label.split()[0] for g in res.graphs)
     assert labels == ["backward", "forward"], labels
     assert all(g.plan is not None for g in res.graphs)

@@ -72,10 +72,12 @@ class TuneResult:
 def capture(model: Callable[..., Any], example_inputs: Sequence[Any], train: bool = False,
             example_kwargs: dict[str, Any] | None = None) -> list[tuple[str, torch.fx.GraphModule, list]]:
     """The ATen graphs (and their real inputs) of one inference call of the model, or with `train`
-    of one training step: its forward and backward graphs (`training_loss`)."""
+    of one training step: its forward and backward graphs (`training_loss`). The model's mode and
+    its parameters' gradients are left as they were."""
     from ..capture.backend import make_backend
     from ..options import CompileOptions
     graphs: list[tuple[str, torch.fx.GraphModule, list]] = []
+    kwargs = example_kwargs or {}
 
     def collect(gm: torch.fx.GraphModule, args: Sequence[Any], label: str) -> None:
         graphs.append((label, gm, list(args)))
@@ -84,15 +86,21 @@ def capture(model: Callable[..., Any], example_inputs: Sequence[Any], train: boo
     fn = compile_fresh(model, make_backend(CompileOptions(use_db=False, tuner=collect)), dynamic=False)
     if not train:
         with torch.no_grad():
-            fn(*example_inputs, **(example_kwargs or {}))
+            fn(*example_inputs, **kwargs)
         return graphs
-    if isinstance(model, torch.nn.Module):
-        model.train()
-    with torch.enable_grad():
-        loss = training_loss(fn(*example_inputs, **(example_kwargs or {})))
-        loss.backward()
-    if isinstance(model, torch.nn.Module):
-        model.zero_grad(set_to_none=True)
+    module = model if isinstance(model, torch.nn.Module) else None
+    was_training = module.training if module is not None else False
+    grads = {p: p.grad for p in module.parameters()} if module is not None else {}
+    try:
+        if module is not None:
+            module.train()
+        with torch.enable_grad():
+            training_loss(fn(*example_inputs, **kwargs)).backward()
+    finally:
+        if module is not None:
+            module.train(was_training)
+        for p, g in grads.items():
+            p.grad = g
     return graphs
 
 
@@ -107,10 +115,11 @@ def tune(model: Callable[..., Any], example_inputs: Sequence[Any], *, settings: 
     from ..runtime.reuse import open_db
     settings = replace(settings or TuneSettings(), **overrides)
     db = open_db(settings.db)
-    on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in (*example_inputs, *(example_kwargs or {}).values()))
+    kwargs = example_kwargs or {}
+    on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in (*example_inputs, *kwargs.values()))
     copy_bw = copy_bandwidth() if on_gpu and benchmarker is None else None
     start = time.monotonic()
-    graphs = capture(model, example_inputs, train, example_kwargs)
+    graphs = capture(model, example_inputs, train, kwargs)
     from ..capture.graph_hash import graph_hash
     distinct: dict[str, tuple[str, Any, list]] = {}
     for label, gm, args in graphs:
@@ -141,19 +150,19 @@ def tune(model: Callable[..., Any], example_inputs: Sequence[Any], *, settings: 
     measured = all(r.source == "tuned" for r in results)
     out = TuneResult(results, copy_bw=copy_bw, measured=measured, interrupted=interrupted, db_url=db.url, errors=errors)
     if on_gpu and benchmarker is None and settings.compare_torch_compile and not interrupted and not train:
-        out.model_rows = model_rows(model, example_inputs, settings, example_kwargs or {})
+        out.model_rows = model_rows(model, example_inputs, settings, kwargs)
     return out
 
 
 def model_rows(model: Callable[..., Any], inputs: Sequence[Any], settings: TuneSettings,
-               kwargs: dict[str, Any] | None = None) -> list[Row]:
+               kwargs: dict[str, Any]) -> list[Row]:
     """The whole model end to end: eager, torch.compile, autofuse strategies, autofuse with the stored plans."""
     from ..capture.backend import make_backend
     from ..measure.timing import CudaEventBenchmarker
     from ..options import CompileOptions
     bench = CudaEventBenchmarker()
     with torch.no_grad():
-        expected = model(*inputs, **(kwargs or {}))
+        expected = model(*inputs, **kwargs)
     rows: list[Row] = []
     builders = {
         "eager": lambda: model,
@@ -169,11 +178,11 @@ def model_rows(model: Callable[..., Any], inputs: Sequence[Any], settings: TuneS
         try:
             fn = build()
             with torch.no_grad():
-                why = compare(fn(*inputs, **(kwargs or {})), expected)
+                why = compare(fn(*inputs, **kwargs), expected)
                 if why:
                     rows.append(Row(name, None, note=f"wrong: {why}"))
                     continue
-                t: Timing = bench.time(lambda: fn(*inputs, **(kwargs or {})), {"kind": "plan", "kernels": []})
+                t: Timing = bench.time(lambda: fn(*inputs, **kwargs), {"kind": "plan", "kernels": []})
             rows.append(Row(name, t.median_us))
         except Exception as e:  # noqa: BLE001 - a failing variant is reported, the table goes on
             rows.append(Row(name, None, note=f"failed: {type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"))
