@@ -328,15 +328,20 @@ def interleaved(calls: dict[str, Callable[[], Any]], entries: dict[str, dict[str
     """Wall and host times of every variant of one model, in ROUNDS rounds whose variant order rotates:
     the host's speed drifts (up to 2x between runs), and every variant sees the same drift. Only the
     variants in `record` (default: all) get their medians written."""
+    from autofuse.measure.timing import rotated
     names = list(calls)
     walls: dict[str, list[float]] = {n: [] for n in names}
     hosts: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
-    for n in names:   # warm: the first calls after a compile may still allocate
-        for _ in range(3):
-            calls[n]()
+    for n in list(names):   # warm: the first calls after a compile may still allocate
+        try:
+            for _ in range(3):
+                calls[n]()
+        except Exception as exc:  # noqa: BLE001 - one variant failing leaves the others
+            entries[n]["wall_error"] = _error(exc)
+            names.remove(n)
     torch.cuda.synchronize()
     for r in range(ROUNDS):
-        for n in names[r % len(names):] + names[:r % len(names)]:
+        for n in rotated(names, r):
             e = entries[n]
             try:
                 walls[n].append(wall_round(calls[n], calls_per_round))
