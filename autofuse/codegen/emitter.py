@@ -33,18 +33,18 @@ class Scope:
         self.indent = indent
 
     def lookup(self, key: str) -> TV | None:
-        s: Scope | None = self
-        while s is not None:
-            if key in s.cache:
-                return s.cache[key]
-            s = s.parent
-        return None
+        return self._find("cache", key)
 
     def node_value(self, name: str) -> TV | None:
+        return self._find("node_values", name)
+
+    def _find(self, table: str, key: str) -> TV | None:
+        """`key` in this scope's table or the nearest enclosing scope's that has it."""
         s: Scope | None = self
         while s is not None:
-            if name in s.node_values:
-                return s.node_values[name]
+            found = getattr(s, table).get(key)
+            if found is not None:
+                return found
             s = s.parent
         return None
 

@@ -85,5 +85,5 @@ def channels_last_pays(sites: Sequence[ConvSite], graph_nodes: int, training: bo
 
 
 def _val(a: Any) -> torch.Tensor | None:
-    v = getattr(a, "meta", {}).get("val") if hasattr(a, "meta") else None
+    v = a.meta.get("val") if isinstance(a, torch.fx.Node) else None
     return v if isinstance(v, torch.Tensor) else None
