@@ -317,7 +317,7 @@ def compile_variant(job: Job, variant: str, opts: argparse.Namespace) -> tuple[C
         entry.update(log.summary())
     if job.device == "cuda":
         try:   # a failing profile leaves the other measurements
-            entry.update(gpu_profile(call, opts.profile_calls))
+            entry.update(gpu_profile(call, opts.profile_calls, opts.gpu_ops))
         except Exception as e:  # noqa: BLE001
             entry["gpu_error"] = _error(e)
     return call, entry
@@ -372,9 +372,10 @@ def wall_round(call: Callable[[], Any], calls: int) -> float:
     return (time.perf_counter() - t0) / calls * 1e3
 
 
-def gpu_profile(call: Callable[[], Any], calls: int) -> dict[str, float]:
+def gpu_profile(call: Callable[[], Any], calls: int, top: int = 0) -> dict[str, Any]:
     """GPU milliseconds per call (the profiler's sum of kernel, copy and fill times) and GPU
-    operations per call."""
+    operations per call; with `top`, also the `top` GPU operations with the most time per call
+    (name, microseconds per call, launches per call), to see where two variants differ."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
     call()
@@ -384,8 +385,15 @@ def gpu_profile(call: Callable[[], Any], calls: int) -> dict[str, float]:
             call()
         torch.cuda.synchronize()
     gpu = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
-    return {"gpu_ms": sum(e.time_range.elapsed_us() for e in gpu) / calls / 1e3,
-            "kernels_per_call": len(gpu) / calls}
+    out: dict[str, Any] = {"gpu_ms": sum(e.time_range.elapsed_us() for e in gpu) / calls / 1e3,
+                           "kernels_per_call": len(gpu) / calls}
+    if top:
+        by_name: dict[str, list[float]] = {}
+        for e in gpu:
+            by_name.setdefault(e.name, []).append(e.time_range.elapsed_us())
+        ranked = sorted(by_name.items(), key=lambda kv: -sum(kv[1]))[:top]
+        out["gpu_ops"] = [f"{sum(ts) / calls:9.1f} us {len(ts) / calls:5.1f}x  {name[:120]}" for name, ts in ranked]
+    return out
 
 
 def host_round(call: Callable[[], Any], wall: float, kernels: float) -> dict[str, Any]:
@@ -542,6 +550,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--profile-calls", type=int, default=5)
     p.add_argument("--host-profile", type=int, default=0, metavar="N",
                    help="also record the N functions with the most own host time per call (cProfile)")
+    p.add_argument("--gpu-ops", type=int, default=0, metavar="N",
+                   help="also record the N GPU operations with the most time per call (profiler)")
     p.add_argument("--strict", action="store_true", help="autofuse compiles strict (a graph it cannot compile fails the variant)")
     p.add_argument("--warm-cache", action="store_true", help="keep Inductor's, Triton's and autofuse's cache directories")
     p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
