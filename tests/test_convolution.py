@@ -12,6 +12,7 @@ from autofuse.capture.trace import compile_traced
 from autofuse.lower.convolution import channels_last_strides
 from autofuse.schedule.heuristics import Heuristics
 
+from . import helpers
 from .helpers import assert_close, kernels_of, rand
 
 LAYOUTS = ["channels_last", "as_given"]
@@ -185,7 +186,7 @@ def test_conv_sites_and_training_graphs():
         return compile_
     from torch._dynamo.backends.common import aot_autograd
     torch._dynamo.reset()
-    conv = torch.nn.Conv2d(3, 4, 3)
+    conv = torch.nn.Conv2d(3, 4, 3).to(helpers.DEFAULT_DEVICE)
     be = aot_autograd(fw_compiler=backend("forward"), bw_compiler=backend("backward"),
                       inference_compiler=backend("inference"))
     torch.compile(conv, backend=be)(rand((2, 3, 8, 8))).sum().backward()

@@ -110,7 +110,8 @@ def test_bool_and_int64_values():
 
 def test_index_values_and_constants_broadcast_to_the_tile():
     def fn(x):
-        return (x.t() * torch.arange(37, dtype=x.dtype) + torch.full((45, 1), 2.0)).contiguous()
+        return (x.t() * torch.arange(37, dtype=x.dtype, device=x.device)
+                + torch.full((45, 1), 2.0, device=x.device)).contiguous()
 
     kernels = run_and_check(fn, [rand((37, 45))], lambda c: replace(c, YBLOCK=8, XBLOCK=4))
     assert [k.config.YBLOCK for k in kernels if k.config.YBLOCK] == [8]
