@@ -106,21 +106,28 @@ def test_variance_special_values():
 
 def test_looped_layer_norm_reads_its_rows_twice():
     """The statistics' pass (both sums) and the output's: two r loops, the shift loaded before them."""
-    x = rand((7, 600), noncontig=True)
-    (src,) = compiled_sources(lambda x: F.layer_norm(x, x.shape[-1:]), [x], XBLOCK=2, RBLOCK=64, persistent=False)
+    x = rand((7, 1500), noncontig=True)   # past the persistent threshold: the default takes one pass
+    (src,) = compiled_sources(lambda x: F.layer_norm(x, x.shape[-1:]), [x], XBLOCK=2, RBLOCK=256, persistent=False)
     assert src.count("for roffset") == 2
     head = src.split("for roffset")[0]
     assert head.count("tl.load(") == 1 and "xmask, other=0)" in head   # the shift, an [XBLOCK, 1] load
 
 
-def test_two_pass_variance_stays_available():
-    x = rand((7, 600))
+def test_variance_passes_by_row_length():
+    """Rows that fit a persistent kernel take two passes over registers by default, longer rows the
+    shifted single pass; either form stays available."""
     fn = lambda x: torch.var_mean(x, -1)  # noqa: E731
-    (src,) = compiled_sources(fn, [x], Heuristics(variance="two_pass"), XBLOCK=2, RBLOCK=64, persistent=False)
+    short, long = rand((7, 600)), rand((7, 1500))
+    (src,) = compiled_sources(fn, [short], XBLOCK=2, RBLOCK=64, persistent=False)
     assert src.count("for roffset") == 2
-    (src,) = compiled_sources(fn, [x], XBLOCK=2, RBLOCK=64, persistent=False)
+    (src,) = compiled_sources(fn, [short], Heuristics(variance="shifted"), XBLOCK=2, RBLOCK=64, persistent=False)
     assert src.count("for roffset") == 1
-
+    (src,) = compiled_sources(fn, [long], XBLOCK=2, RBLOCK=256, persistent=False)
+    assert src.count("for roffset") == 1
+    (src,) = compiled_sources(fn, [long], Heuristics(variance="two_pass"), XBLOCK=2, RBLOCK=256, persistent=False)
+    assert src.count("for roffset") == 2
+    (src,) = compiled_sources(fn, [short])
+    assert "for roffset" not in src and src.count("tl.reduce(") == 2
 
 def test_split_norm_statistics_run_in_one_kernel():
     """A column statistic the GPU default splits: both sums in one split kernel."""
@@ -129,7 +136,8 @@ def test_split_norm_statistics_run_in_one_kernel():
     assert len(reductions) == 1 and reductions[0][0].split > 1
     assert reductions[0][1].count("tl.reduce(") >= 2
     compiled_sources(lambda x: F.batch_norm(x, None, None, training=True), [rand((1000, 48))],
-                     Heuristics(reorder_loops=False), XBLOCK=16, RBLOCK=16, persistent=False, split=4)
+                     Heuristics(reorder_loops=False, variance="shifted"), XBLOCK=16, RBLOCK=16, persistent=False,
+                     split=4)
 
 
 # ---- r-invariant loads before the loop ----------------------------------------------------------------
@@ -270,3 +278,28 @@ def test_gpu_default_splits_a_column_softmax_online():
     srcs = gpu_sources(lambda x: torch.log_softmax(x, 0), [rand((4096, 512))])
     (cfg,) = [c for c, _ in srcs if c.RBLOCK > 1]
     assert cfg.split > 1 and cfg.online and not cfg.persistent
+
+
+# ---- which way the lanes run -------------------------------------------------------------------------
+def _outer(fn, args):
+    sched = schedule(trace_aten(fn, args), args, CompileOptions(strict=True, use_db=False))
+    return [is_outer_reduction(g) for g, _ in sched.placed if not g.is_extern and g.is_reduction]
+
+
+def test_a_column_sum_times_a_column_vector_is_outer():
+    """A broadcast [R, 1] operand read along r does not turn a column sum into a row one: lanes
+    along r would read the [R, C] tile one element per sector."""
+    x, v = rand((64, 300)), rand((64, 1))
+    assert _outer(lambda x, v: (x * v).sum(0), [x, v]) == [True]
+    assert _outer(lambda x, v: (x * v).sum(1), [x, v]) == [False]
+    compile_and_compare(lambda x, v: (x * v).sum(0), [x, v])
+
+
+def test_mixed_reads_run_lanes_along_x():
+    """One operand contiguous along r, another transposed: lanes along x keep both reads in whole
+    sectors (16-element runs of the first)."""
+    a, b = rand((96, 200)), rand((200, 96)).t()
+    fn = lambda a, b: torch.amax(torch.tanh(b) * a, -1)  # noqa: E731
+    assert _outer(fn, [a, b]) == [True]
+    assert _outer(lambda a: a.sum(-1), [a]) == [False]
+    compile_and_compare(fn, [a, b])

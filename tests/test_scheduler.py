@@ -1,6 +1,7 @@
 """Scheduler: legality verdicts with reasons, the score's 16x rule, dead nodes, memory reuse, indexing width."""
 import pytest
 import torch
+import torch.nn.functional as F
 
 from autofuse import CompileOptions, Heuristics
 from autofuse.capture.trace import trace_aten
@@ -133,3 +134,15 @@ def test_a_reductions_finalization_fuses_whatever_dim_it_drops(dim):
     compiled = compile_traced(fn, (x,), CompileOptions(strict=True, use_db=False, poison=True))
     assert_close(compiled(x)[0], fn(x))
     assert len([k for k in kernels_of(compiled) if k.kind != "fallback"]) == 1
+
+
+def test_norm_read_through_a_flattening_view_fuses_with_its_statistics():
+    """The normalizing node of a layer norm whose output is flattened for a matrix product reads the
+    statistics at (i // C) % rows; with the r variable's range that is the row itself, so the
+    statistics and the normalized output are one kernel."""
+    w = rand((96, 16))
+    fn = lambda x, r: F.layer_norm(x + r, (96,)).view(-1, 96) @ w  # noqa: E731
+    args = [rand((2, 5, 96)), rand((2, 5, 96))]
+    compiled = compile_and_compare(fn, args)
+    generated = [k for k in kernels_of(compiled) if k.kind != "fallback"]
+    assert len(generated) == 1 and generated[0].kind == "reduction", [k.nodes for k in generated]

@@ -225,10 +225,17 @@ def _var(g, x, dims, correction, keepdim, out):
         n *= x.size[k]
     c = 1.0 if correction is None else float(correction)
     denom = max(n - c, 0.0)
-    if g.heuristics.variance == "shifted" and n > 0:
+    if n > 0 and g.heuristics.variance_in_one_pass(n):
         return _var_shifted(g, x, d, n, denom, keepdim, out, acc)
     s = reduce(g, x, d, True, "sum", acc, map_fn=lambda ops, v: ops.to_dtype(v, acc))
-    mean = Pointwise(x.device, acc, s.size, lambda ops, idx: ops.truediv(s.loader()(ops, idx), ops.constant(float(n), acc)))
+    def mean_fn(ops, idx):
+        m = ops.truediv(s.loader()(ops, idx), ops.constant(float(n), acc))
+        if n == 1:
+            return m
+        # eager's Welford mean of a row holding an infinity is NaN (inf - inf in its update)
+        return ops.where(ops.isinf(m), ops.constant(float("nan"), acc), m)
+
+    mean = Pointwise(x.device, acc, s.size, mean_fn)
     xl, ml = x.loader(), mean.loader()
     keep_size = s.size
 

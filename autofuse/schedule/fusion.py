@@ -81,7 +81,8 @@ def singleton(node: SchedulerNode) -> FusionGroup:
 
 
 def is_outer_reduction(g: FusionGroup) -> bool:
-    """Does the group's first reduction (or scan) read memory with a stride along its innermost r variable?"""
+    """Does the group's first reduction (or scan) read memory with a stride along its innermost r
+    variable? Then its lanes run along x (an outer reduction's config)."""
     for n in g.nodes:
         if n.kind == "scan":  # its r variable is its last
             inner_r = n.vars[-1]
@@ -89,8 +90,17 @@ def is_outer_reduction(g: FusionGroup) -> bool:
             continue
         else:
             inner_r = n.rvars[-1]
-        coeffs = [dep.index.coeff(inner_r) for dep in n.reads if not dep.is_indirect and dep.index.has(inner_r)]
-        return bool(coeffs) and all(c != 1 for c in coeffs)
+        along_r = [dep for dep in n.reads if not dep.is_indirect and dep.index.has(inner_r)]
+        # a read that moves with x too decides; one of r alone (a broadcast [R, 1] vector) is
+        # small, and every lane reads the same address of it whichever way the lanes run
+        xvars = [v for v in n.vars if v is not inner_r]
+        tiles = [dep for dep in along_r if any(dep.index.has(v) for v in xvars)]
+        if not tiles:
+            return bool(along_r) and all(dep.index.coeff(inner_r) != 1 for dep in along_r)
+        # one tile read strided along r is enough: lanes along r would read it one element per
+        # 32-byte sector, while lanes along x read an r-contiguous operand in 16-element runs
+        # (64 bytes of f32), whole sectors still
+        return any(dep.index.coeff(inner_r) != 1 for dep in tiles)
     return False
 
 

@@ -187,6 +187,12 @@ def same_point(producer: SchedulerNode, pp: Placement, consumer: SchedulerNode, 
         # the r pass knows only the r ranges: simplify again with the x ranges too
         ranges = {**dict(zip(xs, xr)), **dict(zip(rs, rr))}
         w, r = simplify_index(w, ranges), simplify_index(r, ranges)
+    else:
+        # an x-only producer read by a node with r variables too (a norm's statistics read by its
+        # normalizing node): the read may name the consumer's r variables where they cancel
+        # (i // 1024 with i < 1024), which only their ranges show
+        ranges = {**dict(zip(xs, xr)), **{v: s for v, s in zip(c_all_vars_r, c_sizes_r) if s != 1}}
+        r = simplify_index(r, ranges)
     if sympy.expand(w - r) != 0:
         return f"{consumer.name} reads {read.name}[{r}] but {producer.name} writes {read.name}[{w}]"
     return None
