@@ -1459,3 +1459,21 @@ def test_aten_fallback_between_pointwise(device, case):
     # pointwise work before and after the fallback runs in generated kernels
     pos = ks.index(fallbacks[0])
     assert any(k.kind != "fallback" for k in ks[:pos]) and any(k.kind != "fallback" for k in ks[pos + 1:]), kinds
+
+
+@pytest.mark.parametrize("case", ["2d", "new_dims", "transposed_size1"])
+def test_repeat_is_an_index_rewrite(case):
+    fn, args = {
+        "2d": (lambda x: x.repeat(2, 3), [rand((5, 7))]),
+        "new_dims": (lambda x: x.repeat(4, 1, 2) * 2, [rand((3, 1, 6))]),
+        "transposed_size1": (lambda x: x.t().repeat(3, 2) + 1, [rand((1, 9))]),
+    }[case]
+    compiled = compile_and_compare(fn, args)
+    assert [k.kind for k in kernels_of(compiled)] == ["pointwise"]
+
+
+def test_instance_norm_with_affine_weights_is_one_kernel():
+    """InstanceNorm repeats its weights over the batch; that repeat fuses into the norm's kernel."""
+    w, b = rand((8,)), rand((8,))
+    compiled = compile_and_compare(lambda x: F.instance_norm(x, weight=w, bias=b), [rand((3, 8, 5, 7))])
+    assert [k.kind for k in kernels_of(compiled)] == ["reduction"]

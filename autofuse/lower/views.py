@@ -223,6 +223,23 @@ def _flip(g, x, dims):
     return _rewrite(g, x, fn)
 
 
+@register(aten.repeat)
+def _repeat(g, x, repeats):
+    """A copy in eager, an index rewrite here: the output's position p along a dim of input size n
+    reads p mod n (InstanceNorm repeats its affine weights over the batch this way)."""
+    size = list(x.size)
+    lead = len(repeats) - len(size)
+    reps = list(repeats)[lead:]
+
+    def fn(idx):
+        out = []
+        for k, (n, r) in enumerate(zip(size, reps)):
+            i = idx[lead + k]
+            out.append(sympy.Integer(0) if n == 1 else i if r == 1 else ModIndex(i, n))
+        return out
+    return _rewrite(g, x, fn)
+
+
 @register(aten.as_strided)
 def _as_strided(g, x, size, stride, storage_offset=None):
     v = _strided_view(g, x)
