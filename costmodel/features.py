@@ -51,7 +51,7 @@ from .source_ops import COUNT_NAMES, OpCounts, count_ops
 
 FEATURE_SCHEMA = 8  # the layout of the feature vector (module note); a model records the schema it was trained on
 DEFAULT_SM_COUNT = 132
-DEFAULT_COPY_BW = 4.27e12
+DEFAULT_COPY_BW = 4.27e12    # bytes/s (read + write), device-to-device copy measured on the H200
 OP_WEIGHTS = {"arith": 1.0, "compare": 1.0, "select": 1.0, "cast": 1.0, "division": 4.0, "transcendental": 8.0}
 COMPILED_NAMES = ("registers", "spill_store_bytes", "spill_load_bytes", "stack_bytes", "shared_bytes",
                   "blocks_per_sm", "occupancy", "waves_per_sm")

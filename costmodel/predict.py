@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, Sequence, runtime_checkable
 
+from .features import DEFAULT_COPY_BW
 from .model import DEFAULT_LAUNCH_US, CostModel
 
-DEFAULT_COPY_BW = 4.27e12    # bytes/s (read + write), device-to-device copy measured on the H200
 PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"
 
 
