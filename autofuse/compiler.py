@@ -234,10 +234,11 @@ class ProgramBuilder:
             kind = "scan"
         if config is None:
             legal = default_legality(KernelView.of(g), interpret)
-            config = self.options.heuristics.launch_config(kind, g.numel, g.rnumel, interpret, is_outer_reduction(g),
-                                                           splittable=legal["split"], online=legal["online"],
-                                                           hints=legal["cache_hints"], device=device_facts(device),
-                                                           tile=choose_tiling(g.placements()) if legal["YBLOCK"] else None)
+            heur = self.options.heuristics
+            outer = is_outer_reduction(g, heur.persistent_rnumel_max)
+            config = heur.launch_config(kind, g.numel, g.rnumel, interpret, outer, splittable=legal["split"],
+                                        online=legal["online"], hints=legal["cache_hints"], device=device_facts(device),
+                                        tile=choose_tiling(g.placements()) if legal["YBLOCK"] else None)
         self.used_configs.append(config)
         origins: set[str] = set()
         for n in g.nodes:

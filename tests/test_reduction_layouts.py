@@ -129,6 +129,14 @@ def test_variance_passes_by_row_length():
     (src,) = compiled_sources(fn, [short])
     assert "for roffset" not in src and src.count("tl.reduce(") == 2
 
+def test_variance_over_columns_takes_one_pass_where_its_kernel_loops():
+    """A column variance is persistent only up to a few dozen rows: past them its looped kernel
+    takes the shifted single pass, reading the input once."""
+    x = rand((6, 300, 7))
+    (src,) = compiled_sources(lambda x: x.var(1), [x], XBLOCK=8, RBLOCK=16, persistent=False)
+    assert src.count("for roffset") == 1
+
+
 def test_split_norm_statistics_run_in_one_kernel():
     """A column statistic the GPU default splits: both sums in one split kernel."""
     srcs = gpu_sources(lambda x: F.batch_norm(x, None, None, training=True), [rand((65536, 48))])
@@ -295,11 +303,15 @@ def test_a_column_sum_times_a_column_vector_is_outer():
     compile_and_compare(lambda x, v: (x * v).sum(0), [x, v])
 
 
-def test_mixed_reads_run_lanes_along_x():
-    """One operand contiguous along r, another transposed: lanes along x keep both reads in whole
-    sectors (16-element runs of the first)."""
-    a, b = rand((96, 200)), rand((200, 96)).t()
+def test_mixed_reads_run_lanes_along_x_in_looped_rows():
+    """One operand contiguous along r, another transposed: in a looped row lanes along x keep both
+    reads in whole sectors (16-element runs of the first); a row that fits a persistent kernel
+    keeps its lanes along r."""
     fn = lambda a, b: torch.amax(torch.tanh(b) * a, -1)  # noqa: E731
-    assert _outer(fn, [a, b]) == [True]
-    assert _outer(lambda a: a.sum(-1), [a]) == [False]
-    compile_and_compare(fn, [a, b])
+    long = [rand((24, 1500)), rand((1500, 24)).t()]
+    short = [rand((96, 200)), rand((200, 96)).t()]
+    assert _outer(fn, long) == [True]
+    assert _outer(fn, short) == [False]
+    assert _outer(lambda a: a.sum(-1), long[:1]) == [False]
+    compile_and_compare(fn, long)
+    compile_and_compare(fn, short)

@@ -46,6 +46,22 @@ def _memory_order(g: Any, in_size: tuple[int, ...], dims: list[int], rtype: str)
     return sorted(dims, key=lambda d: (-stride[d] if in_size[d] != 1 else 0, d))
 
 
+def _reduces_innermost(g: Any, in_size: tuple[int, ...], dims: Sequence[int]) -> bool:
+    """Are the reduced dims the innermost in memory of the input (as eager lays it out; logical
+    order for a value of another shape)? Then the reduction reads rows, else columns."""
+    stride: Sequence[int] | None = None
+    try:
+        fake = g.fake_arg(0)
+        if isinstance(fake, torch.Tensor) and tuple(fake.shape) == in_size:
+            stride = fake.stride()
+    except (AttributeError, IndexError):
+        pass
+    order = sorted(range(len(in_size)), key=lambda k: (-stride[k], k)) if stride is not None else range(len(in_size))
+    dims_in_order = [k for k in order if in_size[k] != 1]
+    reduced = {k for k in dims if in_size[k] != 1}
+    return set(dims_in_order[len(dims_in_order) - len(reduced):]) == reduced
+
+
 def reduce(g: Any, x: Any, dims: Sequence[int], keepdim: bool, rtype: str, acc_dtype: torch.dtype,
            map_fn: Callable[..., Any] | None = None, out_dtype: torch.dtype | None = None) -> Any:
     """A realized reduction of x over dims (stored as acc/out dtype), viewed with or without keepdim."""
@@ -225,7 +241,7 @@ def _var(g, x, dims, correction, keepdim, out):
         n *= x.size[k]
     c = 1.0 if correction is None else float(correction)
     denom = max(n - c, 0.0)
-    if n > 0 and g.heuristics.variance_in_one_pass(n):
+    if n > 0 and g.heuristics.variance_in_one_pass(n, _reduces_innermost(g, tuple(int(v) for v in x.size), d)):
         return _var_shifted(g, x, d, n, denom, keepdim, out, acc)
     s = reduce(g, x, d, True, "sum", acc, map_fn=lambda ops, v: ops.to_dtype(v, acc))
     def mean_fn(ops, idx):

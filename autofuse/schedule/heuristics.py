@@ -107,13 +107,17 @@ class Heuristics:
     # persistent Welford does), shifted where it loops
     variance: str = "auto"
 
-    def variance_in_one_pass(self, n: int) -> bool:
-        """Does a variance over rows of n elements take the shifted one-pass form? In a persistent
-        row the shift costs a load of K at every element and saves no pass (BERT's bf16 layer norms,
-        8192 rows of 768, took 456 us per forward shifted on the H200, Inductor's two-pass
-        persistent kernels 221 us)."""
+    def variance_in_one_pass(self, n: int, rows: bool = True) -> bool:
+        """Does a variance over n elements take the shifted one-pass form? Not where its kernel is
+        persistent (`rows`: the reduced dims are innermost in memory; else the reduction reads
+        columns, persistent only up to `outer_persistent_rnumel_max`): there the shift costs a
+        load of K at every element and saves no pass (BERT's bf16 layer norms, 8192 rows of 768,
+        took 456 us per forward shifted on the H200, Inductor's two-pass persistent kernels
+        221 us), while a looped kernel reads its input once less (var over the middle dim of
+        [512, 384, 1000] f32: 1.02x torch.compile's time shifted, 1.85x in two passes)."""
         if self.variance == "auto":
-            return next_pow2(max(n, 1)) > self.persistent_rnumel_max
+            limit = self.persistent_rnumel_max if rows else self.outer_persistent_rnumel_max
+            return next_pow2(max(n, 1)) > limit
         return self.variance == "shifted"
 
     # ---- lowering ---------------------------------------------------------------------
@@ -171,7 +175,8 @@ class Heuristics:
             return None
         split = option("split")
         wanting = [g for g in (a, b) if g.is_reduction and split.eligible(KernelView.of(g), False, 1) is None
-                   and self.wants_split(g.numel, g.rnumel, is_outer_reduction(g), device_facts(g.device))]
+                   and self.wants_split(g.numel, g.rnumel, is_outer_reduction(g, self.persistent_rnumel_max),
+                                       device_facts(g.device))]
         if not wanting:
             return None
         merged = FusionGroup(sorted(a.nodes + b.nodes, key=lambda n: n.order), *space)
@@ -259,6 +264,11 @@ class Heuristics:
             xblock = max(1, min(next_pow2(max(numel, 1)), self.interpreter_block_elems // rblock))
             return LaunchConfig(XBLOCK=xblock, RBLOCK=rblock, persistent=persistent)
         if rblock_full <= self.persistent_rnumel_max:
+            if rblock_full >= 256:
+                # Inductor's persistent rows: one row per program, at most 4 warps; against 4 rows
+                # on 8 warps, 3-20% faster on five row kernels on the H200 (docs/defaults.md)
+                return LaunchConfig(XBLOCK=1, RBLOCK=rblock_full, num_warps=min(4, rblock_full // 128),
+                                    persistent=True)
             xblock = max(1, min(next_pow2(max(numel, 1)), 4096 // rblock_full, 64))
             warps = 4 if rblock_full * xblock <= 2048 else 8
             return LaunchConfig(XBLOCK=xblock, RBLOCK=rblock_full, num_warps=warps, persistent=True)
