@@ -55,7 +55,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
-from autofuse.search.kernels import DEFAULT_CANDIDATES
+from autofuse.search.candidates import DEFAULT_CANDIDATES
 from autofuse.search.settings import KernelTuneSettings
 
 PredictorFactory = Callable[[Any, str], Any]          # (tuning DB, device key) -> predictor

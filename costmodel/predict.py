@@ -30,7 +30,7 @@ PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"
 class Predictor(Protocol):
     """Predicted time in microseconds of each kernel record, in order. A predictor may also say
     whether it tells one kernel's configs apart (`ranks_configs`, False when absent): the tuner then
-    considers more of them (search/kernels.py `candidate_limit`)."""
+    considers more of them (search/candidates.py `candidate_limit`)."""
 
     def predict_us(self, records: Sequence[dict]) -> list[float]: ...
 

@@ -94,7 +94,7 @@ def reduction_candidates(fn: Callable[..., Any], args: Sequence[Any]) -> list:
     from autofuse.capture.trace import trace_aten
     from autofuse.compiler import schedule
     from autofuse.schedule.heuristics import Heuristics
-    from autofuse.search.kernels import candidate_configs
+    from autofuse.search.candidates import candidate_configs
     groups = schedule(trace_aten(fn, args), args, CompileOptions(strict=True, use_db=False)).groups
     group = next(g for g in groups if g.is_reduction)
     default = Heuristics().launch_config("reduction", group.numel, group.rnumel, False)

@@ -154,7 +154,7 @@ def test_pointwise_stores_stream_and_match_eager(dtype):
 
 def test_the_search_offers_streaming_stores_on_pointwise_kernels():
     from autofuse.compiler import schedule
-    from autofuse.search.kernels import candidate_configs, neighbour_configs
+    from autofuse.search.candidates import candidate_configs, neighbour_configs
     args = [rand((64, 1000)), rand((64, 1000))]
     (group,) = schedule(trace_aten(swiglu, args), args, CompileOptions(strict=True, use_db=False)).groups
     default = Heuristics().launch_config("pointwise", group.numel, 1, False)

@@ -57,7 +57,7 @@ def test_legal_options_tell_f32_and_bf16_groups_apart():
     """The search reuses a kernel's tuned config only among groups allowing the same options: the
     same source can come from groups where fast_tanh is legal and from groups where it is not."""
     from autofuse.compiler import schedule
-    from autofuse.search.kernels import legal_options
+    from autofuse.search.candidates import legal_options
 
     def options_of(dtype):
         x, b = rand((8, 30), dtype), rand((30,), dtype)

@@ -12,7 +12,7 @@ from autofuse.capture.trace import trace_aten
 from autofuse.compiler import compile_graph
 from autofuse.options import CompileOptions
 from autofuse.schedule.loops import reordered_dims
-from autofuse.search.kernels import _family, candidate_configs
+from autofuse.search.candidates import _family, candidate_configs
 from tests.helpers import assert_close, rand
 
 CASES = {

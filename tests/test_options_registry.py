@@ -16,7 +16,7 @@ from autofuse.codegen.triton_kernel import KernelWriter
 from autofuse.compiler import compile_graph, schedule
 from autofuse.plan.apply import check_config
 from autofuse.schedule.heuristics import Heuristics
-from autofuse.search.kernels import candidate_configs, neighbour_configs
+from autofuse.search.candidates import candidate_configs, neighbour_configs
 from tests.helpers import assert_close, kernels_of, rand
 
 LAUNCH_NUMBERS = {"XBLOCK", "RBLOCK", "num_warps", "num_stages", "persistent"}

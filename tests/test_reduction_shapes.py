@@ -237,7 +237,7 @@ def test_layer_norm_with_few_long_rows_splits_its_sums():
 
 def test_split_search_range_reaches_the_default():
     from autofuse.plan.space import CONFIG_RANGES
-    from autofuse.search.kernels import neighbour_configs
+    from autofuse.search.candidates import neighbour_configs
     (g,) = meta_groups(lambda x: x.sum(), [(1 << 30,)])
     cfg = gpu_default(g, REFERENCE)
     assert cfg.split in CONFIG_RANGES["looped"]["split"]

@@ -250,7 +250,7 @@ def test_plan_rejects_reduction_only_options_on_scans():
 
 def test_search_candidates_are_legal():
     from autofuse.plan.apply import check_config
-    from autofuse.search.kernels import candidate_configs, neighbour_configs
+    from autofuse.search.candidates import candidate_configs, neighbour_configs
     fn = lambda x: x.cumsum(-1) * 2  # noqa: E731
     args = [rand((64, 3000))]
     (group,) = schedule(trace_aten(fn, args), args, CompileOptions(strict=True, use_db=False)).groups

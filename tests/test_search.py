@@ -19,7 +19,7 @@ from autofuse.measure.verify import compare
 from autofuse.search import finalists as finalists_mod
 from autofuse.search.finalists import Finalist, pick
 from autofuse.search.graph_tuner import TuneSettings
-from autofuse.search.kernels import DEFAULT_CANDIDATES, RANKED_CANDIDATES, best_config
+from autofuse.search.candidates import DEFAULT_CANDIDATES, RANKED_CANDIDATES, best_config
 from autofuse.search.settings import KernelTuneSettings
 from autofuse.search.study import study_name
 from tests.helpers import rand, seed_fn
@@ -252,7 +252,7 @@ WORKER = textwrap.dedent("""
     import torch, autofuse
     from autofuse.measure.timing import FakeBenchmarker
     from autofuse.search.graph_tuner import TuneSettings
-    from autofuse.search.kernels import best_config
+    from autofuse.search.candidates import best_config
     from autofuse.search.settings import KernelTuneSettings
     from tests.test_search import planted_cost
     from tests.helpers import seed_fn
@@ -518,7 +518,7 @@ def test_num_stages_is_not_searched():
     from autofuse.capture.trace import trace_aten
     from autofuse.compiler import schedule
     from autofuse.schedule.heuristics import Heuristics
-    from autofuse.search.kernels import candidate_configs, neighbour_configs
+    from autofuse.search.candidates import candidate_configs, neighbour_configs
     from autofuse import CompileOptions
 
     def groups(fn, args):
@@ -550,7 +550,7 @@ def test_one_step_rows_are_a_family_of_their_own_among_the_first_candidates():
     from autofuse.codegen.config import LaunchConfig
     from autofuse.compiler import schedule
     from autofuse.schedule.heuristics import Heuristics
-    from autofuse.search.kernels import candidate_configs
+    from autofuse.search.candidates import candidate_configs
     from autofuse import CompileOptions
     rms = lambda x, w: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w  # noqa: E731
     args = [rand((64, 4096)), rand((4096,))]

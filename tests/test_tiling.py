@@ -19,7 +19,8 @@ from autofuse.codegen.triton_kernel import KernelWriter
 from autofuse.compiler import compile_graph, schedule
 from autofuse.plan.apply import check_config
 from autofuse.runtime.program import KernelLaunch
-from autofuse.search.kernels import arg_types, candidate_configs, neighbour_configs
+from autofuse.search.records import arg_types
+from autofuse.search.candidates import candidate_configs, neighbour_configs
 from costmodel.features import _config_features
 from tests.helpers import assert_close, kernels_of, rand
 

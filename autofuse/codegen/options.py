@@ -5,7 +5,7 @@ Its entry here holds everything the rest of the compiler asks about it: its lega
 (`eligible`, and `why_not` for a given config, with the plan checker's words), its default rule
 (applied by Heuristics.launch_config, in registry order), the twin a candidate config gets in the
 tuner's list (`variant`) and its moves in the tuner's local search (`neighbours`). The plan checker
-(plan/apply.py), the tuner (search/kernels.py), the defaults (schedule/heuristics.py, compiler.py)
+(plan/apply.py), the tuner (search/candidates.py, search/kernels.py), the defaults (schedule/heuristics.py, compiler.py)
 and KernelWriter's guard read this table. The code an option emits lives in its own module (the
 codegen hook): split.py, online.py, cache_hints.py, early_loads.py, fast_math.py, tiling.py.
 """

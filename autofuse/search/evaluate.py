@@ -17,7 +17,8 @@ from ..options import CompileOptions
 from ..plan.apply import node_id, plan_from_groups
 from ..plan.plan import FusionPlan, KernelPlan
 from ..runtime.program import ExternCall, KernelLaunch
-from .kernels import KernelChoice, KernelTuner, group_key, kernel_record
+from .kernels import KernelChoice, KernelTuner
+from .records import group_key, kernel_record
 
 
 @dataclass(frozen=True)

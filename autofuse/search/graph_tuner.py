@@ -26,7 +26,8 @@ from ..plan.plan import FusionPlan
 from ..report import nbytes
 from .evaluate import PlanEval, PlanEvaluator, runner_up_plans
 from .finalists import CONFIRM_MIN_ROUNDS, Finalist, needs_confirmation, pick, time_rounds, verify
-from .kernels import KernelTuner, device_traits
+from .kernels import KernelTuner
+from .records import device_traits
 from .progress import Progress
 from .interrupts import deferred_interrupts
 from .settings import TuneSettings
