@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from autofuse import CompileOptions
 from autofuse.capture.trace import compile_traced, trace_aten
+from autofuse.codegen.config import LaunchConfig
 from autofuse.codegen.options import KernelView, default_legality
 from autofuse.codegen.triton_kernel import KernelWriter
 from autofuse.compiler import compile_graph, schedule
@@ -315,3 +316,46 @@ def test_mixed_reads_run_lanes_along_x_in_looped_rows():
     assert _outer(lambda a: a.sum(-1), long[:1]) == [False]
     compile_and_compare(fn, long)
     compile_and_compare(fn, short)
+
+
+# ---- arg-reductions as the GPU writes them ---------------------------------------------------------
+def _gpu_form_run(fn, x, outs, config):
+    """Run the kernel of fn in the form the GPU default writes it (NaN-propagating max/min
+    instructions), through the interpreter, into `outs`."""
+    import importlib.util
+    import tempfile
+    sched = schedule(trace_aten(fn, [x]), [x], CompileOptions(strict=True, use_db=False))
+    (g,) = [g for g, _ in sched.placed if not g.is_extern]
+    low = sched.lowering
+    dtypes = {i.name: i.layout.dtype for i in low.inputs if i is not None}
+    dtypes |= {b.name: b.layout.dtype for b in low.buffers if hasattr(b, "layout")}
+    src = KernelWriter("k", g.placements(), g.numel, g.rnumel, True, {n.name for n in g.nodes}, dtypes, {},
+                       config, False).generate().source
+    path = tempfile.mktemp(suffix=".py")
+    with open(path, "w") as f:
+        f.write(src)
+    from autofuse.runtime.loader import interpret_env
+    spec = importlib.util.spec_from_file_location("gpu_form", path)
+    mod = importlib.util.module_from_spec(spec)
+    with interpret_env(True):
+        spec.loader.exec_module(mod)
+        mod.k[(g.numel,)](x, *outs, g.numel, g.rnumel, XBLOCK=1, RBLOCK=config.RBLOCK)
+    return src
+
+
+@pytest.mark.parametrize("op", [torch.max, torch.min])
+def test_values_and_indices_share_one_nan_propagating_reduction(op, device):
+    """torch.max(x, dim): the values' NaN-propagating reduction is also the indices' best; a NaN
+    wins (its first index), an all -inf row and a constant row give the first index, as eager."""
+    if device != "cpu":
+        pytest.skip("the GPU form runs through the interpreter here")
+    x = rand((37, 300))
+    x[3, 7] = x[6, 10] = x[6, 2] = float("nan")
+    x[5, :] = float("-inf")
+    x[8, :] = 2.0
+    vals, idx = torch.empty(37), torch.empty(37, dtype=torch.int64)
+    src = _gpu_form_run(lambda x: op(x, -1), x, [vals, idx], LaunchConfig(XBLOCK=1, RBLOCK=512, num_warps=4,
+                                                                          persistent=True))
+    assert src.count("tl.reduce(") == 2
+    ev, ei = op(x, -1)
+    assert torch.equal(idx, ei) and torch.allclose(vals, ev, equal_nan=True)

@@ -52,6 +52,11 @@ class ReductionMixin:
             # one reduction: the NaN-propagating max/min instruction is the combine
             return self.cse(f"tl.reduce({vals}, 1, _{rtype}_nan)[:, None]", vals.dtype)
         fast = "_fast_max" if rtype in ("max", "argmax") else "_fast_min"
+        if rtype in ("argmax", "argmin") and is_float(vals.dtype) and not self.interpret:
+            # the NaN-propagating max/min (one instruction per combine, as a max reduction's): a
+            # NaN best matches no element, and the pick below takes the first NaN then; a max and
+            # an argmax of the same values (torch.max(x, dim)) share this one reduction
+            fast = "_max_nan" if rtype == "argmax" else "_min_nan"
         best = self.cse(f"tl.reduce({vals}, 1, {fast})[:, None]", vals.dtype)
         if rtype in ("max", "min"):
             if not is_float(vals.dtype):
