@@ -30,17 +30,21 @@ def _kernels(rec):
     return [k for _, _, art in rec.graphs for k in art.kernels]
 
 
+def _assert_one_pooling_kernel(fn, x, op):
+    """fn compiled equals eager, in one pointwise kernel that pools with `op`."""
+    f, rec = _compiled(fn, x)
+    with torch.no_grad():
+        assert_close(f(x), fn(x))
+    kernels = _kernels(rec)
+    assert len(kernels) == 1 and kernels[0].kind == "pointwise" and op in kernels[0].aten_ops
+
+
 @pytest.mark.parametrize("params", POOLS, ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()))
 def test_relu_then_pool_in_one_kernel(params, device):
     x = rand((2, 5, 13, 11), device=device)
     x[0, 1, 4, 4] = float("nan")
     x[1, 2, :3, :3] = float("-inf")
-    fn = lambda x: F.max_pool2d(torch.relu(x) - 0.5, **params)  # noqa: E731
-    f, rec = _compiled(fn, x)
-    with torch.no_grad():
-        assert_close(f(x), fn(x))
-    kernels = _kernels(rec)
-    assert len(kernels) == 1 and kernels[0].kind == "pointwise" and "max_pool2d" in kernels[0].aten_ops
+    _assert_one_pooling_kernel(lambda x: F.max_pool2d(torch.relu(x) - 0.5, **params), x, "max_pool2d")
 
 
 AVG_POOLS = [dict(kernel_size=3, stride=2, padding=1), dict(kernel_size=2), dict(kernel_size=3, stride=2, ceil_mode=True),
@@ -52,12 +56,7 @@ AVG_POOLS = [dict(kernel_size=3, stride=2, padding=1), dict(kernel_size=2), dict
 @pytest.mark.parametrize("params", AVG_POOLS, ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()))
 def test_relu_then_average_pool_in_one_kernel(params, device):
     x = rand((2, 5, 13, 11), device=device)
-    fn = lambda x: F.avg_pool2d(torch.relu(x) - 0.5, **params)  # noqa: E731
-    f, rec = _compiled(fn, x)
-    with torch.no_grad():
-        assert_close(f(x), fn(x))
-    kernels = _kernels(rec)
-    assert len(kernels) == 1 and kernels[0].kind == "pointwise" and "avg_pool2d" in kernels[0].aten_ops
+    _assert_one_pooling_kernel(lambda x: F.avg_pool2d(torch.relu(x) - 0.5, **params), x, "avg_pool2d")
 
 
 def test_average_pool_training_step(device):

@@ -36,26 +36,27 @@ def _memory_order(g: Any, in_size: tuple[int, ...], dims: list[int], rtype: str)
     row by row. Only for reductions whose result does not depend on the order they visit."""
     if len(dims) < 2 or rtype not in ORDER_FREE:
         return dims
+    stride = _input_strides(g, in_size)
+    if stride is None:
+        return dims
+    return sorted(dims, key=lambda d: (-stride[d] if in_size[d] != 1 else 0, d))
+
+
+def _input_strides(g: Any, in_size: tuple[int, ...]) -> Sequence[int] | None:
+    """The strides eager gives the reduction's input, None when its fake value is not of that shape."""
     try:
         fake = g.fake_arg(0)
     except (AttributeError, IndexError):
-        return dims
+        return None
     if not isinstance(fake, torch.Tensor) or tuple(fake.shape) != in_size:
-        return dims
-    stride = fake.stride()
-    return sorted(dims, key=lambda d: (-stride[d] if in_size[d] != 1 else 0, d))
+        return None
+    return fake.stride()
 
 
 def _reduces_innermost(g: Any, in_size: tuple[int, ...], dims: Sequence[int]) -> bool:
     """Are the reduced dims the innermost in memory of the input (as eager lays it out; logical
     order for a value of another shape)? Then the reduction reads rows, else columns."""
-    stride: Sequence[int] | None = None
-    try:
-        fake = g.fake_arg(0)
-        if isinstance(fake, torch.Tensor) and tuple(fake.shape) == in_size:
-            stride = fake.stride()
-    except (AttributeError, IndexError):
-        pass
+    stride = _input_strides(g, in_size)
     order = sorted(range(len(in_size)), key=lambda k: (-stride[k], k)) if stride is not None else range(len(in_size))
     dims_in_order = [k for k in order if in_size[k] != 1]
     reduced = {k for k in dims if in_size[k] != 1}
