@@ -22,6 +22,7 @@ from .plan.apply import apply_plan, graph_key, plan_from_groups
 from .plan.plan import FusionPlan, PlanError
 from .schedule.fusion import FusionGroup, FusionLog, fuse_nodes, is_outer_reduction, singleton, topological_groups
 from .strategies import tvm
+from .schedule.loops import r_passes
 from .schedule.nodes import itemsize
 from .schedule.scheduler import SchedulerGraph
 
@@ -238,7 +239,8 @@ class ProgramBuilder:
             outer = is_outer_reduction(g, heur.persistent_rnumel_max)
             config = heur.launch_config(kind, g.numel, g.rnumel, interpret, outer, splittable=legal["split"],
                                         online=legal["online"], hints=legal["cache_hints"], device=device_facts(device),
-                                        tile=choose_tiling(g.placements()) if legal["YBLOCK"] else None)
+                                        tile=choose_tiling(g.placements()) if legal["YBLOCK"] else None,
+                                        passes=r_passes(g.placements()) if g.is_reduction else 1)
         self.used_configs.append(config)
         origins: set[str] = set()
         for n in g.nodes:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from ..schedule.loops import Placement
+from ..schedule.loops import Placement, reduction_phases
 from ..schedule.nodes import SchedulerNode
 from .cache_hints import last_passes
 from .emitter import TV
@@ -28,16 +28,7 @@ class LoopedMixin:
     """KernelWriter's passes and r loops (reads the writer's state, set in KernelWriter.__init__)."""
 
     def phases(self) -> dict[str, int]:
-        phase: dict[str, int] = {}
-        for node, pl in self.members:
-            p = 0
-            for dep in node.read_names:
-                if dep in self.by_buffer and dep in phase:
-                    prod_node, prod_pl = self.by_buffer[dep]
-                    after = prod_pl.cls == "red" and self.online.get(node.name) != dep
-                    p = max(p, phase[dep] + (1 if after else 0))
-            phase[node.name] = p
-        return phase
+        return reduction_phases(self.members, self.online)
 
     def _generate_looped(self, i64: str, x_loop: bool) -> None:
         phase = self.phases()

@@ -100,6 +100,8 @@ class Heuristics:
     # Inductor's outer reductions do: the whole [XBLOCK, RBLOCK] tile's loads issue at once instead
     # of one 16-row step at a time
     outer_persistent_rnumel_max: int = 64
+    # ... and up to this many where the kernel reads its columns again after the reduction
+    outer_reread_persistent_max: int = 1024
     # var / var_mean (and the norms decomposed into them): "shifted", one pass of two sibling sums
     # of x - K (K the row's first element; lower/reductions.py), or "two_pass", the mean's pass
     # and then the squared deviations' (a looped norm then reads its rows once more), or "auto":
@@ -191,7 +193,7 @@ class Heuristics:
     # ---- codegen -------------------------------------------------------------------------
     def launch_config(self, kind: str, numel: int, rnumel: int, interpret: bool, outer: bool = False,
                       splittable: bool = False, online: bool = False, hints: bool = False,
-                      device: DeviceFacts = REFERENCE, tile: Tiling | None = None) -> LaunchConfig:
+                      device: DeviceFacts = REFERENCE, tile: Tiling | None = None, passes: int = 1) -> LaunchConfig:
         """`outer`: the reduction walks memory with a stride (e.g. a column sum), so lanes must run
         along x, where memory is contiguous, and the r loop takes short steps. `splittable`: the
         kernel may split its r range (codegen/split.py); on the GPU a long reduction with too few
@@ -204,11 +206,19 @@ class Heuristics:
         146.0 µs on the H200 (docs/defaults.md). Split,
         outer and online kernels were not measured with them and keep none. `device`: the GPU's facts
         (its SM count sizes a split). `tile`: a pointwise kernel's (y, x) split where 2-D tiles are
-        legal on it; it then runs as tiles (codegen/tiling.py)."""
+        legal on it; it then runs as tiles (codegen/tiling.py). `passes`: how many times a looped
+        kernel walks its r range (`schedule.loops.r_passes`); a kernel that reads its rows again
+        after a reduction (a norm, a softmax) wants more loads in flight per pass."""
         if kind == "scan":  # a reduction's config; scans take no split, online or cache hints
-            return replace(self, persistent_rnumel_max=self.scan_persistent_max)._launch_config(
+            cfg = replace(self, persistent_rnumel_max=self.scan_persistent_max)._launch_config(
                 "reduction", numel, rnumel, interpret, outer)
-        cfg = self._launch_config(kind, numel, rnumel, interpret, outer)
+            if cfg.persistent and cfg.RBLOCK >= 512 and not outer and not interpret:
+                # one row of 512-1024 elements per program on 2 warps: cumsum, cumprod and an exclusive
+                # cumsum of 32768 rows of 1021 f32 ran 1-3% faster than on 4 warps and than 2 rows
+                # per program (docs/defaults.md)
+                cfg = replace(cfg, XBLOCK=1, num_warps=max(1, cfg.RBLOCK // 512))
+            return cfg
+        cfg = self._launch_config(kind, numel, rnumel, interpret, outer, passes)
         legal = {"split": splittable, "online": online, "cache_hints": hints, "YBLOCK": tile is not None}
         return apply_defaults(self, cfg, kind, numel, rnumel, interpret, outer, device, legal, tile)
 
@@ -235,7 +245,8 @@ class Heuristics:
             split *= 2
         return split
 
-    def _launch_config(self, kind: str, numel: int, rnumel: int, interpret: bool, outer: bool) -> LaunchConfig:
+    def _launch_config(self, kind: str, numel: int, rnumel: int, interpret: bool, outer: bool,
+                       passes: int = 1) -> LaunchConfig:
         if kind == "pointwise":
             if interpret:
                 return LaunchConfig(XBLOCK=min(next_pow2(max(numel, 1)), self.interpreter_block_elems))
@@ -249,6 +260,14 @@ class Heuristics:
             # 64 lanes of 4 warps, 16-row steps: the fastest of 95 column-sum configs on the H200
             # (16384x4096 f32, split 16: 65.2 us against 70.8 us for 128 lanes of 8 warps, 32-row
             # steps)
+            if passes > 1 and self.outer_persistent_rnumel_max < rblock_full <= self.outer_reread_persistent_max:
+                # columns read again after their reduction (a softmax over a middle dim): the whole
+                # column in registers, tiles of 8192 elements and at least 16 columns on 32 warps
+                # (8 columns of f32 read half sectors); short steps re-read each column from DRAM
+                # (the working set of the resident programs outgrows L2)
+                xblock = min(max(16, 8192 // rblock_full), next_pow2(max(numel, 1)))
+                return LaunchConfig(XBLOCK=xblock, RBLOCK=rblock_full, persistent=True,
+                                    num_warps=max(4, min(32, xblock * rblock_full // 256)))
             if 16 < rblock_full <= self.outer_persistent_rnumel_max:
                 # the widest x block of Inductor's persistent choices (8, 32, 128 lanes) whose tile
                 # stays within 4096 elements: 128 x 32 or 32 x 64, 8 warps
@@ -264,13 +283,21 @@ class Heuristics:
             xblock = max(1, min(next_pow2(max(numel, 1)), self.interpreter_block_elems // rblock))
             return LaunchConfig(XBLOCK=xblock, RBLOCK=rblock, persistent=persistent)
         if rblock_full <= self.persistent_rnumel_max:
-            if rblock_full >= 256:
-                # Inductor's persistent rows: one row per program, at most 4 warps; against 4 rows
-                # on 8 warps, 3-20% faster on five row kernels on the H200 (docs/defaults.md)
-                return LaunchConfig(XBLOCK=1, RBLOCK=rblock_full, num_warps=min(4, rblock_full // 128),
+            if rblock_full >= 512:
+                # two rows per program on 2 warps: over the measured row kernels of 257-1024
+                # elements, 7% faster than one row on 4 warps, 4% faster than 4 rows on 4 warps
+                # (geomeans, docs/defaults.md)
+                return LaunchConfig(XBLOCK=min(2, next_pow2(max(numel, 1))), RBLOCK=rblock_full, num_warps=2,
                                     persistent=True)
+            if rblock_full >= 256:
+                return LaunchConfig(XBLOCK=1, RBLOCK=rblock_full, num_warps=2, persistent=True)
             xblock = max(1, min(next_pow2(max(numel, 1)), 4096 // rblock_full, 64))
             warps = 4 if rblock_full * xblock <= 2048 else 8
             return LaunchConfig(XBLOCK=xblock, RBLOCK=rblock_full, num_warps=warps, persistent=True)
+        if passes > 1:
+            # a looped row read again after its reduction: 4096-element steps on 16 warps, 8%
+            # faster than 2048 on 8 over the measured multi-pass row kernels (docs/defaults.md)
+            return LaunchConfig(XBLOCK=1, RBLOCK=min(rblock_full, 2 * self.looped_rblock_max), num_warps=16,
+                                persistent=False)
         rblock = min(rblock_full, self.looped_rblock_max)
         return LaunchConfig(XBLOCK=1, RBLOCK=rblock, num_warps=8, persistent=False)

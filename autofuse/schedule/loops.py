@@ -196,3 +196,29 @@ def same_point(producer: SchedulerNode, pp: Placement, consumer: SchedulerNode, 
     if sympy.expand(w - r) != 0:
         return f"{consumer.name} reads {read.name}[{r}] but {producer.name} writes {read.name}[{w}]"
     return None
+
+
+def reduction_phases(members: Sequence[tuple[SchedulerNode, Placement]],
+                     online: dict[str, str] | None = None) -> dict[str, int]:
+    """Node -> the r pass of a looped reduction kernel it runs in: a node after an in-kernel
+    reduction runs one pass later than the reduction (its value exists only after its loop), but
+    an online softmax's sum (`online`: sum -> its max) runs in its max's pass."""
+    online = online or {}
+    by_buffer = {n.name: (n, p) for n, p in members}
+    phase: dict[str, int] = {}
+    for node, _ in members:
+        p = 0
+        for dep in node.read_names:
+            if dep in by_buffer and dep in phase:
+                after = by_buffer[dep][1].cls == "red" and online.get(node.name) != dep
+                p = max(p, phase[dep] + (1 if after else 0))
+        phase[node.name] = p
+    return phase
+
+
+def r_passes(members: Sequence[tuple[SchedulerNode, Placement]]) -> int:
+    """How many times a looped kernel of these members walks its r range (without online
+    softmax): 1 for a plain reduction, 2 for a norm (statistics, then the normalized row), 3 for
+    a softmax (max, sum, then the output)."""
+    phase = reduction_phases(members)
+    return 1 + max([phase[n.name] for n, p in members if p.cls in ("r", "red")], default=0)
