@@ -114,7 +114,8 @@ def test_looped_row_defaults_on_the_gpu_carry_hints():
     assert not h.launch_config("reduction", 32768, 4096, False, hints=False).cache_hints   # not legal there
     assert not h.launch_config("reduction", 32768, 4096, True, hints=True).cache_hints     # the interpreter
     assert not h.launch_config("reduction", 32768, 512, False, hints=True).cache_hints    # persistent
-    assert not h.launch_config("reduction", 8192, 32000, False, online=True, hints=True).cache_hints
+    online = h.launch_config("reduction", 8192, 32000, False, online=True, hints=True)
+    assert online.online and online.cache_hints   # an online softmax's row carries them too
     assert not h.launch_config("reduction", 4096, 16384, False, outer=True, hints=True).cache_hints
     assert not replace(h, looped_cache_hints=False).launch_config("reduction", 32768, 4096, False,
                                                                   hints=True).cache_hints
