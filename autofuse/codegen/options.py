@@ -164,7 +164,7 @@ def _hints_eligible(view: KernelView, persistent: bool, split: int) -> str | Non
 
 def _hints_default(h: "Heuristics", cfg: LaunchConfig, ctx: DefaultContext) -> LaunchConfig:
     if (ctx.legal and h.looped_cache_hints and ctx.kind == "reduction" and not ctx.interpret and not ctx.outer
-            and not cfg.persistent and cfg.split == 1):
+            and not cfg.persistent and cfg.split == 1 and (h.online_cache_hints or not cfg.online)):
         return replace(cfg, cache_hints=True)
     return cfg
 

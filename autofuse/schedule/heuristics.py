@@ -102,6 +102,11 @@ class Heuristics:
     outer_persistent_rnumel_max: int = 64
     # ... and up to this many where the kernel reads its columns again after the reduction
     outer_reread_persistent_max: int = 1024
+    # looped rows at least this long that are read again after their reduction step 4096 elements
+    # on 16 warps; shorter ones keep the one-pass rows' config (docs/defaults.md)
+    multipass_min_rnumel: int = 16384
+    # online softmax rows carry cache hints by default (off: measured slower on the corpus)
+    online_cache_hints: bool = False
     # var / var_mean (and the norms decomposed into them): "shifted", one pass of two sibling sums
     # of x - K (K the row's first element; lower/reductions.py), or "two_pass", the mean's pass
     # and then the squared deviations' (a looped norm then reads its rows once more), or "auto":
@@ -203,8 +208,8 @@ class Heuristics:
         (codegen/cache_hints.py); a looped row reduction on the GPU then gets them, as Inductor's
         looped kernels do: at this default (one row, RBLOCK 2048, 8 warps) they took rmsnorm
         137.4 -> 129.8 µs, the seed example at 16384x4096 137.6 -> 132.2 µs and layernorm 147.0 ->
-        146.0 µs on the H200, and online softmax kernels 8% on average (docs/defaults.md). Split
-        and outer kernels were not measured with them and keep none. `device`: the GPU's facts
+        146.0 µs on the H200 (docs/defaults.md). Online softmax kernels take them only with
+        `online_cache_hints`; split and outer kernels were not measured with them and keep none. `device`: the GPU's facts
         (its SM count sizes a split). `tile`: a pointwise kernel's (y, x) split where 2-D tiles are
         legal on it; it then runs as tiles (codegen/tiling.py). `passes`: how many times a looped
         kernel walks its r range (`schedule.loops.r_passes`); a kernel that reads its rows again
@@ -294,9 +299,10 @@ class Heuristics:
             xblock = max(1, min(next_pow2(max(numel, 1)), 4096 // rblock_full, 64))
             warps = 4 if rblock_full * xblock <= 2048 else 8
             return LaunchConfig(XBLOCK=xblock, RBLOCK=rblock_full, num_warps=warps, persistent=True)
-        if passes > 1:
-            # a looped row read again after its reduction: 4096-element steps on 16 warps, 8%
-            # faster than 2048 on 8 over the measured multi-pass row kernels (docs/defaults.md)
+        if passes > 1 and rnumel >= self.multipass_min_rnumel:
+            # a long looped row read again after its reduction: 4096-element steps on 16 warps
+            # (multi-dim layer norms over 16 640 and 65 536 elements: 0.89 and 0.96x
+            # torch.compile's time against 1.16 and 1.05x at 2048 on 8; docs/defaults.md)
             return LaunchConfig(XBLOCK=1, RBLOCK=min(rblock_full, 2 * self.looped_rblock_max), num_warps=16,
                                 persistent=False)
         rblock = min(rblock_full, self.looped_rblock_max)
