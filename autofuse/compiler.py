@@ -21,10 +21,11 @@ from .runtime.program import Alloc, ConstOutput, ExternCall, Free, KernelLaunch,
 from .plan.apply import apply_plan, graph_key, plan_from_groups
 from .plan.plan import FusionPlan, PlanError
 from .schedule.fusion import FusionGroup, FusionLog, fuse_nodes, is_outer_reduction, singleton, topological_groups
-from .strategies import tvm
+from .schedule.heuristics import Heuristics
 from .schedule.loops import r_passes
 from .schedule.nodes import itemsize
 from .schedule.scheduler import SchedulerGraph
+from .strategies import tvm
 
 SECTOR_BYTES = 32  # the DRAM access granularity of NVIDIA GPUs: a scattered element moves a whole sector
 
@@ -124,6 +125,24 @@ def compile_graph(gm: torch.fx.GraphModule, args: Sequence[Any], options: Compil
     artifacts.source = "plan" if options.plan is not None else "strategy"
     artifacts.program.wrapper  # noqa: B018 - written now, at compile time, not on the first call
     return artifacts
+
+
+def kernel_kind(g: FusionGroup) -> str:
+    """"scan", "reduction" or "pointwise": which family of launch configs the group's kernel takes."""
+    if any(n.kind == "scan" for n in g.nodes):
+        return "scan"
+    return "reduction" if g.is_reduction else "pointwise"
+
+
+def default_config(g: FusionGroup, heur: Heuristics, interpret: bool) -> LaunchConfig:
+    """The group's launch config without a plan: the heuristics' rule for its sizes, layout and passes,
+    with every option the kernel allows at its default (codegen/options.py)."""
+    legal = default_legality(KernelView.of(g), interpret)
+    return heur.launch_config(kernel_kind(g), g.numel, g.rnumel, interpret,
+                              is_outer_reduction(g, heur.persistent_rnumel_max), splittable=legal["split"],
+                              online=legal["online"], hints=legal["cache_hints"], device=device_facts(g.device),
+                              tile=choose_tiling(g.placements()) if legal["YBLOCK"] else None,
+                              passes=r_passes(g.placements()) if g.is_reduction else 1)
 
 
 class ProgramBuilder:
@@ -230,17 +249,9 @@ class ProgramBuilder:
         interpret = device.type != "cuda"
         if interpret:
             warn_interpreter_once()
-        kind = "reduction" if g.is_reduction else "pointwise"
-        if any(n.kind == "scan" for n in g.nodes):
-            kind = "scan"
+        kind = kernel_kind(g)
         if config is None:
-            legal = default_legality(KernelView.of(g), interpret)
-            heur = self.options.heuristics
-            outer = is_outer_reduction(g, heur.persistent_rnumel_max)
-            config = heur.launch_config(kind, g.numel, g.rnumel, interpret, outer, splittable=legal["split"],
-                                        online=legal["online"], hints=legal["cache_hints"], device=device_facts(device),
-                                        tile=choose_tiling(g.placements()) if legal["YBLOCK"] else None,
-                                        passes=r_passes(g.placements()) if g.is_reduction else 1)
+            config = default_config(g, self.options.heuristics, interpret)
         self.used_configs.append(config)
         origins: set[str] = set()
         for n in g.nodes:

@@ -33,6 +33,7 @@ class SmallGpuDefaults(Heuristics):
     split_outer_min_chunk: int = 16
     split_min_elements: int = 1
     split_target_warps_per_sm: int = 2
+    multipass_min_rnumel: int = 128
 
     def launch_config(self, kind, numel, rnumel, interpret, *args, **kw):
         return super().launch_config(kind, numel, rnumel, False, *args, **kw)
@@ -277,3 +278,71 @@ def test_index_simplification_drops_low_digits_exactly():
             assert int(s.subs(sub)) == int(e.subs(sub)), (e, s, v)
     assert simplify_index(exprs[0], ranges) == FloorDiv(i1, 2)
     assert sympy.Add.make_args(simplify_index(exprs[1], ranges)) and "286" not in str(simplify_index(exprs[1], ranges))
+
+
+# ---- the GPU defaults that follow a kernel's passes ---------------------------------------------------
+def _groups(fn, args):
+    return [g for g in schedule(trace_aten(fn, args), args, CompileOptions(strict=True, use_db=False)).groups
+            if g.is_reduction]
+
+
+def test_passes_count_reads_after_a_reduction():
+    from autofuse.schedule.loops import r_passes
+    x, long = rand((9, 300)), rand((5, 3000))
+    assert [r_passes(g.placements()) for g in _groups(lambda x: x.sum(-1), [x])] == [1]
+    assert [r_passes(g.placements()) for g in _groups(lambda x: torch.softmax(x, -1), [x])] == [3]
+    # a row that fits a persistent kernel takes its variance in two passes, a looped one in one
+    assert [r_passes(g.placements()) for g in _groups(lambda x: F.layer_norm(x, (300,)), [x])] == [3]
+    assert [r_passes(g.placements()) for g in _groups(lambda x: F.layer_norm(x, (3000,)), [long])] == [2]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_column_softmax_holds_its_columns(dtype):
+    """A softmax over a middle dim reads its columns again after their max and sum: its default
+    holds each column whole (a persistent tile of many columns); a one-pass column sum of the same
+    tensor steps through its columns."""
+    x = rand((3, 300, 37), dtype)
+    ks = compile_small(lambda x: torch.softmax(x, 1), [x], **lowp_tol(dtype))
+    k = next(k for k in ks if k.kind == "reduction")
+    assert k.config.persistent and k.config.RBLOCK >= 300 and k.config.XBLOCK >= 16
+    (s,) = compile_small(lambda x: x.sum(1), [x], **lowp_tol(dtype))
+    assert not s.config.persistent
+
+
+def test_long_multipass_rows_take_more_warps():
+    """A row read again after its statistics (layer norm) takes more warps per looped step than a
+    one-pass row sum of the same length; below `multipass_min_rnumel` the two are alike."""
+    long, short = rand((300, 200)), rand((300, 100))   # enough rows that neither splits
+    def red(fn, x):
+        ks = [k for k in compile_small(fn, [x], atol=1e-4, rtol=1e-4) if k.kind == "reduction"]
+        assert len(ks) == 1
+        return ks[0].config
+
+    ln, sm = red(lambda x: F.layer_norm(x, (200,)), long), red(lambda x: x.sum(-1), long)
+    assert not ln.persistent and ln.num_warps > sm.num_warps
+    assert red(lambda x: F.layer_norm(x, (100,)), short).num_warps == red(lambda x: x.sum(-1), short).num_warps
+
+
+@dataclass(frozen=True)
+class GpuDefaults(Heuristics):
+    """The GPU's default configs at their real thresholds, run in the interpreter."""
+
+    def launch_config(self, kind, numel, rnumel, interpret, *args, **kw):
+        return super().launch_config(kind, numel, rnumel, False, *args, **kw)
+
+
+@pytest.mark.parametrize("fn", [lambda x: x.argmax(-1), lambda x: torch.max(x, -1), lambda x: F.layer_norm(x, (1000,)),
+                                lambda x: torch.cumsum(x, -1)], ids=["argmax", "max", "layer_norm", "cumsum"])
+def test_persistent_rows_of_a_thousand_at_gpu_defaults(fn):
+    """Rows of 1000 take the GPU's persistent-row default (several rows per program for a reduction,
+    one for a scan), an odd row count masking the last program's second row."""
+    x = rand((7, 1000))
+    x[2, 5] = float("nan")
+    options = CompileOptions(strict=True, use_db=False, poison=True, heuristics=GpuDefaults())
+    compiled = compile_traced(fn, [x], options)
+    expected = fn(x)
+    expected = list(expected) if isinstance(expected, tuple) else [expected]
+    for a, e in zip(compiled(x), expected):
+        assert_close(a, e, atol=1e-4, rtol=1e-4)
+    (k,) = kernels_of(compiled)
+    assert k.config.persistent and k.config.RBLOCK == 1024
