@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 import torch
 
-from autofuse.measure.timing import copy_bandwidth, rotated
+from autofuse.measure.timing import copy_bandwidth, event_samples_ms, rotated
 
 from .cases import CASES, nbytes
 
@@ -51,16 +51,8 @@ def time_samples(fn: Callable[..., Any], input_sets: list[tuple], reps: int) -> 
     for args in input_sets[:2]:
         fn(*args)
     torch.cuda.synchronize()
-    torch.cuda._sleep(QUEUE_AHEAD_CYCLES)
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for i in range(reps):
-        args = input_sets[i % len(input_sets)]
-        starts[i].record()
-        fn(*args)
-        ends[i].record()
-    torch.cuda.synchronize()
-    return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+    return event_samples_ms(lambda i: fn(*input_sets[i % len(input_sets)]), reps,
+                            queue_ahead_cycles=QUEUE_AHEAD_CYCLES)
 
 
 def time_interleaved(fns: dict[str, Callable[..., Any]], input_sets: list[tuple], reps: int,

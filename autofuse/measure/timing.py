@@ -82,16 +82,32 @@ class CudaEventBenchmarker:
         # (host overhead is reported separately), not the host's launch latency
         spin = int(min(5e7, max(2e5, 4e9 * host_s)))
         torch.cuda.synchronize()
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-        for i in range(reps):
+
+        def cold() -> None:
             self._flush.zero_()
             torch.cuda._sleep(spin)
-            starts[i].record()
-            fn()
-            ends[i].record()
-        torch.cuda.synchronize()
-        return Timing.of([s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)])
+        return Timing.of([ms * 1e3 for ms in event_samples_ms(lambda i: fn(), reps, before_each=cold)])
+
+
+def event_samples_ms(run: Callable[[int], Any], reps: int, before_each: Callable[[], Any] | None = None,
+                     queue_ahead_cycles: int = 0) -> list[float]:
+    """Milliseconds of each of `reps` calls run(i), timed by CUDA events on the current stream, with
+    one synchronize at the end: the one timer of the tuner and the benchmarks. `before_each` runs
+    outside the events before every call (the tuner's L2 flush and spin); `queue_ahead_cycles`
+    puts a GPU sleep ahead of all calls, during which the host queues them (the benchmarks, which
+    rotate input sets larger than the L2 instead of flushing it)."""
+    if queue_ahead_cycles:
+        torch.cuda._sleep(queue_ahead_cycles)
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for i in range(reps):
+        if before_each is not None:
+            before_each()
+        starts[i].record()
+        run(i)
+        ends[i].record()
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) for s, e in zip(starts, ends)]
 
 
 class FakeBenchmarker:
