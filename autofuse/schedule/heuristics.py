@@ -209,8 +209,8 @@ class Heuristics:
         looped kernels do: at this default (one row, RBLOCK 2048, 8 warps) they took rmsnorm
         137.4 -> 129.8 µs, the seed example at 16384x4096 137.6 -> 132.2 µs and layernorm 147.0 ->
         146.0 µs on the H200 (docs/defaults.md). Online softmax kernels take them only with
-        `online_cache_hints`; split and outer kernels were not measured with them and keep none. `device`: the GPU's facts
-        (its SM count sizes a split). `tile`: a pointwise kernel's (y, x) split where 2-D tiles are
+        `online_cache_hints`; split and outer kernels were not measured with them and keep none.
+        `device`: the GPU's facts (its SM count sizes a split). `tile`: a pointwise kernel's (y, x) split where 2-D tiles are
         legal on it; it then runs as tiles (codegen/tiling.py). `passes`: how many times a looped
         kernel walks its r range (`schedule.loops.r_passes`); a kernel that reads its rows again
         after a reduction (a norm, a softmax) wants more loads in flight per pass."""
