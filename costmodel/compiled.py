@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib.util
 import io
 import json
 import math
@@ -36,7 +35,6 @@ from .source_ops import kernel_body_source
 
 ARCH = 90
 STATS_VERSION = 1
-_IMPORT_LOCK = threading.Lock()  # TRITON_INTERPRET is process-wide while a kernel module is imported
 
 
 @dataclass(frozen=True)
@@ -157,15 +155,9 @@ def _not_interpreted() -> Any:
 
 
 def _jit_function(module_source: str, kernel_fn: str) -> Any:
-    """Import the module from a temp file (Triton reads a jit function's source from its file)."""
-    with tempfile.TemporaryDirectory(prefix="autofuse-costmodel-") as d:
-        path = Path(d) / "kernel_module.py"
-        path.write_text(module_source)
-        spec = importlib.util.spec_from_file_location(f"autofuse_costmodel_{os.getpid()}", path)
-        mod = importlib.util.module_from_spec(spec)
-        with _IMPORT_LOCK, _not_interpreted():
-            spec.loader.exec_module(mod)
-        return getattr(mod, kernel_fn)
+    """The kernel as a GPU jit function, loaded as the compiler loads its kernels."""
+    from autofuse.runtime.loader import load_kernel
+    return load_kernel(kernel_fn, module_source, interpret=False)
 
 
 def _interpreter_imported(triton: Any) -> bool:

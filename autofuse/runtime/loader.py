@@ -13,7 +13,6 @@ import sys
 import threading
 import warnings
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Iterator
 
 from ..cache_dir import cache_dir
@@ -48,9 +47,10 @@ def warn_interpreter_once() -> None:
 
 
 def load_kernel(name: str, source: str, interpret: bool):
-    """The @triton.jit function `name` defined by `source`."""
+    """The @triton.jit function `name` defined by `source`, interpreted or compiled for the GPU (one
+    module of each per source: Triton fixes the choice when the module is imported)."""
     digest = hashlib.sha256(source.encode()).hexdigest()[:20]
-    mod_name = f"autofuse_kernel_{digest}"
+    mod_name = f"autofuse_kernel_{digest}" + ("_interpreted" if interpret else "")
     with _lock:
         mod = sys.modules.get(mod_name)
         if mod is None:
