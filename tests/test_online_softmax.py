@@ -125,6 +125,31 @@ def test_default_heuristics_choose_online_for_looped_kernels():
     assert red and all(not k.config.persistent and k.config.online for k in red)
 
 
+@pytest.mark.parametrize("rnumel", [1025, 1536, 2050, 2768, 4096, 4099, 5672, 11008])
+def test_online_steps_leave_few_lanes_masked(rnumel):
+    """The GPU default's online step is halved (to 256 at least) until its padded steps mask at
+    most `online_max_waste` of their lanes, else the least wasteful step is taken."""
+    from autofuse.schedule.heuristics import Heuristics
+    h = Heuristics()
+    cfg = h.launch_config("reduction", 4096, rnumel, False, online=True, passes=2)
+    assert cfg.online and not cfg.persistent and 256 <= cfg.RBLOCK <= h.looped_rblock_max
+
+    def waste(r):
+        return -(-rnumel // r) * r / rnumel - 1
+    steps = [2048, 1024, 512, 256]
+    if any(waste(r) <= h.online_max_waste for r in steps):
+        assert cfg.RBLOCK == max(r for r in steps if waste(r) <= h.online_max_waste)
+    else:
+        assert waste(cfg.RBLOCK) == min(waste(r) for r in steps)
+    assert not h.launch_config("reduction", 4096, rnumel, False, online=False).online
+
+
+def test_short_online_steps_match_eager():
+    x = rand((9, 2050)) * 4   # the GPU default's step for rows of 2050: 256
+    run(softmax, [x], form="chunks", RBLOCK=256)
+    run(log_softmax, [x], form="lanes", RBLOCK=256, XBLOCK=1, num_warps=8)
+
+
 def test_rejected_without_the_pattern():
     x, y = rand((6, 300)), rand((6, 300))
 

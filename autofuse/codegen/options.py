@@ -153,7 +153,8 @@ def _online_why_not(cfg: LaunchConfig, view: KernelView) -> str | None:
 
 def _online_default(h: "Heuristics", cfg: LaunchConfig, ctx: DefaultContext) -> LaunchConfig:
     if ctx.legal and ctx.kind == "reduction" and not cfg.persistent:
-        return replace(cfg, online=True)
+        rblock = cfg.RBLOCK if ctx.interpret or cfg.split > 1 else h.online_rblock(cfg.RBLOCK, ctx.rnumel)
+        return replace(cfg, online=True, RBLOCK=rblock)
     return cfg
 
 
