@@ -19,7 +19,7 @@ from .settings import KernelTuneSettings
 # configs apart (a learned model) ranks more: cross-entropy's best loss-reduction configs (split 4 at
 # 16-32 warps) are not among the first 48, and the model-only search picks a one-program config 4x
 # slower there; with 160 all five suite cases meet the search claims
-# (benchmarks/results/2026-11-30-h200-search-quality). Byte counts tie every config of a kernel, so a
+# (docs/costmodel.md, "Search quality"). Byte counts tie every config of a kernel, so a
 # wider list would only widen their random exploration.
 DEFAULT_CANDIDATES = 48
 
