@@ -20,7 +20,8 @@ from .runtime.aliasing import aliased_slots
 from .runtime.program import Alloc, ConstOutput, ExternCall, Free, KernelLaunch, Program, SlotOutput, StridedArg
 from .plan.apply import apply_plan, graph_key, plan_from_groups
 from .plan.plan import FusionPlan, PlanError
-from .schedule.fusion import FusionGroup, FusionLog, fuse_nodes, is_outer_reduction, singleton, topological_groups
+from .schedule.fusion import (FusionGroup, FusionLog, fuse_nodes, is_outer_reduction, singleton, topological_groups,
+                              writes_along_r)
 from .schedule.heuristics import Heuristics
 from .schedule.loops import r_passes
 from .schedule.nodes import itemsize
@@ -138,11 +139,12 @@ def default_config(g: FusionGroup, heur: Heuristics, interpret: bool) -> LaunchC
     """The group's launch config without a plan: the heuristics' rule for its sizes, layout and passes,
     with every option the kernel allows at its default (codegen/options.py)."""
     legal = default_legality(KernelView.of(g), interpret)
-    return heur.launch_config(kernel_kind(g), g.numel, g.rnumel, interpret,
-                              is_outer_reduction(g, heur.persistent_rnumel_max), splittable=legal["split"],
+    outer = is_outer_reduction(g, heur.persistent_rnumel_max)
+    return heur.launch_config(kernel_kind(g), g.numel, g.rnumel, interpret, outer, splittable=legal["split"],
                               online=legal["online"], hints=legal["cache_hints"], device=device_facts(g.device),
                               tile=choose_tiling(g.placements()) if legal["YBLOCK"] else None,
-                              passes=r_passes(g.placements()) if g.is_reduction else 1)
+                              passes=r_passes(g.placements()) if g.is_reduction else 1,
+                              writes_rows=outer and writes_along_r(g))
 
 
 class ProgramBuilder:

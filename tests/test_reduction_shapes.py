@@ -346,3 +346,21 @@ def test_persistent_rows_of_a_thousand_at_gpu_defaults(fn):
         assert_close(a, e, atol=1e-4, rtol=1e-4)
     (k,) = kernels_of(compiled)
     assert k.config.persistent and k.config.RBLOCK == 1024
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_column_mean_with_a_row_writing_epilogue(dtype):
+    """A mean over the columns of a transposed input times a row vector, written row-major: the
+    reduction reads columns, the epilogue writes rows. Its default steps through the columns in
+    blocks (16 columns by 128 rows on the GPU) instead of holding them whole."""
+    from autofuse.schedule.fusion import writes_along_r
+    x, v = rand((300, 40), dtype).t(), rand((300,), dtype)
+    fn = lambda x, v: x.sigmoid().mean(-1, keepdim=True) * v  # noqa: E731
+    (g,) = _groups(fn, [x, v])
+    assert writes_along_r(g)
+    assert not any(writes_along_r(g) for g in _groups(lambda x: torch.softmax(x, 1), [rand((3, 300, 37))]))
+    options = CompileOptions(strict=True, use_db=False, poison=True, heuristics=GpuDefaults())
+    compiled = compile_traced(fn, [x, v], options)
+    assert_close(compiled(x, v)[0], fn(x, v), **lowp_tol(dtype))
+    (k,) = kernels_of(compiled)
+    assert not k.config.persistent and k.config.XBLOCK == 16 and k.config.RBLOCK == 128

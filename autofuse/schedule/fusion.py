@@ -111,6 +111,20 @@ def is_outer_reduction(g: FusionGroup, persistent_max: int = 1024) -> bool:
     return False
 
 
+def writes_along_r(g: FusionGroup) -> bool:
+    """Does a node of the group that runs along r store its value contiguously along r? In an outer
+    reduction that is an epilogue writing rows while the reduction reads columns (a column mean
+    times a row vector, written row-major)."""
+    inside = {n.name for n in g.nodes}
+    for n, pl in g.placements():
+        if pl is None or pl.cls != "r" or n.write is None or (n.users and n.users <= inside):
+            continue  # only nodes whose value leaves the kernel are stored
+        rv = pl.r_vars(n)
+        if rv and n.write.index.coeff(rv[-1]) == 1:
+            return True
+    return False
+
+
 def merged_space(a: FusionGroup, b: FusionGroup) -> tuple[int, int, bool] | str:
     """The iteration space of a ∪ b, or why the two don't share one."""
     if a.is_reduction and b.is_reduction:

@@ -212,7 +212,8 @@ class Heuristics:
     # ---- codegen -------------------------------------------------------------------------
     def launch_config(self, kind: str, numel: int, rnumel: int, interpret: bool, outer: bool = False,
                       splittable: bool = False, online: bool = False, hints: bool = False,
-                      device: DeviceFacts = REFERENCE, tile: Tiling | None = None, passes: int = 1) -> LaunchConfig:
+                      device: DeviceFacts = REFERENCE, tile: Tiling | None = None, passes: int = 1,
+                      writes_rows: bool = False) -> LaunchConfig:
         """`outer`: the reduction walks memory with a stride (e.g. a column sum), so lanes must run
         along x, where memory is contiguous, and the r loop takes short steps. `splittable`: the
         kernel may split its r range (codegen/split.py); on the GPU a long reduction with too few
@@ -227,7 +228,8 @@ class Heuristics:
         `device`: the GPU's facts (its SM count sizes a split). `tile`: a pointwise kernel's (y, x) split where 2-D tiles are
         legal on it; it then runs as tiles (codegen/tiling.py). `passes`: how many times a looped
         kernel walks its r range (`schedule.loops.r_passes`); a kernel that reads its rows again
-        after a reduction (a norm, a softmax) wants more loads in flight per pass."""
+        after a reduction (a norm, a softmax) wants more loads in flight per pass. `writes_rows`:
+        an outer reduction's epilogue stores contiguously along r (`schedule.fusion.writes_along_r`)."""
         if kind == "scan":  # a reduction's config; scans take no split, online or cache hints
             cfg = replace(self, persistent_rnumel_max=self.scan_persistent_max)._launch_config(
                 "reduction", numel, rnumel, interpret, outer)
@@ -237,7 +239,7 @@ class Heuristics:
                 # per program (docs/defaults.md)
                 cfg = replace(cfg, XBLOCK=1, num_warps=max(1, cfg.RBLOCK // 512))
             return cfg
-        cfg = self._launch_config(kind, numel, rnumel, interpret, outer, passes)
+        cfg = self._launch_config(kind, numel, rnumel, interpret, outer, passes, writes_rows)
         legal = {"split": splittable, "online": online, "cache_hints": hints, "YBLOCK": tile is not None}
         return apply_defaults(self, cfg, kind, numel, rnumel, interpret, outer, device, legal, tile)
 
@@ -265,7 +267,7 @@ class Heuristics:
         return split
 
     def _launch_config(self, kind: str, numel: int, rnumel: int, interpret: bool, outer: bool,
-                       passes: int = 1) -> LaunchConfig:
+                       passes: int = 1, writes_rows: bool = False) -> LaunchConfig:
         if kind == "pointwise":
             if interpret:
                 return LaunchConfig(XBLOCK=min(next_pow2(max(numel, 1)), self.interpreter_block_elems))
@@ -279,6 +281,15 @@ class Heuristics:
             # 64 lanes of 4 warps, 16-row steps: the fastest of 95 column-sum configs on the H200
             # (16384x4096 f32, split 16: 65.2 us against 70.8 us for 128 lanes of 8 warps, 32-row
             # steps)
+            if passes > 1 and writes_rows and rblock_full > 16:
+                # columns reduced, then an epilogue writing rows: 16 columns (whole sectors of the
+                # column reads) by 128 rows (256-byte row stores in bf16) on 16 warps, looped; the
+                # resident programs' columns stay in L2 for the second pass. A bf16 column mean
+                # times a row vector: 177.6 us so against 748 at 64 x 16 looped and about 410 held
+                # whole at 16 x 1024 (Inductor 155; docs/defaults.md)
+                rblock = min(rblock_full, 128)
+                return LaunchConfig(XBLOCK=min(16, next_pow2(max(numel, 1))), RBLOCK=rblock, num_warps=16,
+                                    persistent=rblock == rblock_full)
             if passes > 1 and self.outer_persistent_rnumel_max < rblock_full <= self.outer_reread_persistent_max:
                 # columns read again after their reduction (a softmax over a middle dim): the whole
                 # column in registers, tiles of 8192 elements and at least 16 columns on 32 warps
