@@ -8,7 +8,9 @@ Every seed in range(--graphs) is traced, compiled with poisoned buffers and comp
     per kernel, ragged x/r masks and (odd seeds) looped, non-persistent reductions — code paths
     the interpreter's default whole-tensor blocks never reach;
   * test_random_graph_reuse:      every 4th seed (from 2) unfused and without poison, so that
-    allocations take over the storage of freed intermediates (poisoning disables that).
+    allocations take over the storage of freed intermediates (poisoning disables that);
+  * test_random_graph_gpu_defaults: every 4th seed (from 3) with the launch configs the GPU's
+    default rules choose (outer tiles, rows per program, pass-aware steps), run in the interpreter.
 A failure prints the seed and the program's source, which replays the case on its own.
 """
 from __future__ import annotations
@@ -30,6 +32,7 @@ SUBSETS = {  # test -> (first seed, step) of the seeds it runs
     "test_random_graph_unfused": (0, 4),
     "test_random_graph_small_blocks": (1, 3),
     "test_random_graph_reuse": (2, 4),
+    "test_random_graph_gpu_defaults": (3, 4),
 }
 
 
@@ -61,6 +64,14 @@ class SmallBlocks(Heuristics):
         while rblock < rnumel:
             rblock *= 2
         return LaunchConfig(XBLOCK=4, RBLOCK=rblock, persistent=True)
+
+
+@dataclass(frozen=True)
+class GpuDefaults(Heuristics):
+    """The GPU's default launch configs, whatever the device (the kernels still run in the interpreter)."""
+
+    def launch_config(self, kind, numel, rnumel, interpret, *args, **kw):
+        return super().launch_config(kind, numel, rnumel, False, *args, **kw)
 
 
 def _compile_with(fn, args, **options):
@@ -116,3 +127,7 @@ def test_reuse_skips_storage_aliased_by_fallback(device):
 
     x = torch.randn(9, generator=torch.Generator().manual_seed(0)).to(device)
     _compile_with(f, [x], strategy="none", poison=False)
+
+
+def test_random_graph_gpu_defaults(seed, device):
+    _check(seed, device, lambda fn, args: _compile_with(fn, args, heuristics=GpuDefaults(), poison=True))
