@@ -1,9 +1,13 @@
 """Search quality: does model-guided search reach, with few measured trials,
 the plan that a long unguided search finds, and does the model alone, measuring nothing, come close?
 
-    python3 -m benchmarks.search_quality [--cases NAME ...] [--out DIR] [--budget SECONDS]
+    python3 -m benchmarks.search_quality [--cases NAME ...] [--programs NAME ...] [--categories CAT ...]
+        [--out DIR] [--budget SECONDS]
         [--ref-trials 32] [--ref-top-k 16] [--ref-explore 1.0] [--guided-trials 8 32]
         [--model-only-trials 32] [--max-candidates N] [--guided-refine 0 [24]] [--rounds 5] [--reps 50]
+
+Cases are the suite's (`benchmarks/cases.py`, five by default) and, with --programs / --categories,
+programs of the broad corpus (`benchmarks/programs/`, run without gradients).
 
 Per case, four searches, each in a fresh tuning DB (so "kernels measured" counts everything):
   model only    — the learned cost model's predictions alone pick the plan and the configs, no
@@ -436,6 +440,36 @@ def run_all(cases: Sequence[Any], variants: Sequence[Variant], out: Path, budget
     return results
 
 
+def program_case(program: Any) -> Any:
+    """A broad-corpus program (`benchmarks.programs`) as a search-quality case: its module run
+    without gradients, as the corpus runs it; a scale below 1 builds its CPU sizes."""
+    from .cases import Case
+
+    def build(device: str, scale: float) -> tuple[Callable[..., Any], tuple]:
+        module, args = program.make(device, shrink=scale < 1.0)
+
+        def fn(*xs: Any) -> Any:
+            with torch.no_grad():
+                return module(*xs)
+        return fn, args
+    return Case(program.name, build)
+
+
+def select_cases(names: Sequence[str], programs: Sequence[str], categories: Sequence[str]) -> list[Any]:
+    """Suite cases by name, then corpus programs by name and by category; ValueError names the unknown."""
+    from .cases import CASES
+    from .programs import categories as corpus_categories
+    from .programs import select
+    unknown = [c for c in names if c not in {k.name for k in CASES}]
+    unknown += [c for c in categories if c not in corpus_categories()]
+    picked = (select(names=list(programs)) if programs else []) + (select(only=list(categories)) if categories else [])
+    picked = list({p.name: p for p in picked}.values())
+    unknown += [n for n in programs if n not in {p.name for p in picked}]
+    if unknown:
+        raise ValueError(f"unknown cases, programs or categories: {unknown}")
+    return [next(k for k in CASES if k.name == n) for n in names] + [program_case(p) for p in picked]
+
+
 def cuda_retimer(reps: int, rounds: int) -> Retimer:
     """benchmarks.run's timer (CUDA events, calls queued back to back, inputs rotated past the L2),
     the contenders interleaved within each round so drift hits them alike."""
@@ -488,7 +522,10 @@ def _git() -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--cases", nargs="*", default=list(DEFAULT_CASES))
+    p.add_argument("--cases", nargs="*", default=None,
+                   help=f"suite cases (default: {' '.join(DEFAULT_CASES)}, unless corpus programs are chosen)")
+    p.add_argument("--programs", nargs="*", default=[], help="broad-corpus programs by name (benchmarks.programs)")
+    p.add_argument("--categories", nargs="*", default=[], help="every broad-corpus program of these categories")
     p.add_argument("--out", default="benchmarks/results/search_quality")
     p.add_argument("--budget", type=float, default=420.0, help="seconds for everything (split over cases and searches)")
     p.add_argument("--ref-trials", type=int, default=32)
@@ -515,12 +552,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import triton
     from autofuse.capture.graph_hash import device_key
-    from .cases import CASES
-    unknown = [c for c in args.cases if c not in {k.name for k in CASES}]
-    if unknown:
-        print(f"unknown cases: {unknown}", file=sys.stderr)
+    names = args.cases if args.cases is not None else ([] if args.programs or args.categories else DEFAULT_CASES)
+    try:
+        cases = select_cases(names, args.programs, args.categories)
+    except ValueError as e:
+        print(e, file=sys.stderr)
         return 2
-    cases = [next(k for k in CASES if k.name == n) for n in args.cases]
     dev = device_key([torch.empty(1, device="cuda")])
     meta = {"command": "python3 -m benchmarks.search_quality " + " ".join(argv if argv is not None else sys.argv[1:]),
             "device": torch.cuda.get_device_name(), "device_key": dev, "torch": torch.__version__,

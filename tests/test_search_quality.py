@@ -242,3 +242,29 @@ def test_model_only_search_is_not_cut_by_its_budget(tmp_path, device, monkeypatc
                            lambda db, dev: PlantedPredictor(), FakeBenchmarker(planted_cost))
     assert "error" not in guided and guided["budget_s"] == 0.5
     assert budgets == {str(tmp_path / "mo.db"): None, str(tmp_path / "g.db"): 0.5}
+
+
+def test_corpus_programs_as_cases(tmp_path, device):
+    """--programs / --categories: broad-corpus programs join the suite's cases, run without
+    gradients at their CPU sizes when the scale is below 1, and go through the four searches."""
+    picked = sq.select_cases(["softmax_f32_16384x4096"], ["reduce_sum_last_f32"], ["scan"])
+    names = [c.name for c in picked]
+    assert names[:2] == ["softmax_f32_16384x4096", "reduce_sum_last_f32"] and len(names) == 12
+    assert all("cum" in n for n in names[2:])
+    with pytest.raises(ValueError, match="no_such_program"):
+        sq.select_cases([], ["no_such_program"], [])
+    case = sq.select_cases([], ["reduce_sum_last_f32"], [])[0]
+    fn, args = case.build(device, 0.5)
+    out = fn(*args)
+    assert out.shape == args[0].shape[:-1] and not out.requires_grad
+    variants = sq.default_variants(ref_trials=3, ref_top_k=4, ref_explore=1.0, guided_trials=(2,),
+                                   model_only_trials=2)
+
+    def retime(fn, args, contenders):
+        return {c.name: [10.0] * 3 for c in contenders}
+
+    res = sq.run_all([case], variants, tmp_path / "out", 600.0, device=device, factories=factories(), retime=retime,
+                     benchmarker_for=lambda v: FakeBenchmarker(lambda r: 10.0), scale=0.5)
+    row = res["cases"][0]
+    assert "error" not in row, row
+    assert {r["variant"] for r in row["rows"]} >= {"unguided long", "model only", "guided 2", "default plan"}
