@@ -138,12 +138,13 @@ def kernel_kind(g: FusionGroup) -> str:
 def default_config(g: FusionGroup, heur: Heuristics, interpret: bool) -> LaunchConfig:
     """The group's launch config without a plan: the heuristics' rule for its sizes, layout and passes,
     with every option the kernel allows at its default (codegen/options.py)."""
-    legal = default_legality(KernelView.of(g), interpret)
+    members = g.placements()
+    legal = default_legality(KernelView(members, g.is_reduction, g.rnumel), interpret)
     outer = is_outer_reduction(g, heur.persistent_rnumel_max)
     return heur.launch_config(kernel_kind(g), g.numel, g.rnumel, interpret, outer, splittable=legal["split"],
                               online=legal["online"], hints=legal["cache_hints"], device=device_facts(g.device),
-                              tile=choose_tiling(g.placements()) if legal["YBLOCK"] else None,
-                              passes=r_passes(g.placements()) if g.is_reduction else 1,
+                              tile=choose_tiling(members) if legal["YBLOCK"] else None,
+                              passes=r_passes(members) if g.is_reduction else 1,
                               writes_rows=outer and writes_along_r(g))
 
 

@@ -225,20 +225,15 @@ class Heuristics:
         137.4 -> 129.8 µs, the seed example at 16384x4096 137.6 -> 132.2 µs and layernorm 147.0 ->
         146.0 µs on the H200 (docs/defaults.md). Online softmax kernels take them only with
         `online_cache_hints`; split and outer kernels were not measured with them and keep none.
-        `device`: the GPU's facts (its SM count sizes a split). `tile`: a pointwise kernel's (y, x) split where 2-D tiles are
-        legal on it; it then runs as tiles (codegen/tiling.py). `passes`: how many times a looped
-        kernel walks its r range (`schedule.loops.r_passes`); a kernel that reads its rows again
-        after a reduction (a norm, a softmax) wants more loads in flight per pass. `writes_rows`:
-        an outer reduction's epilogue stores contiguously along r (`schedule.fusion.writes_along_r`)."""
+        `device`: the GPU's facts (its SM count sizes a split). `tile`: a pointwise kernel's (y, x)
+        split where 2-D tiles are legal on it; it then runs as tiles (codegen/tiling.py).
+        `passes`: how many times a looped kernel walks its r range (`schedule.loops.r_passes`); a
+        kernel that reads its rows again after a reduction (a norm, a softmax) wants more loads in
+        flight per pass. `writes_rows`: an outer reduction's epilogue stores contiguously along r
+        (`schedule.fusion.writes_along_r`)."""
         if kind == "scan":  # a reduction's config; scans take no split, online or cache hints
-            cfg = replace(self, persistent_rnumel_max=self.scan_persistent_max)._launch_config(
-                "reduction", numel, rnumel, interpret, outer)
-            if cfg.persistent and cfg.RBLOCK >= 512 and not outer and not interpret:
-                # one row of 512-1024 elements per program on 2 warps: cumsum, cumprod and an exclusive
-                # cumsum of 32768 rows of 1021 f32 ran 1-3% faster than on 4 warps and than 2 rows
-                # per program (docs/defaults.md)
-                cfg = replace(cfg, XBLOCK=1, num_warps=max(1, cfg.RBLOCK // 512))
-            return cfg
+            return replace(self, persistent_rnumel_max=self.scan_persistent_max)._launch_config(
+                "scan", numel, rnumel, interpret, outer)
         cfg = self._launch_config(kind, numel, rnumel, interpret, outer, passes, writes_rows)
         legal = {"split": splittable, "online": online, "cache_hints": hints, "YBLOCK": tile is not None}
         return apply_defaults(self, cfg, kind, numel, rnumel, interpret, outer, device, legal, tile)
@@ -313,6 +308,11 @@ class Heuristics:
             xblock = max(1, min(next_pow2(max(numel, 1)), self.interpreter_block_elems // rblock))
             return LaunchConfig(XBLOCK=xblock, RBLOCK=rblock, persistent=persistent)
         if rblock_full <= self.persistent_rnumel_max:
+            if rblock_full >= 512 and kind == "scan":
+                # one row per program on 2 warps (a scan's combine spans the row): cumsum, cumprod
+                # and an exclusive cumsum of 32768 rows of 1021 f32 ran 1-3% faster than on 4 warps
+                # and than 2 rows per program (docs/defaults.md)
+                return LaunchConfig(XBLOCK=1, RBLOCK=rblock_full, num_warps=rblock_full // 512, persistent=True)
             if rblock_full >= 512:
                 # two rows per program on 2 warps: over the measured row kernels of 257-1024
                 # elements, 7% faster than one row on 4 warps, 4% faster than 4 rows on 4 warps
