@@ -322,8 +322,7 @@ def test_mixed_reads_run_lanes_along_x_in_looped_rows():
 def _gpu_form_run(fn, x, outs, config):
     """Run the kernel of fn in the form the GPU default writes it (NaN-propagating max/min
     instructions), through the interpreter, into `outs`."""
-    import importlib.util
-    import tempfile
+    from autofuse.runtime.loader import load_kernel
     sched = schedule(trace_aten(fn, [x]), [x], CompileOptions(strict=True, use_db=False))
     (g,) = [g for g, _ in sched.placed if not g.is_extern]
     low = sched.lowering
@@ -331,15 +330,7 @@ def _gpu_form_run(fn, x, outs, config):
     dtypes |= {b.name: b.layout.dtype for b in low.buffers if hasattr(b, "layout")}
     src = KernelWriter("k", g.placements(), g.numel, g.rnumel, True, {n.name for n in g.nodes}, dtypes, {},
                        config, False).generate().source
-    path = tempfile.mktemp(suffix=".py")
-    with open(path, "w") as f:
-        f.write(src)
-    from autofuse.runtime.loader import interpret_env
-    spec = importlib.util.spec_from_file_location("gpu_form", path)
-    mod = importlib.util.module_from_spec(spec)
-    with interpret_env(True):
-        spec.loader.exec_module(mod)
-        mod.k[(g.numel,)](x, *outs, g.numel, g.rnumel, XBLOCK=1, RBLOCK=config.RBLOCK)
+    load_kernel("k", src, interpret=True)[(g.numel,)](x, *outs, g.numel, g.rnumel, XBLOCK=1, RBLOCK=config.RBLOCK)
     return src
 
 
