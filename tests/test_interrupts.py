@@ -27,3 +27,28 @@ def test_nothing_delivered_without_a_signal():
     with deferred_interrupts():
         pass
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_signal_during_ask_fails_the_trial_it_created():
+    """The held signal is delivered right after ask made the trial RUNNING: that trial ends FAIL."""
+    import optuna
+
+    from autofuse.search.graph_tuner import _ask_tell
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study()
+    ask = study.ask
+
+    def ask_then_signal(*a, **k):
+        trial = ask(*a, **k)
+        os.kill(os.getpid(), signal.SIGTERM)   # lands inside the deferred block
+        return trial
+    study.ask = ask_then_signal
+    called = []
+    before = signal.signal(signal.SIGTERM, lambda s, f: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _ask_tell(study, lambda t: called.append(t) or 1.0, 3, None)
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert called == []
+    assert [t.state.name for t in study.get_trials(deepcopy=False)] == ["FAIL"]

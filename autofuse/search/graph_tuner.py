@@ -302,15 +302,19 @@ def _ask_tell(study: Any, objective: Any, n_trials: int, deadline: float | None)
     for _ in range(n_trials):
         if deadline is not None and time.monotonic() > deadline:
             return
-        with deferred_interrupts():   # an interrupt inside ask or tell would leave the trial RUNNING
-            trial = study.ask()
+        trial = None
         try:
+            # an interrupt inside ask is delivered on leaving the block, after the RUNNING row exists:
+            # the handler below must see that trial, so the block sits inside the try
+            with deferred_interrupts():
+                trial = study.ask()
             value = objective(trial)
         except optuna.exceptions.UpdateFinishedTrialError:
             continue  # the other worker's result stands; the kernels measured here are in the DB
         except BaseException:  # interrupted or failed: the trial must not stay RUNNING
-            with deferred_interrupts():
-                _tell_quietly(study, trial, state=optuna.trial.TrialState.FAIL)
+            if trial is not None:
+                with deferred_interrupts():
+                    _tell_quietly(study, trial, state=optuna.trial.TrialState.FAIL)
             raise
         with deferred_interrupts():
             _tell_quietly(study, trial, value)
