@@ -29,20 +29,23 @@ def test_nothing_delivered_without_a_signal():
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
-def test_a_signal_during_ask_fails_the_trial_it_created():
-    """The held signal is delivered right after ask made the trial RUNNING: that trial ends FAIL."""
+
+@pytest.mark.parametrize("where, state", [("ask", "FAIL"), ("tell", "COMPLETE")])
+def test_a_signal_during_ask_or_tell_leaves_no_trial_running(where, state):
+    """The held signal is delivered just after ask made the trial RUNNING (that trial ends FAIL) or
+    just after tell finished it (it stays COMPLETE); the search stops either way."""
     import optuna
 
     from autofuse.search.graph_tuner import _ask_tell
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study()
-    ask = study.ask
+    call = getattr(study, where)
 
-    def ask_then_signal(*a, **k):
-        trial = ask(*a, **k)
+    def then_signal(*a, **k):
+        out = call(*a, **k)
         os.kill(os.getpid(), signal.SIGTERM)   # lands inside the deferred block
-        return trial
-    study.ask = ask_then_signal
+        return out
+    setattr(study, where, then_signal)
     called = []
     before = signal.signal(signal.SIGTERM, lambda s, f: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
@@ -50,5 +53,5 @@ def test_a_signal_during_ask_fails_the_trial_it_created():
             _ask_tell(study, lambda t: called.append(t) or 1.0, 3, None)
     finally:
         signal.signal(signal.SIGTERM, before)
-    assert called == []
-    assert [t.state.name for t in study.get_trials(deepcopy=False)] == ["FAIL"]
+    assert len(called) == (where == "tell")
+    assert [t.state.name for t in study.get_trials(deepcopy=False)] == [state]

@@ -302,22 +302,23 @@ def _ask_tell(study: Any, objective: Any, n_trials: int, deadline: float | None)
     for _ in range(n_trials):
         if deadline is not None and time.monotonic() > deadline:
             return
-        trial = None
+        trial, told = None, False
         try:
-            # an interrupt inside ask is delivered on leaving the block, after the RUNNING row exists:
-            # the handler below must see that trial, so the block sits inside the try
+            # a held interrupt is delivered on leaving its block, after ask made the RUNNING row or
+            # tell finished it: both blocks sit inside the try, so the handler knows which happened
             with deferred_interrupts():
                 trial = study.ask()
             value = objective(trial)
+            with deferred_interrupts():
+                _tell_quietly(study, trial, value)
+                told = True
         except optuna.exceptions.UpdateFinishedTrialError:
             continue  # the other worker's result stands; the kernels measured here are in the DB
         except BaseException:  # interrupted or failed: the trial must not stay RUNNING
-            if trial is not None:
+            if trial is not None and not told:
                 with deferred_interrupts():
                     _tell_quietly(study, trial, state=optuna.trial.TrialState.FAIL)
             raise
-        with deferred_interrupts():
-            _tell_quietly(study, trial, value)
 
 
 def _tell_quietly(study: Any, trial: Any, value: float | None = None, state: Any = None) -> None:
