@@ -62,7 +62,7 @@ class CompiledArtifacts:
     groups: list[FusionGroup] = field(default_factory=list)
     plan: FusionPlan | None = None
     graph: SchedulerGraph | None = None
-    source: str = "strategy"  # "strategy", "plan" (given by the caller) or "tuning DB"
+    source: str = "strategy"  # "strategy", "plan" (given by the caller), "tuning DB" or "autotuned"
 
 
 @dataclass(frozen=True)

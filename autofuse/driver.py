@@ -2,7 +2,8 @@
 
 Note: capture hands each ATen graph and its inputs here; the driver decides where the plan comes
 from — a search (`options.tuner`), a plan given by the caller, the tuning DB (with `on_miss`
-deciding what a miss does), or the strategy — and compiles the graph with it. A stored plan that
+deciding what a miss does), or the strategy, whose reduction configs are measured at compile time
+on the GPU (`options.autotune`, search/autotune.py) — and compiles the graph with it. A stored plan that
 is not legal for this graph is rejected with a warning and the default plan is used instead.
 """
 from __future__ import annotations
@@ -24,19 +25,31 @@ def build(gm: torch.fx.GraphModule, args: Sequence[Any], label: str,
     if options.tuner is not None:
         plan = options.tuner(gm, args, label)
         return compile_graph(gm, args, options.with_(tuner=None, **({"plan": plan} if plan else {}))), None
-    if options.plan is not None or not options.use_db:
+    if options.plan is not None:
         return compile_graph(gm, args, options), None
-    plan, lookup = stored_plan(gm, args, options)
-    if plan is None and options.on_miss == "tune" and not lookup.detail.startswith("tuning DB not usable"):
-        plan = tune_on_miss(gm, args, label, options)
-    if plan is not None:
-        try:
-            artifacts = compile_graph(gm, args, options.with_(plan=plan))
-            artifacts.source = "tuning DB"
-            return artifacts, lookup
-        except PlanError as e:
-            warnings.warn(f"autofuse: the stored plan for graph {lookup.graph_hash} is not legal here ({e}); "
-                          "using the default plan")
+    lookup = None
+    if options.use_db:
+        plan, lookup = stored_plan(gm, args, options)
+        if plan is None and options.on_miss == "tune" and not lookup.detail.startswith("tuning DB not usable"):
+            plan = tune_on_miss(gm, args, label, options)
+        if plan is not None:
+            try:
+                artifacts = compile_graph(gm, args, options.with_(plan=plan))
+                artifacts.source = "tuning DB"
+                return artifacts, lookup
+            except PlanError as e:
+                warnings.warn(f"autofuse: the stored plan for graph {lookup.graph_hash} is not legal here ({e}); "
+                              "using the default plan")
+    if options.autotune:
+        from .search.autotune import autotuned_plan
+        plan = autotuned_plan(gm, args, options)
+        if plan is not None:
+            try:
+                artifacts = compile_graph(gm, args, options.with_(plan=plan))
+                artifacts.source = "autotuned"
+                return artifacts, lookup
+            except PlanError as e:  # not expected: the plan was built from this graph a moment ago
+                warnings.warn(f"autofuse: the autotuned plan is not legal here ({e}); using the default plan")
     return compile_graph(gm, args, options), lookup
 
 

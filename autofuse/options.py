@@ -21,6 +21,8 @@ class CompileOptions:
     strict: bool = False          # raise compiler errors instead of running the graph eagerly
     verbose: bool = False
     cudagraphs: bool = False      # replay each graph's program as a CUDA graph (inference on the GPU; outputs reused)
+    autotune: bool = True         # no stored plan, on the GPU: measure a few configs of each reduction kernel at
+                                  # its first compile, as Inductor does (search/autotune.py); False: size rules only
     recorder: Any = field(default=None, compare=False)  # collects compiled programs (explain, tests)
     tuner: Any = field(default=None, compare=False)     # (gm, args, label) -> FusionPlan | None: a search picks each graph's plan
 

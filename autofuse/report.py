@@ -67,8 +67,8 @@ class Report:
         names = []
         for art in arts:
             name = art.plan.strategy if art.plan is not None else options.strategy
-            names.append(f"{name} (from the tuning DB)" if art.source == "tuning DB" else
-                         ("plan" if art.source == "plan" else name))
+            names.append({"tuning DB": f"{name} (from the tuning DB)", "autotuned": f"{name} (autotuned)",
+                          "plan": "plan"}.get(art.source, name))
         strategy = ", ".join(dict.fromkeys(names)) or options.strategy
         outcomes = list(getattr(recorder, "outcomes", []))
         return Report(strategy, kernels, max(len(outcomes), len(recorder.graphs)), rejected, plans, eager, arts,

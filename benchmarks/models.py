@@ -49,7 +49,7 @@ from torch import nn
 
 MODELS = ("llama", "gpt2", "bert", "vit", "resnet50")
 TRAINABLE = ("llama", "resnet50")
-VARIANTS = ("eager", "inductor", "autofuse_default", "autofuse_tuned", "inductor_max_autotune")
+VARIANTS = ("eager", "inductor", "autofuse_rules", "autofuse_default", "autofuse_tuned", "inductor_max_autotune")
 SLEEP_CYCLES_PER_S = 2.0e9   # about the H200's clock: a sleep of s seconds spins s * this many cycles
 MAX_QUEUED_KERNELS = 600     # below the GPU's launch queue depth: enqueueing never blocks
 
@@ -284,6 +284,8 @@ def compiler(variant: str, opts: argparse.Namespace, log: AutofuseLog | None) ->
     kw: dict[str, Any] = {"strict": opts.strict, "recorder": log.recorder if log else None}
     if variant == "autofuse_default":
         return lambda m: autofuse.compile(m, use_db=False, **kw)
+    if variant == "autofuse_rules":   # the default plan without compile-time autotuning: size rules only
+        return lambda m: autofuse.compile(m, use_db=False, autotune=False, **kw)
     if variant == "autofuse_tuned":
         if not opts.db:
             raise RuntimeError("autofuse_tuned needs --db PATH (a tuning DB with plans for these models)")

@@ -62,8 +62,9 @@ class PlanEvaluator:
     """Estimates plans of one graph; caches by grouping."""
 
     def __init__(self, gm: torch.fx.GraphModule, args: Sequence[Any], tuner: KernelTuner,
-                 options: CompileOptions | None = None) -> None:
+                 options: CompileOptions | None = None, time_externs: bool = True) -> None:
         self.gm, self.args, self.tuner = gm, list(args), tuner
+        self.time_externs = time_externs  # False: fallbacks run but add nothing to the estimate
         self.options = (options or CompileOptions()).with_(use_db=False, strict=True, poison=False, recorder=None)
         self.cache: dict[tuple, PlanEval] = {}
         self.extern_times: dict[str, float] = {}
@@ -103,7 +104,7 @@ class PlanEvaluator:
                 configs[gi] = choice.config
                 choices.append(choice)
                 k += 1
-            elif isinstance(step, ExternCall):
+            elif isinstance(step, ExternCall) and self.time_externs:
                 extern_us += self._time_extern(step, env)
             else:
                 step.run(env)

@@ -71,7 +71,11 @@ class KernelTuner:
         self.reused_choices = 0       # kernels that took the config chosen for an identical kernel
 
     def tune(self, builder: Any, gi: int, launch: Any, info: Any, env: list) -> KernelChoice:
-        """Best config of group gi's kernel; leaves env as the default config's launch left it."""
+        """Best config of group gi's kernel; leaves env as the default config's launch left it. A kernel
+        of a kind the settings leave out keeps its default config, untimed (time 0)."""
+        if self.settings.kinds is not None and info.kind not in self.settings.kinds:
+            launch.run(env)
+            return KernelChoice("", info.config, 0.0, 0.0, {}, 0, 0)
         ids = [node_id(n) for n in builder.groups[gi].nodes]
         gkey = group_key(kernel_record(info, launch, env, self.graph, "", self.traits, ids))
         group = builder.groups[gi]

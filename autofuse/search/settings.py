@@ -18,6 +18,8 @@ class KernelTuneSettings:
     kernel_timeout_s: float = 2.0  # a first run longer than this scores infinity
     seed: int = 0
     refine: int = 24               # then up to this many neighbours of the fastest measured (one knob each), best-first
+    kinds: tuple[str, ...] | None = None  # the kernel kinds searched ("pointwise", "reduction", "scan"); None: all.
+                                          # The others run their default config, untimed
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from . import categories, select
 from .base import Program
 from .check import mismatch
 
-ALL_VARIANTS = ("eager", "inductor", "inductor_max_autotune", "autofuse_default", "autofuse_tuned")
+ALL_VARIANTS = ("eager", "inductor", "inductor_max_autotune", "autofuse_rules", "autofuse_default", "autofuse_tuned")
 DEFAULT_VARIANTS = "eager,inductor,autofuse_default"
 BASELINE = "inductor"
 
@@ -63,6 +63,8 @@ def build_variant(name: str, module: torch.nn.Module, args: tuple, db: str | Non
         return torch.compile(module, mode="max-autotune-no-cudagraphs")
     if name == "autofuse_default":
         return autofuse.compile(module, strict=True, use_db=False)
+    if name == "autofuse_rules":   # the default plan without compile-time autotuning: size rules only
+        return autofuse.compile(module, strict=True, use_db=False, autotune=False)
     if name == "autofuse_tuned":
         if db is None:
             raise RuntimeError("no tuning DB (the tune failed or --tune-trials is 0)")
@@ -73,7 +75,8 @@ def build_variant(name: str, module: torch.nn.Module, args: tuple, db: str | Non
 def check_autofuse(name: str, module: torch.nn.Module, args: tuple, db: str | None) -> Any:
     """Outputs of the variant compiled with poisoned buffers (unwritten elements show up)."""
     import autofuse
-    kw = {"db": db, "on_miss": "error"} if name == "autofuse_tuned" else {"use_db": False}
+    kw = ({"db": db, "on_miss": "error"} if name == "autofuse_tuned" else
+          {"use_db": False, "autotune": name != "autofuse_rules"})
     return autofuse.compile(module, strict=True, poison=True, **kw)(*args)
 
 
@@ -279,7 +282,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     if bad:
         p.error(f"unknown variants {bad}; choose from {','.join(ALL_VARIANTS)}")
     if opts.device == "cpu":   # the interpreter: correctness only (a CPU tune ranks plans by prediction)
-        cpu = ("eager", "autofuse_default", "autofuse_tuned")
+        cpu = ("eager", "autofuse_rules", "autofuse_default", "autofuse_tuned")
         opts.variants = [v for v in opts.variants if v in cpu] or ["eager", "autofuse_default"]
     return opts
 

@@ -1,0 +1,130 @@
+"""Compile-time autotuning of a graph's reduction kernels: the strategy's grouping, each reduction
+kernel's launch config measured among a few candidates on the first compile.
+
+Note: a graph without a stored plan gets the default plan, whose reduction configs come from size
+rules that cannot see the kernel's arithmetic (a row of 1000 elements with tanh and sigmoid wants
+other warps than a plain sum of the same row). Inductor's default mode measures a handful of
+configs of every reduction kernel at its first call; autofuse does the same with the tuner's own
+machinery: the cost model ranks the kernel's legal configs, the default and the best-ranked few
+(then a few one-knob neighbours of the fastest) are measured in place, each checked against the
+default config's outputs. Pointwise kernels keep their default config, as in Inductor.
+Measurements go to the tuning DB, so the next compile of the same kernel measures nothing. The
+grouping is not searched (that is `autofuse tune`). It runs only where kernels can be timed (the
+GPU), and any failure leaves the default plan: it can make a compile slower, never wrong.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import warnings
+from dataclasses import replace
+from typing import Any, Sequence
+
+import torch
+import torch.fx
+
+from ..capture.graph_hash import device_key, graph_hash
+from ..compiler import schedule
+from ..measure.rng import RngSnapshot
+from ..measure.timing import Benchmarker, CudaEventBenchmarker, copy_bandwidth
+from ..options import CompileOptions
+from ..plan.apply import graph_key, plan_from_groups
+from ..plan.plan import FusionPlan
+from .evaluate import PlanEvaluator
+from .kernels import KernelTuner
+from .records import device_traits
+from .settings import KernelTuneSettings
+
+# Per reduction kernel: the default, the 3 best-ranked of 48 legal configs, then up to 3 neighbours
+# of the fastest: at most 7 variants compiled and timed (docs/defaults.md, "Autotuning at compile").
+AUTOTUNE = KernelTuneSettings(top_k=3, explore=0.0, max_candidates=48, refine=3, kinds=("reduction", "scan"))
+AUTOTUNE_REPS = 30
+
+
+def autotuned_plan(gm: torch.fx.GraphModule, args: Sequence[Any], options: CompileOptions,
+                   benchmarker: Benchmarker | None = None,
+                   settings: KernelTuneSettings = AUTOTUNE) -> FusionPlan | None:
+    """The options' strategy plan with each reduction kernel's measured best config, or None where
+    nothing can be timed (no GPU and no benchmarker given) or the autotune failed (warned once)."""
+    on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
+    if benchmarker is None and not on_gpu:
+        return None
+    try:
+        return _autotune(gm, list(args), options, benchmarker, settings, on_gpu)
+    except KeyboardInterrupt:
+        raise
+    except Exception as e:  # noqa: BLE001 - the default plan is always safe
+        warnings.warn(f"autofuse: autotuning a graph's reduction kernels failed ({type(e).__name__}: {e}); "
+                      "using the default plan")
+        return None
+
+
+def _autotune(gm: torch.fx.GraphModule, args: list, options: CompileOptions, benchmarker: Benchmarker | None,
+              settings: KernelTuneSettings, on_gpu: bool) -> FusionPlan | None:
+    opts = options.with_(plan=None, tuner=None, recorder=None)
+    sched = schedule(gm, args, opts)
+    if not any(g.is_reduction for g in sched.groups if not g.is_extern):
+        return None
+    plan = plan_from_groups(graph_key(gm, args), sched.groups, [None] * len(sched.groups), sched.strategy,
+                            sched.decisions, sched.lowering.conv_layout)
+    device = next(a.device for a in args if isinstance(a, torch.Tensor) and a.is_cuda) if on_gpu else torch.device("cpu")
+    db = _measurement_db(options)
+    dev = device_key(args)
+    bench = benchmarker or _timer(str(device))
+    traits = device_traits(device, _copy_bw(str(device)) if on_gpu else None)
+    tuner = KernelTuner(bench, _predictor(db, dev), db, dev, traits, graph_hash(gm, args), settings,
+                        interpret=not on_gpu)
+    evaluator = PlanEvaluator(gm, _unshared_mutated_inputs(gm, args), tuner, opts, time_externs=False)
+    on_device = torch.cuda.device(device) if on_gpu else contextlib.nullcontext()  # events on the kernels' device
+    with on_device, torch.no_grad(), RngSnapshot.take().replay():   # the user's generators end where they were
+        ev = evaluator.evaluate(plan)
+    if ev.error is not None:
+        raise RuntimeError(ev.error)
+    return replace(ev.plan, strategy=plan.strategy, conv_layout=plan.conv_layout)
+
+
+def _measurement_db(options: CompileOptions) -> Any:
+    """The tuning DB the measurements are read from and written to; None when it is off or unusable."""
+    if not options.use_db:
+        return None
+    from ..runtime.reuse import open_db
+    try:
+        return open_db(options.db)
+    except Exception:  # noqa: BLE001 - the lookup before this has warned about it already
+        return None
+
+
+@functools.lru_cache(maxsize=8)
+def _predictor(db: Any, device: str) -> Any:
+    """The cost model that ranks candidates, loaded once per process and DB."""
+    from costmodel.predict import GroupContextPredictor, load_predictor
+    return GroupContextPredictor(load_predictor(db, device))
+
+
+@functools.lru_cache(maxsize=8)
+def _timer(device: str) -> CudaEventBenchmarker:
+    """One CUDA-event timer per device and process (it holds a buffer twice the L2 size to flush it)."""
+    with torch.cuda.device(torch.device(device)):
+        return CudaEventBenchmarker(reps=AUTOTUNE_REPS)
+
+
+@functools.lru_cache(maxsize=8)
+def _copy_bw(device: str) -> float:
+    """The device's copy bandwidth (a cost-model feature), measured once per process on 256 MiB."""
+    with torch.cuda.device(torch.device(device)):
+        return copy_bandwidth(device, nbytes=256 * 2**20, reps=10)
+
+
+def _unshared_mutated_inputs(gm: torch.fx.GraphModule, args: list) -> list:
+    """args with the inputs that the graph writes in place (running statistics) cloned: the autotune
+    runs the program several times, and the user's buffers must be updated once, by the real call."""
+    mutated: set[int] = set()
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    index = {n: i for i, n in enumerate(placeholders)}
+    for n in gm.graph.nodes:
+        schema = getattr(n.target, "_schema", None)
+        if n.op == "call_function" and schema is not None and schema.is_mutable and n.args:
+            target = n.args[0]
+            if isinstance(target, torch.fx.Node) and target in index:
+                mutated.add(index[target])
+    return [a.clone() if i in mutated and isinstance(a, torch.Tensor) else a for i, a in enumerate(args)]

@@ -1,0 +1,131 @@
+"""Compile-time autotuning of reduction kernels: the measured best config is used, pointwise kernels
+keep their default, measurements are stored once, the user's inputs and generators are untouched,
+and a failure leaves the default plan. On the CPU a fake benchmarker stands in for the GPU timer."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from autofuse.capture.trace import trace_aten
+from autofuse.compiler import compile_graph
+from autofuse.measure.timing import FakeBenchmarker
+from autofuse.options import CompileOptions
+from autofuse.search.autotune import autotuned_plan
+from tests.helpers import assert_close, rand
+
+
+def _prefer_looped(rec: dict) -> float:
+    """A fake timer under which a looped reduction config is the fastest (pointwise: all alike)."""
+    if rec["kind"] == "pointwise":
+        return 5.0
+    return 10.0 if not rec["config"].get("persistent", True) else 13.0 + rec["config"]["XBLOCK"] / 1024
+
+
+def _row_graph():
+    def fn(x, w):
+        y = torch.tanh(x) * w
+        return y - y.mean(-1, keepdim=True), torch.sigmoid(w) + 1
+    args = [rand((37, 300)), rand((300,))]
+    return fn, args, trace_aten(fn, args)
+
+
+def _options(tmp_path, **kw) -> CompileOptions:
+    return CompileOptions(db=str(tmp_path / "t.db"), strict=True, **kw)
+
+
+def test_the_measured_best_reduction_config_is_used_and_pointwise_keeps_its_default(tmp_path):
+    fn, args, gm = _row_graph()
+    opts = _options(tmp_path)
+    default = compile_graph(gm, args, opts).plan
+    fb = FakeBenchmarker(_prefer_looped)
+    plan = autotuned_plan(gm, args, opts, benchmarker=fb)
+    assert plan is not None and plan.strategy == "inductor"
+    assert [k.nodes for k in plan.kernels] == [k.nodes for k in default.kernels]   # grouping unchanged
+    timed = [c for c in fb.calls if c.get("kind") != "extern"]
+    assert timed and all(c["kind"] != "pointwise" for c in timed)                  # pointwise never timed
+    arts = compile_graph(gm, args, opts.with_(plan=plan))
+    by_kind = {k.kind for k in arts.kernels}
+    assert "reduction" in by_kind and "pointwise" in by_kind
+    for k, dk in zip(arts.kernels, compile_graph(gm, args, opts).kernels):
+        if k.kind == "reduction":
+            assert not k.config.persistent, k.config
+        else:
+            assert k.config == dk.config
+    assert_close(arts.program(list(args)), list(fn(*args)))
+
+
+def test_measurements_are_stored_and_the_next_compile_measures_nothing(tmp_path):
+    from tuning_db import TuningDB
+    _, args, gm = _row_graph()
+    opts = _options(tmp_path)
+    first = FakeBenchmarker(_prefer_looped)
+    plan = autotuned_plan(gm, args, opts, benchmarker=first)
+    assert first.calls
+    with TuningDB.open(tmp_path / "t.db") as db:
+        assert len(db.measurements()) == len(first.calls)
+    again = FakeBenchmarker(_prefer_looped)
+    assert autotuned_plan(gm, args, opts, benchmarker=again) == plan and again.calls == []
+    off = FakeBenchmarker(_prefer_looped)   # use_db=False: measured again, nothing stored
+    assert autotuned_plan(gm, args, opts.with_(use_db=False), benchmarker=off) == plan and off.calls
+
+
+def test_no_gpu_and_no_timer_means_no_autotune(tmp_path):
+    _, args, gm = _row_graph()
+    assert autotuned_plan(gm, args, _options(tmp_path)) is None
+
+
+def test_a_graph_without_reductions_is_left_alone(tmp_path):
+    args = [rand((37, 300))]
+    gm = trace_aten(lambda x: torch.tanh(x) * 2, args)
+    fb = FakeBenchmarker(_prefer_looped)
+    assert autotuned_plan(gm, args, _options(tmp_path), benchmarker=fb) is None and fb.calls == []
+
+
+def test_inputs_written_in_place_and_the_generators_are_untouched(tmp_path):
+    def fn(x, running):
+        running.mul_(0.9).add_(x.mean(0) * 0.1)
+        return torch.nn.functional.dropout(x, 0.5) - x.mean(-1, keepdim=True)
+    args = [rand((19, 130)), rand((130,))]
+    gm = trace_aten(fn, [args[0], args[1].clone()])
+    before = args[1].clone()
+    rng = torch.get_rng_state()
+    plan = autotuned_plan(gm, args, _options(tmp_path), benchmarker=FakeBenchmarker(_prefer_looped))
+    assert plan is not None
+    assert torch.equal(args[1], before)              # the running buffer is updated by real calls only
+    assert torch.equal(torch.get_rng_state(), rng)   # the draws of the next call are eager's
+
+
+def test_a_failing_autotune_warns_and_leaves_the_default(tmp_path, monkeypatch):
+    _, args, gm = _row_graph()
+
+    def broken(*a, **k):
+        raise RuntimeError("no luck")
+    monkeypatch.setattr("autofuse.search.autotune.schedule", broken)
+    with pytest.warns(UserWarning, match="autotuning .* failed .*no luck.*default plan"):
+        assert autotuned_plan(gm, args, _options(tmp_path), benchmarker=FakeBenchmarker(_prefer_looped)) is None
+
+
+def test_the_driver_compiles_from_the_autotuned_plan(tmp_path, monkeypatch):
+    """Where the autotune returns a plan (the GPU), compile uses it and says so; with autotune off or
+    a stored plan, it is not asked."""
+    import autofuse
+    from autofuse.search import autotune as at
+    fn, args, _ = _row_graph()
+    asked = []
+    real = at.autotuned_plan
+
+    def on_a_gpu(gm, a, options, benchmarker=None, settings=at.AUTOTUNE):
+        asked.append(options.autotune)
+        return real(gm, a, options, benchmarker=FakeBenchmarker(_prefer_looped), settings=settings)
+    monkeypatch.setattr(at, "autotuned_plan", on_a_gpu)
+    rep = autofuse.explain(fn, args, options=_options(tmp_path))
+    assert asked == [True] and "(autotuned)" in rep.strategy
+    assert all(not k.config.persistent for k in rep.kernels if k.kind == "reduction")
+    compiled = autofuse.compile(fn, options=_options(tmp_path))
+    assert_close(compiled(*args), fn(*args))
+    asked.clear()
+    rep = autofuse.explain(fn, args, options=_options(tmp_path, autotune=False))
+    assert asked == [] and "autotuned" not in rep.strategy
+    assert json.loads(json.dumps(rep.to_json()))  # the report still serializes
