@@ -16,6 +16,7 @@ from ..compiler import ProgramBuilder, schedule
 from ..options import CompileOptions
 from ..plan.apply import node_id, plan_from_groups
 from ..plan.plan import FusionPlan, KernelPlan
+from ..runtime.precompile import precompile
 from ..runtime.program import ExternCall, KernelLaunch
 from .kernels import KernelChoice, KernelTuner
 from .records import group_key, kernel_record
@@ -91,6 +92,7 @@ class PlanEvaluator:
     def _evaluate(self, plan: FusionPlan) -> PlanEval:
         builder, arts, env, decisions = self._build(plan)
         prog = arts.program
+        precompile([s for s in prog.steps if isinstance(s, KernelLaunch)])  # the defaults on host threads, not one by one
         launch_groups = [gi for gi, g in enumerate(builder.groups) if not g.is_extern]
         infos = [k for k in arts.kernels if k.kind != "fallback"]
         configs: dict[int, Any] = {}
