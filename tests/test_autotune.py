@@ -129,3 +129,20 @@ def test_the_driver_compiles_from_the_autotuned_plan(tmp_path, monkeypatch):
     rep = autofuse.explain(fn, args, options=_options(tmp_path, autotune=False))
     assert asked == [] and "autotuned" not in rep.strategy
     assert json.loads(json.dumps(rep.to_json()))  # the report still serializes
+
+
+def test_a_read_only_db_is_read_not_written_and_the_autotune_goes_on(tmp_path):
+    """A shared DB opened read-only: the autotune measures, warns once that nothing is stored, and
+    the database file is untouched."""
+    _, args, gm = _row_graph()
+    from tuning_db import TuningDB
+    path = tmp_path / "ro.db"
+    with TuningDB.open(str(path)) as db:
+        db.put_graph("h" * 64, "a graph")
+    before = path.read_bytes()
+    opts = CompileOptions(db=f"sqlite:///file:{path}?mode=ro&uri=true", strict=True)
+    fb = FakeBenchmarker(_prefer_looped)
+    with pytest.warns(UserWarning, match="not stored in the tuning DB"):
+        plan = autotuned_plan(gm, args, opts, benchmarker=fb)
+    assert plan is not None and fb.calls and path.read_bytes() == before
+    assert all(not k.config.persistent for k in plan.kernels if k.config.RBLOCK > 1)

@@ -72,8 +72,8 @@ def _autotune(gm: torch.fx.GraphModule, args: list, options: CompileOptions, ben
     dev = device_key(args)
     bench = benchmarker or _timer(str(device))
     traits = device_traits(device, _copy_bw(str(device)) if on_gpu else None)
-    tuner = KernelTuner(bench, _predictor(db, dev), db, dev, traits, graph_hash(gm, args), settings,
-                        interpret=not on_gpu)
+    tuner = KernelTuner(bench, _predictor(db, dev), None if db is None else BestEffortStore(db), dev, traits,
+                        graph_hash(gm, args), settings, interpret=not on_gpu)
     evaluator = PlanEvaluator(gm, _unshared_mutated_inputs(gm, args), tuner, opts, time_externs=False)
     on_device = torch.cuda.device(device) if on_gpu else contextlib.nullcontext()  # events on the kernels' device
     with on_device, torch.no_grad(), RngSnapshot.take().replay():   # the user's generators end where they were
@@ -81,6 +81,32 @@ def _autotune(gm: torch.fx.GraphModule, args: list, options: CompileOptions, ben
     if ev.error is not None:
         raise RuntimeError(ev.error)
     return replace(ev.plan, strategy=plan.strategy, conv_layout=plan.conv_layout)
+
+
+class BestEffortStore:
+    """The tuning DB as the autotune reads and writes measurements: a read or a write that fails (a
+    read-only or locked database) is skipped, warned once, and the compile goes on measuring."""
+
+    def __init__(self, db: Any) -> None:
+        self.db, self.warned = db, False
+
+    def _failed(self, e: Exception) -> None:
+        if not self.warned:
+            self.warned = True
+            warnings.warn(f"autofuse: autotune measurements not stored in the tuning DB ({type(e).__name__}: {e})")
+
+    def get_measurement(self, key: str, device: str) -> Any:
+        try:
+            return self.db.get_measurement(key, device)
+        except Exception as e:  # noqa: BLE001 - a measurement not found is measured again
+            self._failed(e)
+            return None
+
+    def put_measurement(self, key: str, device: str, record: dict[str, Any], stats: dict[str, Any]) -> None:
+        try:
+            self.db.put_measurement(key, device, record, stats)
+        except Exception as e:  # noqa: BLE001 - the measurement still counts for this compile
+            self._failed(e)
 
 
 def _measurement_db(options: CompileOptions) -> Any:
