@@ -10,7 +10,9 @@ Every seed in range(--graphs) is traced, compiled with poisoned buffers and comp
   * test_random_graph_reuse:      every 4th seed (from 2) unfused and without poison, so that
     allocations take over the storage of freed intermediates (poisoning disables that);
   * test_random_graph_gpu_defaults: every 4th seed (from 3) with the launch configs the GPU's
-    default rules choose (outer tiles, rows per program, pass-aware steps), run in the interpreter.
+    default rules choose (outer tiles, rows per program, pass-aware steps), run in the interpreter;
+  * test_random_graph_autotuned:  every 5th seed (from 4) compiled from the plan the compile-time
+    autotune picks, under a fake timer that ranks the candidate configs at random.
 A failure prints the seed and the program's source, which replays the case on its own.
 """
 from __future__ import annotations
@@ -33,6 +35,7 @@ SUBSETS = {  # test -> (first seed, step) of the seeds it runs
     "test_random_graph_small_blocks": (1, 3),
     "test_random_graph_reuse": (2, 4),
     "test_random_graph_gpu_defaults": (3, 4),
+    "test_random_graph_autotuned": (4, 5),
 }
 
 
@@ -131,3 +134,22 @@ def test_reuse_skips_storage_aliased_by_fallback(device):
 
 def test_random_graph_gpu_defaults(seed, device):
     _check(seed, device, lambda fn, args: _compile_with(fn, args, heuristics=GpuDefaults(), poison=True))
+
+
+def test_random_graph_autotuned(seed, device):
+    import hashlib
+    import json
+
+    from autofuse.capture.trace import trace_aten
+    from autofuse.measure.timing import FakeBenchmarker
+    from autofuse.search.autotune import autotuned_plan
+
+    def any_order(rec):   # a config's "time": a hash of it and the seed, so any candidate may win
+        h = hashlib.sha256(f"{seed}{json.dumps(rec['config'], sort_keys=True)}".encode()).digest()
+        return 1.0 + h[0]
+
+    def run(fn, args):
+        opts = CompileOptions(strict=True, use_db=False, poison=True)
+        plan = autotuned_plan(trace_aten(fn, args), args, opts, benchmarker=FakeBenchmarker(any_order))
+        _compile_with(fn, args, **({"plan": plan} if plan is not None else {}), poison=True)
+    _check(seed, device, run)
