@@ -146,3 +146,22 @@ def test_a_read_only_db_is_read_not_written_and_the_autotune_goes_on(tmp_path):
         plan = autotuned_plan(gm, args, opts, benchmarker=fb)
     assert plan is not None and fb.calls and path.read_bytes() == before
     assert all(not k.config.persistent for k in plan.kernels if k.config.RBLOCK > 1)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_only_graphs_of_static_sizes_are_autotuned(dynamic, tmp_path, monkeypatch):
+    """A graph Dynamo made symbolic is specialized for every size it meets: those specializations
+    keep the rules' configs rather than measuring each new size."""
+    from autofuse.search import autotune as at
+    asked = []
+    monkeypatch.setattr(at, "autotuned_plan", lambda gm, a, options, **k: asked.append(options.autotune))
+    torch._dynamo.reset()
+
+    def fn(x):
+        return x - x.mean(-1, keepdim=True)
+    f = torch.compile(fn, backend="autofuse", dynamic=dynamic,
+                      options={"db": str(tmp_path / "t.db"), "strict": True})
+    for rows in (5, 7):
+        x = rand((rows, 33))
+        assert_close(f(x), fn(x))
+    assert asked == ([] if dynamic else [True, True])

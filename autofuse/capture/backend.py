@@ -50,6 +50,9 @@ class CompiledGraph:
         # Dynamo guards the sizes, strides and dtypes of a graph it traced with static shapes, so such
         # a forward graph always sees one signature: the per-call signature check can be skipped
         self.static = label in ("forward", "inference") and _static_placeholders(gm)
+        # a graph with symbolic sizes is specialized anew for every size it meets (a growing sequence):
+        # each specialization keeps the rules' configs instead of measuring candidates again
+        self.compile_options = options if _static_placeholders(gm) else options.with_(autotune=False)
         self.lookups: list[Any] = []  # one Lookup per specialization that consulted the tuning DB
 
     def specialize(self, args: Sequence[Any]) -> Any:
@@ -78,7 +81,7 @@ class CompiledGraph:
 
     def _compile(self, args: Sequence[Any]) -> Any:
         from ..driver import build
-        artifacts, lookup = build(self.gm, args, self.label, self.options)
+        artifacts, lookup = build(self.gm, args, self.label, self.compile_options)
         if lookup is not None:
             self.lookups.append(lookup)
         return artifacts
