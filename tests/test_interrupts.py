@@ -7,8 +7,16 @@ import pytest
 from autofuse.search.interrupts import deferred_interrupts
 
 
+@pytest.fixture
+def ctrl_c():
+    """Python's own SIGINT handler for the test (a shell starts background jobs with SIGINT ignored)."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_held_then_delivered_once(signum):
+def test_held_then_delivered_once(signum, ctrl_c):
     seen = []
     before = signal.signal(signal.SIGTERM, lambda s, f: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
@@ -23,7 +31,7 @@ def test_held_then_delivered_once(signum):
         signal.signal(signal.SIGTERM, before)
 
 
-def test_nothing_delivered_without_a_signal():
+def test_nothing_delivered_without_a_signal(ctrl_c):
     with deferred_interrupts():
         pass
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
