@@ -1477,3 +1477,13 @@ def test_instance_norm_with_affine_weights_is_one_kernel():
     w, b = rand((8,)), rand((8,))
     compiled = compile_and_compare(lambda x: F.instance_norm(x, weight=w, bias=b), [rand((3, 8, 5, 7))])
     assert [k.kind for k in kernels_of(compiled)] == ["reduction"]
+
+
+def test_complex_values_run_as_aten_and_real_parts_around_them_are_lowered(device):
+    """Complex tensors have no Triton type: the ops that read or make them run as ATen, and the real
+    math after `view_as_real` or `abs` is generated as usual."""
+    def f(a, b):
+        c = torch.complex(a, b)
+        return torch.view_as_real(c * c + 1).sum(-1) * 2, torch.fft.rfft(a).abs() + 1
+    ks = check(f, make((5, 12), device=device), make((5, 12), device=device), ops=("sum",), allow_fallback=True)
+    assert {"complex", "fft_r2c"} <= {op for k in ks if k.kind == "fallback" for op in k.aten_ops}

@@ -204,7 +204,8 @@ class GraphLowering:
         self.fake_env[node] = fake_out
         self.out = fake_out
         self._fake_args = fargs
-        lowering = LOWERINGS.lookup(node.target)
+        # complex values have no Triton type: every op that reads or makes one runs as ATen
+        lowering = None if _touches_complex(fargs, fkwargs, fake_out) else LOWERINGS.lookup(node.target)
         result = None
         if lowering is not None:
             try:
@@ -405,3 +406,10 @@ def _count_uses(user: torch.fx.Node, node: torch.fx.Node) -> int:
 
     torch.fx.node.map_aggregate((user.args, user.kwargs), visit)
     return count
+
+
+def _touches_complex(*values: Any) -> bool:
+    """Some tensor among values (nested in lists and tuples) has a complex dtype."""
+    found = []
+    tree_map(lambda v: found.append(isinstance(v, torch.Tensor) and v.is_complex()), values)
+    return any(found)
