@@ -20,7 +20,7 @@ from torch._subclasses.fake_tensor import (
 )
 from torch.utils._pytree import tree_map
 
-from ..ir.index import contiguous_strides, make_vars, prod
+from ..ir.index import contiguous_strides, make_vars
 from ..ir.ops import analyze
 from ..ir.values import (
     Buffer, ComputedBuffer, ExternBuffer, ExternKernel, InputBuffer, Layout, Pointwise, PointwiseBody,
