@@ -165,3 +165,41 @@ def test_only_graphs_of_static_sizes_are_autotuned(dynamic, tmp_path, monkeypatc
         x = rand((rows, 33))
         assert_close(f(x), fn(x))
     assert asked == ([] if dynamic else [True, True])
+
+
+def test_a_training_step_with_running_statistics_matches_eager_when_autotuned(tmp_path, monkeypatch):
+    """BatchNorm in training mode writes its running statistics in place and dropout draws from the
+    generator: with the autotune running the forward graph's kernels several times first, the
+    statistics still move once per call and the draws are eager's."""
+    from autofuse.search import autotune as at
+    real, asked = at.autotuned_plan, []
+
+    def on_a_gpu(gm, a, options, benchmarker=None, settings=at.AUTOTUNE):
+        asked.append(1)
+        return real(gm, a, options, benchmarker=FakeBenchmarker(_prefer_looped), settings=settings)
+    monkeypatch.setattr(at, "autotuned_plan", on_a_gpu)
+    torch._dynamo.reset()
+
+    def build():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(24, 40), torch.nn.BatchNorm1d(40), torch.nn.Dropout(0.3),
+                                   torch.nn.Linear(40, 5)).train()
+    eager, compiled_model = build(), build()
+    compiled = torch.compile(compiled_model, backend="autofuse",
+                             options={"db": str(tmp_path / "t.db"), "strict": True})
+    x = rand((19, 24))
+    for _ in range(2):
+        torch.manual_seed(1)
+        want = eager(x)
+        want.sum().backward()
+        torch.manual_seed(1)
+        got = compiled(x)
+        got.sum().backward()
+        assert_close(got, want, atol=1e-5, rtol=1e-4)
+    assert asked   # the forward or backward graph was autotuned
+    bn_e, bn_c = eager[1], compiled_model[1]
+    assert_close(bn_c.running_mean, bn_e.running_mean)
+    assert_close(bn_c.running_var, bn_e.running_var)
+    assert int(bn_c.num_batches_tracked) == int(bn_e.num_batches_tracked) == 2
+    for pe, pc in zip(eager.parameters(), compiled_model.parameters()):
+        assert_close(pc.grad, pe.grad, atol=1e-5, rtol=1e-4)
