@@ -671,3 +671,16 @@ def test_a_new_tune_keeps_the_earlier_study(tmp_path, device):
     assert run_name("s", [], False) == run_name("s", [], True) == "s"
     assert run_name("s", ["s", "s#2", "s#x", "t"], True) == "s#2"
     assert run_name("s", ["s", "s#2"], False) == "s#3"
+
+
+def test_the_report_says_how_fast_variants_were_measured_and_where_the_time_went(tmp_path, device):
+    fb = FakeBenchmarker(planted_cost)
+    res = autofuse.tune(seed_fn, seed_args(device), settings=settings(tmp_path / "t.db", trials=6), benchmarker=fb)
+    g = res.graphs[0]
+    assert g.new_measurements > 0 and g.search_s > 0
+    spent = g.tuning_seconds
+    assert set(spent) == {"kernels", "codegen", "compile_and_check", "timing", "store"}
+    assert 0 < spent["codegen"] + spent["compile_and_check"] + spent["store"] <= spent["kernels"] <= g.search_s
+    line = next(ln for ln in res.report().splitlines() if "kernel variants measured in" in ln)
+    assert f"{g.new_measurements} kernel variants" in line and "per s" in line and "compile and check" in line
+    assert res.to_json()["graphs"][0]["tuning_seconds"] == spent

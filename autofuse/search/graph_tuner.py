@@ -64,6 +64,8 @@ class GraphResult:
     stored_id: int | None = None
     reused_measurements: int = 0  # kernel variants timed by an earlier tune (the DB's measurements)
     reused_choices: int = 0       # kernels of this graph that repeat one tuned before (repeated layers)
+    search_s: float = 0.0         # wall seconds of the trials
+    tuning_seconds: dict[str, float] = field(default_factory=dict)  # KernelTuner.seconds: where they went
 
 
 def default_benchmarker(args: Sequence[Any], predictor: Any) -> Benchmarker:
@@ -122,6 +124,7 @@ class GraphSearch:
         self.default_us: float | None = None   # the default (inductor) plan's estimate
         self.progress: Progress | None = None
         self.interrupted = False
+        self.search_s = 0.0   # wall seconds of the trials (where the kernel variants are measured)
 
     def _on_measure(self, rec: dict[str, Any], timing: Any, err: str | None) -> None:
         if err:
@@ -147,6 +150,7 @@ class GraphSearch:
         remaining = max(0, self.settings.trials - self.done)
         self.progress = Progress(f"{self.label} graph {self.key[:12]}", self.settings.trials, deadline,
                                  enabled=self.settings.progress)
+        t0 = time.perf_counter()
         try:
             _ask_tell(self.study, self.objective, remaining, deadline)
         except KeyboardInterrupt:
@@ -154,6 +158,7 @@ class GraphSearch:
         except Exception as e:  # noqa: BLE001 - the search ends; what it measured and found is kept
             self.failures.append(("search", f"stopped: {type(e).__name__}: {e}"))
         finally:
+            self.search_s = time.perf_counter() - t0
             self.progress.close()
 
     def objective(self, trial: Any) -> float:
@@ -255,7 +260,7 @@ class GraphSearch:
         return GraphResult(self.label, self.key, self.dev, winner.plan, source, why, rows,
                            nbytes(self.args) + nbytes(self.expected), self.done, self.kernels.new_measurements,
                            self.failures, self.interrupted, stored, self.kernels.reused_measurements,
-                           self.kernels.reused_choices)
+                           self.kernels.reused_choices, self.search_s, dict(self.kernels.seconds))
 
     def store(self, winner: Finalist, rows: list[Row], source: str) -> int | None:
         """The winner's plan in the tuning DB, with the closing table's times; its id (None: nothing verified)."""

@@ -69,6 +69,8 @@ class KernelTuner:
         self.new_measurements = 0
         self.reused_measurements = 0  # variants whose time the tuning DB already held
         self.reused_choices = 0       # kernels that took the config chosen for an identical kernel
+        # where the tuning time goes (seconds): what sets the variants measured per second
+        self.seconds = {"kernels": 0.0, "codegen": 0.0, "compile_and_check": 0.0, "timing": 0.0, "store": 0.0}
 
     def tune(self, builder: Any, gi: int, launch: Any, info: Any, env: list) -> KernelChoice:
         """Best config of group gi's kernel; leaves env as the default config's launch left it. A kernel
@@ -87,6 +89,7 @@ class KernelTuner:
             launch.run(env)
             self.reused_choices += 1
             return self.choices[ckey]
+        t0 = time.perf_counter()
         search = KernelSearch(self, builder, gi, launch, info, env, ids, gkey)
         search.build_candidates(candidate_configs(group, info.config, self.interpret,
                                                   limit=candidate_limit(self.settings, self.predictor)))
@@ -98,6 +101,7 @@ class KernelTuner:
         search.refine()
         choice = search.choose()
         self.choices[ckey] = choice
+        self.seconds["kernels"] += time.perf_counter() - t0
         return choice
 
     def to_compile(self, configs: Sequence[LaunchConfig], variants: dict) -> list[Any]:
@@ -139,10 +143,13 @@ class KernelTuner:
                 torch.cuda.synchronize()
             took = time.perf_counter() - t0
             err = compare([env[s] for s in outs], ref, "kernel output")
+            self.seconds["compile_and_check"] += time.perf_counter() - t0
             if err is None and took > self.settings.kernel_timeout_s and not self.interpret:
                 err = f"timed out: one run took {took:.1f} s"
             if err is None:
+                t1 = time.perf_counter()
                 timing = self.bench.time(lambda: launch.run(env), rec)
+                self.seconds["timing"] += time.perf_counter() - t1
         except KeyboardInterrupt:
             raise
         except Exception as e:  # noqa: BLE001 - compile errors, out of resources: the tune goes on
@@ -157,7 +164,9 @@ class KernelTuner:
             gpu = compiled() if callable(compiled) else None
             if gpu is not None:  # recorded beside the timing, not a feature: see FastLauncher.compiled_stats
                 stats["gpu_compile"] = gpu
+            t2 = time.perf_counter()
             self.db.put_measurement(key, self.device, rec, stats)
+            self.seconds["store"] += time.perf_counter() - t2
             self.new_measurements += 1
         if timing is None:
             return math.inf, 0.0, err, 1
@@ -186,11 +195,13 @@ class KernelSearch:
     def build(self, cfg: LaunchConfig) -> None:
         """cfg's variant (launch, info, record), or why the codegen cannot build it (it scores infinity)."""
         t = self.tuner
+        t0 = time.perf_counter()
         try:
             lv, iv = (self.launch, self.info) if cfg == self.default else self.builder.variant(self.gi, cfg)
             self.variants[cfg] = (lv, iv, kernel_record(iv, lv, self.env, t.graph, self.gkey, t.traits, self.ids))
         except Exception as e:  # noqa: BLE001 - a config the codegen cannot build scores infinity
             self.variants[cfg] = f"codegen failed: {type(e).__name__}: {e}"
+        t.seconds["codegen"] += time.perf_counter() - t0
 
     def build_candidates(self, configs: list[LaunchConfig]) -> None:
         self.candidates = configs

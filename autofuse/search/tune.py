@@ -39,7 +39,8 @@ class TuneResult:
                 "graphs": [{"label": g.label, "graph_hash": g.graph_hash, "device": g.device, "source": g.source,
                             "why": g.why, "min_bytes": g.min_bytes, "trials": g.trials,
                             "new_measurements": g.new_measurements, "reused_measurements": g.reused_measurements,
-                            "reused_choices": g.reused_choices, "failures": g.failures[:50],
+                            "reused_choices": g.reused_choices, "search_s": g.search_s,
+                            "tuning_seconds": g.tuning_seconds, "failures": g.failures[:50],
                             "plan": g.plan.to_json(), "rows": [row(r) for r in g.rows]} for g in self.graphs],
                 "model": [row(r) for r in self.model_rows], "errors": self.errors}
 
@@ -55,6 +56,8 @@ class TuneResult:
                      f"{g.reused_choices} kernels tuned once for identical ones, "
                      f"{g.min_bytes / 2**20:.1f} MiB minimum — {g.why}")
             out.append(table(title, g.rows, g.min_bytes, self.copy_bw))
+            if self.measured and g.new_measurements and g.search_s > 0:
+                out.append(throughput(g.new_measurements, g.search_s, g.tuning_seconds))
             if g.failures:
                 out.append(f"  {len(g.failures)} failures (scored infinity), first: " +
                            "; ".join(f"{w}: {e}" for w, e in g.failures[:3]))
@@ -67,6 +70,15 @@ class TuneResult:
             out.append("interrupted: what was measured is kept; the best plans verified so far were stored.")
         out.append(f"tuning DB: {self.db_url}")
         return "\n\n".join(out)
+
+
+def throughput(variants: int, search_s: float, seconds: dict[str, float]) -> str:
+    """One line: variants measured per second of search, and where the kernel tuning's time went."""
+    parts = [f"compile and check {seconds.get('compile_and_check', 0.0):.1f} s",
+             f"timing {seconds.get('timing', 0.0):.1f} s", f"code generation {seconds.get('codegen', 0.0):.1f} s",
+             f"DB writes {seconds.get('store', 0.0):.1f} s"]
+    return (f"  {variants} kernel variants measured in {search_s:.1f} s of search ({variants / search_s:.1f} per s); "
+            f"kernel tuning {seconds.get('kernels', 0.0):.1f} s: " + ", ".join(parts))
 
 
 def capture(model: Callable[..., Any], example_inputs: Sequence[Any], train: bool = False,
