@@ -8,6 +8,7 @@ is not legal for this graph is rejected with a warning and the default plan is u
 """
 from __future__ import annotations
 
+import os
 import warnings
 from typing import Any, Sequence
 
@@ -17,6 +18,8 @@ from .compiler import CompiledArtifacts, compile_graph
 from .options import CompileOptions
 from .plan.plan import PlanError
 from .runtime.reuse import Lookup, open_db, stored_plan
+
+AUTOTUNE_ENV = "AUTOFUSE_AUTOTUNE"  # "0": no compile-time autotuning in this process, whatever the options say
 
 
 def build(gm: torch.fx.GraphModule, args: Sequence[Any], label: str,
@@ -40,7 +43,7 @@ def build(gm: torch.fx.GraphModule, args: Sequence[Any], label: str,
             except PlanError as e:
                 warnings.warn(f"autofuse: the stored plan for graph {lookup.graph_hash} is not legal here ({e}); "
                               "using the default plan")
-    if options.autotune:
+    if options.autotune and os.environ.get(AUTOTUNE_ENV, "1") != "0":
         from .search.autotune import autotuned_plan
         plan = autotuned_plan(gm, args, options)
         if plan is not None:

@@ -15,6 +15,9 @@ def pytest_configure(config):
     import tempfile
     # never touch the user's tuning DB from tests
     os.environ.setdefault("AUTOFUSE_DB", os.path.join(tempfile.mkdtemp(prefix="autofuse-test-db-"), "tuning.db"))
+    # tests compile with the rules' configs (each compile measuring candidates would multiply a GPU
+    # run's time); tests/test_autotune.py turns the compile-time autotune on where it tests it
+    os.environ.setdefault("AUTOFUSE_AUTOTUNE", "0")
     from tests import helpers
     helpers.DEFAULT_DEVICE = config.getoption("--device")
 

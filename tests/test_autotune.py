@@ -16,6 +16,12 @@ from autofuse.search.autotune import autotuned_plan
 from tests.helpers import assert_close, rand
 
 
+@pytest.fixture(autouse=True)
+def _autotune_on(monkeypatch):
+    """The suite turns compile-time autotuning off (tests/conftest.py); these tests are about it."""
+    monkeypatch.setenv("AUTOFUSE_AUTOTUNE", "1")
+
+
 def _prefer_looped(rec: dict) -> float:
     """A fake timer under which a looped reduction config is the fastest (pointwise: all alike)."""
     if rec["kind"] == "pointwise":
@@ -203,3 +209,38 @@ def test_a_training_step_with_running_statistics_matches_eager_when_autotuned(tm
     assert int(bn_c.num_batches_tracked) == int(bn_e.num_batches_tracked) == 2
     for pe, pc in zip(eager.parameters(), compiled_model.parameters()):
         assert_close(pc.grad, pe.grad, atol=1e-5, rtol=1e-4)
+
+
+def test_the_environment_switch_turns_it_off(tmp_path, monkeypatch):
+    import autofuse
+    from autofuse.search import autotune as at
+    asked = []
+    monkeypatch.setattr(at, "autotuned_plan", lambda gm, a, options, **k: asked.append(1))
+    monkeypatch.setenv("AUTOFUSE_AUTOTUNE", "0")
+    fn, args, _ = _row_graph()
+    autofuse.explain(fn, args, options=_options(tmp_path))
+    assert asked == []
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_a_compile_measures_once_and_matches_eager(tmp_path, device):
+    """The real timer: the first compile measures and stores, the second (another graph object,
+    same kernels) finds every measurement in the DB; both match eager."""
+    import autofuse
+    from tuning_db import TuningDB
+
+    def fn(x, w):
+        y = torch.tanh(x) * w
+        return torch.softmax(y, -1) + y.mean(-1, keepdim=True), (x * x).sum(0)
+    args = [rand((3001, 1000), device=device), rand((1000,), device=device)]
+    opts = _options(tmp_path)
+    rep = autofuse.explain(fn, args, options=opts)
+    assert "(autotuned)" in rep.strategy
+    with TuningDB.open(str(tmp_path / "t.db")) as db:
+        first = len(db.measurements())
+    assert first > 0
+    for _ in range(2):
+        torch._dynamo.reset()
+        assert_close(autofuse.compile(fn, options=opts)(*args), fn(*args), atol=1e-4, rtol=1e-4)
+    with TuningDB.open(str(tmp_path / "t.db")) as db:
+        assert len(db.measurements()) == first
