@@ -49,6 +49,8 @@ def autotuned_plan(gm: torch.fx.GraphModule, args: Sequence[Any], options: Compi
     on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
     if benchmarker is None and not on_gpu:
         return None
+    if on_gpu and torch.cuda.is_current_stream_capturing():   # timing would break the caller's CUDA graph
+        return None
     try:
         return _autotune(gm, list(args), options, benchmarker, settings, on_gpu)
     except KeyboardInterrupt:
