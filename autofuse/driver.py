@@ -35,25 +35,31 @@ def build(gm: torch.fx.GraphModule, args: Sequence[Any], label: str,
         plan, lookup = stored_plan(gm, args, options)
         if plan is None and options.on_miss == "tune" and not lookup.detail.startswith("tuning DB not usable"):
             plan = tune_on_miss(gm, args, label, options)
-        if plan is not None:
-            try:
-                artifacts = compile_graph(gm, args, options.with_(plan=plan))
-                artifacts.source = "tuning DB"
-                return artifacts, lookup
-            except PlanError as e:
-                warnings.warn(f"autofuse: the stored plan for graph {lookup.graph_hash} is not legal here ({e}); "
-                              "using the default plan")
+        artifacts = _from_plan(gm, args, options, plan, "tuning DB", f"the stored plan for graph {lookup.graph_hash}")
+        if artifacts is not None:
+            return artifacts, lookup
     if options.autotune and os.environ.get(AUTOTUNE_ENV, "1") != "0":
         from .search.autotune import autotuned_plan
-        plan = autotuned_plan(gm, args, options)
-        if plan is not None:
-            try:
-                artifacts = compile_graph(gm, args, options.with_(plan=plan))
-                artifacts.source = "autotuned"
-                return artifacts, lookup
-            except PlanError as e:  # not expected: the plan was built from this graph a moment ago
-                warnings.warn(f"autofuse: the autotuned plan is not legal here ({e}); using the default plan")
+        # not expected to be illegal: the plan was built from this graph a moment ago
+        artifacts = _from_plan(gm, args, options, autotuned_plan(gm, args, options), "autotuned", "the autotuned plan")
+        if artifacts is not None:
+            return artifacts, lookup
     return compile_graph(gm, args, options), lookup
+
+
+def _from_plan(gm: torch.fx.GraphModule, args: Sequence[Any], options: CompileOptions, plan: Any, source: str,
+               what: str) -> CompiledArtifacts | None:
+    """The graph compiled from plan (marked with its source); None without a plan, or with a warning
+    when the plan is not legal for this graph (the caller then uses the default plan)."""
+    if plan is None:
+        return None
+    try:
+        artifacts = compile_graph(gm, args, options.with_(plan=plan))
+    except PlanError as e:
+        warnings.warn(f"autofuse: {what} is not legal here ({e}); using the default plan")
+        return None
+    artifacts.source = source
+    return artifacts
 
 
 def tune_on_miss(gm: torch.fx.GraphModule, args: Sequence[Any], label: str, options: CompileOptions) -> Any:

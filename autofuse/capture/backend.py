@@ -49,10 +49,11 @@ class CompiledGraph:
         self.graphs: dict[tuple, Any] = {}  # CUDA-graphed programs, with options.cudagraphs
         # Dynamo guards the sizes, strides and dtypes of a graph it traced with static shapes, so such
         # a forward graph always sees one signature: the per-call signature check can be skipped
-        self.static = label in ("forward", "inference") and _static_placeholders(gm)
+        sizes_static = _static_placeholders(gm)
+        self.static = label in ("forward", "inference") and sizes_static
         # a graph with symbolic sizes is specialized anew for every size it meets (a growing sequence):
         # each specialization keeps the rules' configs instead of measuring candidates again
-        self.compile_options = options if _static_placeholders(gm) else options.with_(autotune=False)
+        self.compile_options = options if sizes_static else options.with_(autotune=False)
         self.lookups: list[Any] = []  # one Lookup per specialization that consulted the tuning DB
 
     def specialize(self, args: Sequence[Any]) -> Any:

@@ -79,7 +79,7 @@ def _autotune(gm: torch.fx.GraphModule, args: list, options: CompileOptions, ben
     evaluator = PlanEvaluator(gm, _unshared_mutated_inputs(gm, args), tuner, opts, time_externs=False)
     on_device = torch.cuda.device(device) if on_gpu else contextlib.nullcontext()  # events on the kernels' device
     with on_device, torch.no_grad(), RngSnapshot.take().replay():   # the user's generators end where they were
-        ev = evaluator.evaluate(plan)
+        ev = evaluator.evaluate(plan, sched)
     if ev.error is not None:
         raise RuntimeError(ev.error)
     return replace(ev.plan, strategy=plan.strategy, conv_layout=plan.conv_layout)

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 import torch
 
-from ..compiler import ProgramBuilder, schedule
+from ..compiler import ProgramBuilder, ScheduledGraph, schedule
 from ..options import CompileOptions
 from ..plan.apply import node_id, plan_from_groups
 from ..plan.plan import FusionPlan, KernelPlan
@@ -70,27 +70,30 @@ class PlanEvaluator:
         self.cache: dict[tuple, PlanEval] = {}
         self.extern_times: dict[str, float] = {}
 
-    def evaluate(self, plan: FusionPlan) -> PlanEval:
+    def evaluate(self, plan: FusionPlan, scheduled: ScheduledGraph | None = None) -> PlanEval:
+        """plan's estimate; `scheduled`: the graph already lowered and grouped as plan groups it, with
+        default configs (the compile-time autotune has it), so it is not lowered again."""
         key = grouping_key(plan)
         if key not in self.cache:
             try:
-                self.cache[key] = self._evaluate(without_configs(plan))
+                self.cache[key] = self._evaluate(without_configs(plan), scheduled)
             except KeyboardInterrupt:
                 raise
             except Exception as e:  # noqa: BLE001 - a plan that cannot be built scores infinity
                 self.cache[key] = PlanEval(plan, math.inf, (), 0.0, f"{type(e).__name__}: {e}")
         return self.cache[key]
 
-    def _build(self, plan: FusionPlan) -> tuple[ProgramBuilder, Any, list, dict[str, bool]]:
+    def _build(self, plan: FusionPlan, scheduled: ScheduledGraph | None = None
+               ) -> tuple[ProgramBuilder, Any, list, dict[str, bool]]:
         """The plan's builder, artifacts, an environment holding the inputs, and its realize decisions."""
         opts = self.options.with_(plan=plan)
-        sched = schedule(self.gm, self.args, opts)
+        sched = scheduled or schedule(self.gm, self.args, opts)
         builder = ProgramBuilder(sched.lowering, sched.graph, sched.groups, opts, sched.configs)
         arts = builder.build(sched.log)
         return builder, arts, arts.program.new_env(self.args), sched.decisions
 
-    def _evaluate(self, plan: FusionPlan) -> PlanEval:
-        builder, arts, env, decisions = self._build(plan)
+    def _evaluate(self, plan: FusionPlan, scheduled: ScheduledGraph | None = None) -> PlanEval:
+        builder, arts, env, decisions = self._build(plan, scheduled)
         prog = arts.program
         precompile([s for s in prog.steps if isinstance(s, KernelLaunch)])  # the defaults on host threads, not one by one
         launch_groups = [gi for gi, g in enumerate(builder.groups) if not g.is_extern]
