@@ -29,11 +29,11 @@ def _prefer_looped(rec: dict) -> float:
     return 10.0 if not rec["config"].get("persistent", True) else 13.0 + rec["config"]["XBLOCK"] / 1024
 
 
-def _row_graph():
+def _row_graph(device: str | None = None):
     def fn(x, w):
         y = torch.tanh(x) * w
         return y - y.mean(-1, keepdim=True), torch.sigmoid(w) + 1
-    args = [rand((37, 300)), rand((300,))]
+    args = [rand((37, 300), device=device), rand((300,), device=device)]
     return fn, args, trace_aten(fn, args)
 
 
@@ -77,8 +77,45 @@ def test_measurements_are_stored_and_the_next_compile_measures_nothing(tmp_path)
     assert autotuned_plan(gm, args, opts.with_(use_db=False), benchmarker=off) == plan and off.calls
 
 
+def _three_reductions_graph():
+    """Three reduction kernels of different sizes: row means of 64 x 500 and 9 x 70, a column sum of
+    300 x 40 (the largest first by elements reduced: 32000, 12000, 630)."""
+    def fn(a, b, c):
+        return torch.tanh(a).mean(-1), torch.sigmoid(b).mean(-1), (c * 3).sum(0)
+    args = [rand((64, 500)), rand((9, 70)), rand((300, 40))]
+    return fn, args, trace_aten(fn, args)
+
+
+def _timed_reductions(fb: FakeBenchmarker) -> set[tuple]:
+    return {(c["numel"], c["rnumel"]) for c in fb.calls if c.get("kind") == "reduction"}
+
+
+def test_the_kernels_with_the_most_elements_reduced_are_measured_first(tmp_path, monkeypatch):
+    from autofuse.search import autotune as at
+    _, args, gm = _three_reductions_graph()
+    fb = FakeBenchmarker(_prefer_looped)
+    assert autotuned_plan(gm, args, _options(tmp_path, use_db=False), benchmarker=fb) is not None
+    assert _timed_reductions(fb) == {(64, 500), (40, 300), (9, 70)}
+    monkeypatch.setattr(at, "AUTOTUNE_KERNELS", 2)
+    fb = FakeBenchmarker(_prefer_looped)
+    autotuned_plan(gm, args, _options(tmp_path, use_db=False), benchmarker=fb)
+    assert _timed_reductions(fb) == {(64, 500), (40, 300)}
+
+
+def test_past_the_time_budget_kernels_keep_their_default(tmp_path, monkeypatch):
+    from autofuse.search import autotune as at
+    monkeypatch.setattr(at, "AUTOTUNE_BUDGET_S", 0.0)
+    _, args, gm = _three_reductions_graph()
+    opts = _options(tmp_path, use_db=False)
+    fb = FakeBenchmarker(_prefer_looped)
+    plan = autotuned_plan(gm, args, opts, benchmarker=fb)
+    assert not _timed_reductions(fb)
+    default = compile_graph(gm, args, opts).plan
+    assert plan is not None and [k.config for k in plan.kernels] == [k.config for k in default.kernels]
+
+
 def test_no_gpu_and_no_timer_means_no_autotune(tmp_path):
-    _, args, gm = _row_graph()
+    _, args, gm = _row_graph(device="cpu")
     assert autotuned_plan(gm, args, _options(tmp_path)) is None
 
 
@@ -190,10 +227,10 @@ def test_a_training_step_with_running_statistics_matches_eager_when_autotuned(tm
         torch.manual_seed(0)
         return torch.nn.Sequential(torch.nn.Linear(24, 40), torch.nn.BatchNorm1d(40), torch.nn.Dropout(0.3),
                                    torch.nn.Linear(40, 5)).train()
-    eager, compiled_model = build(), build()
+    x = rand((19, 24))
+    eager, compiled_model = build().to(x.device), build().to(x.device)
     compiled = torch.compile(compiled_model, backend="autofuse",
                              options={"db": str(tmp_path / "t.db"), "strict": True})
-    x = rand((19, 24))
     for _ in range(2):
         torch.manual_seed(1)
         want = eager(x)

@@ -60,8 +60,12 @@ class KernelTuner:
 
     def __init__(self, benchmarker: Benchmarker, predictor: Any, db: Any, device: str, traits: dict[str, Any],
                  graph: str, settings: KernelTuneSettings = KernelTuneSettings(), interpret: bool = False,
-                 on_measure: Callable[[dict[str, Any], Timing | None, str | None], None] | None = None) -> None:
+                 on_measure: Callable[[dict[str, Any], Timing | None, str | None], None] | None = None,
+                 select: frozenset[int] | None = None, deadline: float | None = None) -> None:
         self.bench, self.predictor, self.db, self.device = benchmarker, predictor, db, device
+        # select: the group indices searched (None: all); deadline (time.perf_counter()): a kernel
+        # reached after it keeps its default config. Both bound the compile-time autotune.
+        self.select, self.deadline = select, deadline
         self.traits, self.graph, self.settings, self.interpret = traits, graph, settings, interpret
         self.choices: dict[tuple, KernelChoice] = {}
         self.on_measure = on_measure
@@ -74,10 +78,10 @@ class KernelTuner:
 
     def tune(self, builder: Any, gi: int, launch: Any, info: Any, env: list) -> KernelChoice:
         """Best config of group gi's kernel; leaves env as the default config's launch left it. A kernel
-        of a kind the settings leave out keeps its default config, untimed (time 0)."""
+        of a kind the settings leave out, outside `select` or reached after the deadline keeps its
+        default config, untimed (time 0), unless an identical kernel was tuned already."""
         if self.settings.kinds is not None and info.kind not in self.settings.kinds:
-            launch.run(env)
-            return KernelChoice("", info.config, 0.0, 0.0, {}, 0, 0)
+            return self._untimed(launch, info, env)
         ids = [node_id(n) for n in builder.groups[gi].nodes]
         gkey = group_key(kernel_record(info, launch, env, self.graph, "", self.traits, ids))
         group = builder.groups[gi]
@@ -89,6 +93,9 @@ class KernelTuner:
             launch.run(env)
             self.reused_choices += 1
             return self.choices[ckey]
+        if (self.select is not None and gi not in self.select) or \
+                (self.deadline is not None and time.perf_counter() > self.deadline):
+            return self._untimed(launch, info, env)
         t0 = time.perf_counter()
         search = KernelSearch(self, builder, gi, launch, info, env, ids, gkey)
         search.build_candidates(candidate_configs(group, info.config, self.interpret,
@@ -103,6 +110,11 @@ class KernelTuner:
         self.choices[ckey] = choice
         self.seconds["kernels"] += time.perf_counter() - t0
         return choice
+
+    @staticmethod
+    def _untimed(launch: Any, info: Any, env: list) -> KernelChoice:
+        launch.run(env)
+        return KernelChoice("", info.config, 0.0, 0.0, {}, 0, 0)
 
     def to_compile(self, configs: Sequence[LaunchConfig], variants: dict) -> list[Any]:
         """The launches of the configs whose variant is built and not yet measured in the DB."""
