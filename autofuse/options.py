@@ -23,6 +23,8 @@ class CompileOptions:
     cudagraphs: bool = False      # replay each graph's program as a CUDA graph (inference on the GPU; outputs reused)
     autotune: bool = True         # no stored plan, on the GPU: measure a few configs of each reduction kernel at
                                   # its first compile, as Inductor does (search/autotune.py); False: size rules only
+    max_sizes: int = 8            # input signatures (sizes, strides) one graph is compiled for; later ones run
+                                  # with ATen ops, as Dynamo stops recompiling a frame at its recompile limit (8)
     recorder: Any = field(default=None, compare=False)  # collects compiled programs (explain, tests)
     tuner: Any = field(default=None, compare=False)     # (gm, args, label) -> FusionPlan | None: a search picks each graph's plan
 
@@ -32,6 +34,8 @@ class CompileOptions:
             object.__setattr__(self, "plan", load_plans(self.plan))
         if self.on_miss not in ("default", "error", "tune"):
             raise ValueError(f"on_miss must be 'default', 'error' or 'tune', not {self.on_miss!r}")
+        if self.max_sizes < 1:
+            raise ValueError(f"max_sizes must be at least 1, not {self.max_sizes!r}")
         if self.strategy not in STRATEGIES:
             raise ValueError(f"unknown strategy {self.strategy!r}; choose one of {', '.join(STRATEGIES)}")
 

@@ -49,6 +49,25 @@ def test_dynamic_shapes_are_specialized(device):
         torch.testing.assert_close(f(*args), seed_fn(*args), rtol=1e-4, atol=1e-5)
 
 
+def test_past_max_sizes_new_sizes_run_with_aten_ops(device):
+    """A graph meeting a new size at every call (a growing key/value cache) is compiled for its
+    first max_sizes sizes; the others run with ATen ops, correct, warned once, listed as eager."""
+    torch._dynamo.reset()
+    from autofuse.capture.backend import make_backend
+    rec = autofuse.api.Recorder()
+    f = torch.compile(seed_fn, backend=make_backend(autofuse.CompileOptions(strict=True, max_sizes=2, recorder=rec)),
+                      dynamic=True)
+    with pytest.warns(UserWarning, match="max_sizes") as caught:
+        for n in (17, 29, 33, 40, 29, 17):
+            args = seed_inputs(n, device)
+            torch.testing.assert_close(f(*args), seed_fn(*args), rtol=1e-4, atol=1e-5)
+    assert sum("max_sizes" in str(w.message) for w in caught) == 1
+    assert len(rec.graphs) == 2                                     # 17 and 29 compiled, once each
+    assert [o.compiled for o in rec.outcomes].count(False) == 1 and "max_sizes" in rec.outcomes[-1].reason
+    with pytest.raises(ValueError, match="max_sizes"):
+        autofuse.CompileOptions(max_sizes=0)
+
+
 def test_graph_break_subgraphs_all_compiled(device):
     torch._dynamo.reset()
     rec = autofuse.api.Recorder()

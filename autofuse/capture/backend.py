@@ -3,6 +3,10 @@
 Note: a CompiledGraph is specialized lazily: each new input signature (shapes, strides, dtypes,
 devices, integer values) is lowered and compiled once, so graphs whose sizes Dynamo made
 symbolic run specialized instead of failing. Forward and backward graphs take the same path.
+Kernels are generated for one size each, so a graph that meets a new size at every call (a
+decoder's key/value cache growing by one token per step) would compile at every call: past
+`CompileOptions.max_sizes` signatures a graph's new ones run with ATen ops (warned once, listed
+by `explain`), as Dynamo itself runs a frame eagerly past its recompile limit.
 """
 from __future__ import annotations
 
@@ -55,11 +59,16 @@ class CompiledGraph:
         # each specialization keeps the rules' configs instead of measuring candidates again
         self.compile_options = options if sizes_static else options.with_(autotune=False)
         self.lookups: list[Any] = []  # one Lookup per specialization that consulted the tuning DB
+        self.compiled_sizes = 0       # signatures compiled (at most options.max_sizes)
+        self._beyond: _EagerProgram | None = None  # runs the signatures past the limit
 
     def specialize(self, args: Sequence[Any]) -> Any:
         key = signature(args)
         prog = self.programs.get(key)
+        if prog is None and self.compiled_sizes >= self.options.max_sizes:
+            prog = self.programs[key] = self._past_the_limit()
         if prog is None:
+            self.compiled_sizes += 1
             try:
                 artifacts = self._compile(args)
                 prog = artifacts.program
@@ -79,6 +88,16 @@ class CompiledGraph:
                 prog = _EagerProgram(self.gm)
             self.programs[key] = prog
         return prog
+
+    def _past_the_limit(self) -> "_EagerProgram":
+        if self._beyond is None:
+            reason = (f"met more than {self.options.max_sizes} input sizes (max_sizes); kernels are generated per "
+                      "size, so its other sizes run with ATen ops")
+            warnings.warn(f"autofuse: a {self.label} graph {reason}")
+            if self.options.recorder is not None:
+                self.options.recorder.record_eager(self.label, self.gm, reason)
+            self._beyond = _EagerProgram(self.gm)
+        return self._beyond
 
     def _compile(self, args: Sequence[Any]) -> Any:
         from ..driver import build
