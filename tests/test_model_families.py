@@ -5,7 +5,7 @@ attention (BART, Whisper's convolutional audio encoder), rotary decoders with th
 MLPs (Mistral's sliding window, Qwen2, Gemma, Phi, GPT-NeoX), ALiBi (BLOOM), learned positions
 (OPT), encoders (DistilBERT, RoBERTa, ALBERT's factorized embeddings, ELECTRA, DeBERTa-v2's
 disentangled attention), vision transformers (CLIP, DeiT, Swin's shifted windows, SegFormer's
-efficient attention), convolution networks (ConvNeXt, MobileNetV2) and a state-space model (Mamba's
+efficient attention), convolution networks (ConvNeXt, MobileNetV2, MobileViT's unfolded patches) and a state-space model (Mamba's
 selective scan, as its reference PyTorch code). Every captured graph must compile.
 """
 from __future__ import annotations
@@ -99,6 +99,10 @@ FAMILIES = {
     "convnext": (T.ConvNextConfig, T.ConvNextModel,
                  dict(num_channels=3, num_stages=2, hidden_sizes=[16, 32], depths=[1, 1], image_size=32), _pixels),
     "mobilenet_v2": (T.MobileNetV2Config, T.MobileNetV2Model, dict(image_size=32, depth_multiplier=0.25), _pixels),
+    # unfolds patches from a feature map (a transposed read) right before a layer norm
+    "mobilevit": (T.MobileViTConfig, T.MobileViTModel,
+                  dict(image_size=32, patch_size=2, hidden_sizes=[16, 24, 32], neck_hidden_sizes=[8, 8, 16, 16, 24, 32, 64],
+                       num_attention_heads=2, expand_ratio=2.0), _pixels),
     "mamba": (T.MambaConfig, T.MambaForCausalLM,
               dict(vocab_size=100, hidden_size=32, state_size=8, num_hidden_layers=2, expand=2, conv_kernel=4), _tokens),
 }

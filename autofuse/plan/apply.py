@@ -8,7 +8,7 @@ import torch
 
 from ..codegen.config import LaunchConfig
 from ..codegen.options import KernelView, why_not_options
-from ..schedule.fusion import FusionGroup, can_fuse, merge, singleton, topological_groups
+from ..schedule.fusion import FusionGroup, topological_groups, whole_group
 from ..codegen.config import next_pow2
 from ..schedule.scheduler import SchedulerGraph
 from .plan import FusionPlan, KernelPlan, PlanError
@@ -66,13 +66,9 @@ def apply_plan(plan: FusionPlan, key: str, graph: SchedulerGraph) -> list[tuple[
         raise PlanError(f"the plan does not place nodes {', '.join(missing)}")
     out = []
     for k, kp in enumerate(plan.kernels):
-        nodes = sorted((by_id[n] for n in kp.nodes), key=lambda n: n.order)
-        group = singleton(nodes[0])
-        for n in nodes[1:]:
-            why = can_fuse(group, singleton(n), graph, check_cycle=False)
-            if why is not None:
-                raise PlanError(f"kernel {k} is illegal: {why}")
-            group = merge(group, singleton(n), graph)
+        group = whole_group([by_id[n] for n in kp.nodes])
+        if isinstance(group, str):
+            raise PlanError(f"kernel {k} is illegal: {group}")
         if kp.config is not None:
             if group.is_extern:
                 raise PlanError(f"kernel {k} is an ATen fallback and takes no launch config")

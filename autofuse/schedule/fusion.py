@@ -8,7 +8,7 @@ included) on the groups as they stand, repeated for up to `max_rounds` rounds.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 from ..codegen.config import next_pow2
 from ..logs import logger
@@ -241,6 +241,42 @@ def can_fuse(a: FusionGroup, b: FusionGroup, graph: SchedulerGraph, check_cycle:
     if check_cycle and creates_cycle(a, b, graph, owner):
         return "fusion would create a cycle through an intermediate node"
     return None
+
+
+def whole_group(nodes: Sequence[SchedulerNode]) -> FusionGroup | str:
+    """The nodes as one kernel's group, or why they cannot be one. Legality is judged in the
+    group's final iteration space (a reduction's, when it holds one), where each node's loops are
+    placed as the kernel runs them. Judged pair by pair as nodes are added, an early pair meets a
+    smaller space: a pointwise node reading a transposed producer is legal only once a reduction's
+    space reorders the producer's loops (a vision model unfolding patches before a layer norm)."""
+    nodes = sorted(nodes, key=lambda n: n.order)
+    group = singleton(nodes[0])
+    if len(nodes) == 1:
+        return group
+    if any(n.kind == "extern" for n in nodes):
+        return "ATen fallback kernels are not fused"
+    for n in nodes[1:]:
+        one = singleton(n)
+        if one.device != group.device:
+            return f"different devices {group.device} and {one.device}"
+        why = scan_mix(group, one)
+        if why is not None:
+            return why
+        space = merged_space(group, one)
+        if isinstance(space, str):
+            return space
+        group = FusionGroup(group.nodes + [n], *space)
+    written = {o: n for n in nodes for o in n.outputs}
+    for c in nodes:
+        cp = placement(c, group.numel, group.rnumel, group.is_reduction)
+        for dep in c.reads:
+            p = written.get(dep.name)
+            if p is None or p is c:
+                continue
+            why = same_point(p, placement(p, group.numel, group.rnumel, group.is_reduction), c, cp, dep)
+            if why is not None:
+                return why
+    return group
 
 
 def shared_bytes(a: FusionGroup, b: FusionGroup) -> int:
