@@ -44,6 +44,8 @@ class Program:
     source: str = ""   # the drafted statements, for a person reading a failure
     cols: int = 0                  # row length (0: a suite case)
     tags: tuple[str, ...] = ()     # the drafted blocks, as in the name
+    rows: int = 0                  # rows at scale 1 (0: a suite case)
+    dtype: torch.dtype = torch.float32   # the drafted dtype (of the main input)
 
     def reduces_rows(self, min_cols: int) -> bool:
         """Does a block reduce rows of at least min_cols elements (a row reduction, softmax or norm)?"""
@@ -455,8 +457,8 @@ def _build(b: Builder, rows: int, seed: int, device: str) -> tuple[Callable[...,
     return b.function(), args
 
 
-def program(seed: int, index: int, scale: float = 1.0) -> Program:
-    """Program `index` of a seed's corpus."""
+def program(seed: int, index: int, scale: float = 1.0, inputs_seed: int | None = None) -> Program:
+    """Program `index` of a seed's corpus; `inputs_seed` draws other input values (the same program)."""
     rng = random.Random(f"autofuse-corpus:{seed}:{index}")
     for _ in range(100):
         b, dtype = _draft(rng)
@@ -470,8 +472,8 @@ def program(seed: int, index: int, scale: float = 1.0) -> Program:
     head = [f"a{i}: {SHORT[s.dtype]} {s.kind}{' transposed' if s.transposed else ''}" for i, s in enumerate(b.inputs)]
     tail = ["return " + ", ".join(o.name for o in b.outputs)]
     real_rows = max(1, int(rows * scale))
-    build = partial(_build, b, real_rows, seed * 1_000_003 + index)
-    return Program(name, build, "\n".join(head + b.lines + tail), b.cols, tuple(b.tags))
+    build = partial(_build, b, real_rows, seed * 1_000_003 + index if inputs_seed is None else inputs_seed)
+    return Program(name, build, "\n".join(head + b.lines + tail), b.cols, tuple(b.tags), rows, dtype)
 
 
 def corpus(n: int, seed: int = 0, scale: float = 1.0) -> list[Program]:
