@@ -1107,6 +1107,17 @@ def test_constant_pad_nd_computed(device):
     check(lambda t: F.pad(t.exp(), (3, -2, 1, 1), value=float("-inf")).amax(1), x)
 
 
+def test_padded_rows_viewed_anew_and_sliced_at_an_offset(device):
+    """A padded tensor viewed with other row boundaries, then sliced at an offset (Longformer's
+    sliding-window chunks): the index arithmetic floors a base that goes negative, where Triton's
+    // and % truncate toward zero."""
+    def fn(s):
+        p = F.pad(s, (0, 0, 0, 1)).view(2, 4, 5)
+        return torch.zeros(3, 2, 2, device=s.device).slice_scatter(p[:, 1:3, 3:], dim=0, start=1)
+    check(fn, make((2, 4, 4), F32, device))
+    check(lambda s: F.pad(s, (0, 0, 0, 3)).view(2, 8, 9)[:, 2:6, 5:] * 2, make((2, 9, 6), F32, device))
+
+
 SLICE_SCATTERS = {
     "dim0": (0, 1, 4, 1), "dim1": (1, 2, 9, 1), "step2": (1, 1, 12, 2), "step3_neg_start": (1, -12, None, 3),
     "full": (0, None, None, 1), "neg_dim": (-1, 0, 5, 1), "end_past": (1, 10, 100, 1), "step4": (0, 0, None, 4),

@@ -3,7 +3,7 @@
 Breadth beyond the benchmarked five: encoder-decoders with relative position buckets (T5), cross
 attention (BART, Whisper's convolutional audio encoder), rotary decoders with their own norms and
 MLPs (Mistral's sliding window, Qwen2, Gemma, Phi, GPT-NeoX), ALiBi (BLOOM), learned positions
-(OPT), encoders (DistilBERT, RoBERTa, ALBERT's factorized embeddings, ELECTRA, DeBERTa-v2's
+(OPT), encoders (DistilBERT, RoBERTa, Longformer's sliding windows, ALBERT's factorized embeddings, ELECTRA, DeBERTa-v2's
 disentangled attention), vision transformers (CLIP, DeiT, Swin's shifted windows, SegFormer's
 efficient attention), convolution networks (ConvNeXt, MobileNetV2, MobileViT's unfolded patches) and a state-space model (Mamba's
 selective scan, as its reference PyTorch code). Every captured graph must compile.
@@ -73,6 +73,10 @@ FAMILIES = {
     "roberta": (T.RobertaConfig, T.RobertaForMaskedLM,
                 dict(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4),
                 lambda: _tokens(low=3)),
+    # sliding-window attention: chunks of padded score rows viewed anew and copied at offsets
+    "longformer": (T.LongformerConfig, T.LongformerModel,
+                   dict(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                        num_attention_heads=4, attention_window=4), lambda: _tokens(seq=8, low=3)),
     "albert": (T.AlbertConfig, T.AlbertForMaskedLM,
                dict(vocab_size=100, embedding_size=16, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                     num_attention_heads=4), _tokens),

@@ -22,6 +22,25 @@ def tl_dtype(dtype: torch.dtype) -> str:
         raise NotImplementedError(f"dtype {dtype} in a Triton kernel") from None
 
 
+def nonnegative(expr: sympy.Expr) -> bool:
+    """Is the index expression non-negative for every value of its (non-negative) loop variables?
+    Conservative: a sum or product of non-negative terms, floor-divided or reduced by a positive
+    divisor."""
+    if expr.is_Integer:
+        return int(expr) >= 0
+    if expr.is_Symbol:
+        return True
+    if isinstance(expr, (sympy.Add, sympy.Mul)):
+        return all(nonnegative(a) for a in expr.args)
+    if isinstance(expr, FloorDiv):
+        return nonnegative(expr.args[0]) and nonnegative(expr.args[1])
+    if isinstance(expr, ModIndex):
+        return nonnegative(expr.args[1])   # a floored remainder takes the divisor's sign
+    if isinstance(expr, sympy.Pow):
+        return nonnegative(expr.base)
+    return False
+
+
 def print_expr(expr: sympy.Expr, names: Mapping[sympy.Symbol, str]) -> str:
     """Triton text for an integer index expression; symbols are replaced by `names`."""
     if expr.is_Integer:
@@ -36,10 +55,13 @@ def print_expr(expr: sympy.Expr, names: Mapping[sympy.Symbol, str]) -> str:
         if coeff == -1:
             return "(-" + print_expr(rest, names) + ")"
         return "(" + " * ".join(print_expr(a, names) for a in expr.args) + ")"
-    if isinstance(expr, FloorDiv):
-        return f"({print_expr(expr.args[0], names)} // {print_expr(expr.args[1], names)})"
-    if isinstance(expr, ModIndex):
-        return f"({print_expr(expr.args[0], names)} % {print_expr(expr.args[1], names)})"
+    if isinstance(expr, (FloorDiv, ModIndex)):
+        base, divisor = (print_expr(a, names) for a in expr.args)
+        if nonnegative(expr.args[0]):
+            return f"({base} {'//' if isinstance(expr, FloorDiv) else '%'} {divisor})"
+        # Triton's // and % truncate toward zero; the index arithmetic floors (a padded view's
+        # offset can make the base negative): the prelude's flooring forms
+        return f"{'_floordiv' if isinstance(expr, FloorDiv) else '_remainder_int'}({base}, {divisor})"
     if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and int(expr.exp) > 0:
         base = print_expr(expr.base, names)
         return "(" + " * ".join([base] * int(expr.exp)) + ")"
