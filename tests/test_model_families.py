@@ -2,11 +2,13 @@
 
 Breadth beyond the benchmarked five: encoder-decoders with relative position buckets (T5), cross
 attention (BART, Whisper's convolutional audio encoder), rotary decoders with their own norms and
-MLPs (Mistral's sliding window, Qwen2, Gemma, Phi, GPT-NeoX), ALiBi (BLOOM), learned positions
-(OPT), encoders (DistilBERT, RoBERTa, Longformer's sliding windows, ALBERT's factorized embeddings, ELECTRA, DeBERTa-v2's
-disentangled attention), vision transformers (CLIP, DeiT, Swin's shifted windows, SegFormer's
-efficient attention), convolution networks (ConvNeXt, MobileNetV2, MobileViT's unfolded patches) and a state-space model (Mamba's
-selective scan, as its reference PyTorch code). Every captured graph must compile.
+MLPs (Mistral's sliding window, Qwen2, Qwen3's per-head query/key norms, Gemma, Gemma2's soft-capped
+logits, Phi, GPT-NeoX), a mixture of experts (Mixtral), ALiBi (BLOOM), learned positions (OPT),
+encoders (DistilBERT, RoBERTa, Longformer's sliding windows, ALBERT's factorized embeddings,
+ELECTRA, DeBERTa-v2's disentangled attention), vision transformers (CLIP, DeiT, Swin's shifted
+windows, SegFormer's efficient attention), convolution networks (ConvNeXt, MobileNetV2, MobileViT's
+unfolded patches) and a state-space model (Mamba's selective scan, as its reference PyTorch code).
+Every captured graph must compile.
 """
 from __future__ import annotations
 
@@ -107,10 +109,23 @@ FAMILIES = {
     "mobilevit": (T.MobileViTConfig, T.MobileViTModel,
                   dict(image_size=32, patch_size=2, hidden_sizes=[16, 24, 32], neck_hidden_sizes=[8, 8, 16, 16, 24, 32, 64],
                        num_attention_heads=2, expand_ratio=2.0), _pixels),
+    # mixture of experts: top-2 routing, each expert's tokens gathered and scattered back
+    "mixtral": (T.MixtralConfig, T.MixtralForCausalLM,
+                dict(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                     num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2), _tokens),
+    # logit soft-capping (tanh) in attention and on the logits, alternating sliding windows
+    "gemma2": (T.Gemma2Config, T.Gemma2ForCausalLM,
+               dict(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                    num_key_value_heads=2, head_dim=8, sliding_window=4, attn_logit_softcapping=50.0,
+                    final_logit_softcapping=30.0, query_pre_attn_scalar=8), _tokens),
     "mamba": (T.MambaConfig, T.MambaForCausalLM,
               dict(vocab_size=100, hidden_size=32, state_size=8, num_hidden_layers=2, expand=2, conv_kernel=4), _tokens),
 }
-TRAINED = ("t5", "whisper", "mistral", "deberta_v2", "swin", "convnext", "mamba")
+if hasattr(T, "Qwen3Config"):   # per-head RMS norms on queries and keys
+    FAMILIES["qwen3"] = (T.Qwen3Config, T.Qwen3ForCausalLM,
+                         dict(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                              num_attention_heads=4, num_key_value_heads=2, head_dim=8), _tokens)
+TRAINED = ("t5", "whisper", "mistral", "deberta_v2", "swin", "convnext", "mamba", "mixtral", "gemma2")
 
 
 def _build(name: str) -> tuple[torch.nn.Module, dict]:
