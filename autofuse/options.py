@@ -7,6 +7,15 @@ from typing import Any
 from .schedule.heuristics import Heuristics
 
 STRATEGIES = ("inductor", "tvm", "none")
+# torch.compile's modes as autofuse options: "reduce-overhead" replays CUDA graphs; "max-autotune"
+# searches each graph the tuning DB lacks at its first compile (minutes, as Inductor's does) and
+# stores the winner, so the next compile of it measures nothing
+MODES: dict[str, dict[str, Any]] = {
+    "default": {},
+    "reduce-overhead": {"cudagraphs": True},
+    "max-autotune": {"on_miss": "tune", "cudagraphs": True},
+    "max-autotune-no-cudagraphs": {"on_miss": "tune"},
+}
 
 
 @dataclass(frozen=True)
@@ -51,6 +60,13 @@ class CompileOptions:
         if isinstance(d.get("heuristics"), dict):
             d["heuristics"] = Heuristics(**d["heuristics"])
         return CompileOptions(**d)
+
+    @staticmethod
+    def from_mode(mode: str) -> "CompileOptions":
+        """Options for torch.compile's `mode=` (`MODES`); an unknown mode is a ValueError listing them."""
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r}; autofuse knows {', '.join(MODES)}")
+        return CompileOptions(**MODES[mode])
 
     def with_(self, **kw: Any) -> "CompileOptions":
         return replace(self, **kw)

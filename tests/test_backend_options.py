@@ -23,3 +23,26 @@ def test_unknown_option_is_one_clear_error():
     with pytest.raises(ValueError, match="unknown autofuse option.*'stratgy'"):
         CompileOptions.from_dict({"stratgy": "none"})
     assert CompileOptions.from_dict({"strict": True}).strict
+
+
+def test_torch_compile_modes(tmp_path, monkeypatch):
+    """mode="max-autotune-no-cudagraphs" searches the graph the DB lacks and stores the winner;
+    "reduce-overhead" replays CUDA graphs; an unknown mode is one clear error."""
+    from tuning_db import TuningDB
+    monkeypatch.setenv("AUTOFUSE_DB", str(tmp_path / "t.db"))
+    assert CompileOptions.from_mode("reduce-overhead").cudagraphs
+    assert CompileOptions.from_mode("max-autotune").on_miss == "tune"
+    assert CompileOptions.from_mode("default") == CompileOptions()
+    with pytest.raises(ValueError, match="unknown mode 'fastest'"):
+        CompileOptions.from_mode("fastest")
+    torch._dynamo.reset()
+
+    def f(x):
+        return torch.softmax(x * 2, -1) + 1
+
+    fn = torch.compile(f, backend="autofuse", mode="max-autotune-no-cudagraphs")
+    x = rand((5, 7))
+    torch.testing.assert_close(fn(x), f(x))
+    with TuningDB.open(tmp_path / "t.db") as db:
+        graphs = db.list_graphs()
+        assert len(graphs) == 1 and db.plans(graphs[0]["hash"])

@@ -177,8 +177,11 @@ def make_backend(options: CompileOptions | None = None) -> Callable[..., Any]:
 def autofuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Any:
     """Entry point registered as torch.compile(backend="autofuse")."""
     options = kwargs.pop("options", None)
+    mode = kwargs.pop("mode", None)
     if isinstance(options, dict):  # torch.compile(m, backend="autofuse", options={...})
         options = CompileOptions.from_dict(options)
+    elif mode is not None:         # torch.compile(m, backend="autofuse", mode="max-autotune")
+        options = CompileOptions.from_mode(mode)
     return make_backend(options)(gm, example_inputs, **kwargs)
 
 
