@@ -3,6 +3,7 @@
 Every captured graph must compile (strict=True raises otherwise): lifted constants, buffers and
 their updates, RNG, extern attention, embeddings, masks, keyword inputs and ModelOutput returns.
 """
+import contextlib
 import copy
 import sys
 
@@ -81,6 +82,34 @@ def test_llama_forward_position_ids_and_mask(device):
                            lambda o: o.logits, device)
     ops = {op for _, _, art in rec.graphs for k in art.kernels for op in k.aten_ops}
     assert any("attention" in op for op in ops)  # attention runs as an extern kernel in the graph
+
+
+def test_generation_with_a_growing_cache_and_with_a_static_one(device):
+    """`generate` through the compiled forward: a cache growing one token per step makes a new
+    size at every step, compiled for the first max_sizes sizes and then run with ATen ops; a
+    static cache compiles the prefill and one decoding graph. Greedy tokens equal eager's."""
+    torch.manual_seed(0)
+    model = _llama().to(device).eval()
+    ids = _ids(1, 5, 200).to(device)
+    kw = dict(max_new_tokens=7, do_sample=False, pad_token_id=0)
+    with torch.no_grad():
+        want = model.generate(ids, **kw)
+    forward = model.forward
+    for cache, most in (("dynamic", 4), ("static", 2)):
+        rec = Recorder()
+        torch._dynamo.reset()
+        model.forward = torch.compile(forward, backend="autofuse",
+                                      options={"strict": True, "use_db": False, "recorder": rec, "max_sizes": 2})
+        extra = {"cache_implementation": "static"} if cache == "static" else {}
+        with torch.no_grad(), contextlib.nullcontext() if cache == "static" else _past_max_sizes():
+            got = model.generate(ids, **kw, **extra)
+        model.forward = forward
+        assert torch.equal(got, want), cache
+        assert len(rec.graphs) <= most, (cache, len(rec.graphs))
+
+
+def _past_max_sizes():
+    return pytest.warns(UserWarning, match="max_sizes")
 
 
 def test_gpt2_forward_lifted_constants_model_output(device):
