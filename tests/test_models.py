@@ -309,6 +309,27 @@ def test_lifted_constant_tensor(device):
     _forward_matches(M(), dict(x=x), lambda o: o, device)
 
 
+def test_a_constant_read_by_several_nodes_is_one_input(device):
+    """Tied weights traced with make_fx: two get_attr nodes of one target become one placeholder
+    (two placeholders of one name made the graph's code invalid)."""
+    from autofuse.capture.trace import compile_traced
+
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(11, 6)
+            self.head = nn.Linear(6, 11, bias=False)
+            self.head.weight = self.emb.weight
+
+        def forward(self, i):
+            return self.head(torch.tanh(self.emb(i)))
+
+    m = Tied().to(device)
+    i = torch.randint(0, 11, (3, 4), device=device)
+    got = compile_traced(m, [i])(i)
+    torch.testing.assert_close(got[0], m(i), rtol=1e-4, atol=1e-5)
+
+
 def test_keyword_inputs_int_bool_mask_and_none(device):
     """Keyword inputs: integer ids, a bool mask, a Python int and None; a dict of outputs."""
     class M(nn.Module):

@@ -29,7 +29,12 @@ def lift_constants(gm: torch.fx.GraphModule) -> tuple[torch.Tensor, ...]:
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     anchor = placeholders[-1] if placeholders else None
     constants: list[torch.Tensor] = []
+    lifted: dict[str, torch.fx.Node] = {}   # a target read by several nodes (tied weights) is one input
     for n in getattrs:
+        if n.target in lifted:
+            n.replace_all_uses_with(lifted[n.target])
+            gm.graph.erase_node(n)
+            continue
         value = _fetch(gm, n.target)  # no op on it here: the backend runs under a fake mode
         ctx = gm.graph.inserting_after(anchor) if anchor is not None else gm.graph.inserting_before(
             next(iter(gm.graph.nodes)))
@@ -39,7 +44,7 @@ def lift_constants(gm: torch.fx.GraphModule) -> tuple[torch.Tensor, ...]:
         ph.meta["val"] = value
         n.replace_all_uses_with(ph)
         gm.graph.erase_node(n)
-        anchor = ph
+        lifted[n.target] = anchor = ph
         constants.append(value)
     gm.recompile()
     return tuple(constants)

@@ -238,6 +238,12 @@ def can_fuse(a: FusionGroup, b: FusionGroup, graph: SchedulerGraph, check_cycle:
                 why = same_point(p, pp, c, cp, dep)
                 if why is not None:
                     return why
+    # a group whose iteration space changes (pointwise nodes joining a reduction's rows) places its
+    # nodes anew: its own producer-consumer pairs must still meet at one point in the new space
+    if any(len(g.nodes) > 1 and (g.numel, g.rnumel, g.is_reduction) != space for g in (a, b)):
+        whole = whole_group(a.nodes + b.nodes)
+        if isinstance(whole, str):
+            return whole
     if check_cycle and creates_cycle(a, b, graph, owner):
         return "fusion would create a cycle through an intermediate node"
     return None
