@@ -46,3 +46,22 @@ def test_torch_compile_modes(tmp_path, monkeypatch):
     with TuningDB.open(tmp_path / "t.db") as db:
         graphs = db.list_graphs()
         assert len(graphs) == 1 and db.plans(graphs[0]["hash"])
+
+
+def test_cuda_graphs_replay_inference_graphs_only(monkeypatch):
+    """A training step's forward and backward graphs never replay as CUDA graphs (their outputs are
+    kept by autograd); an inference graph does where it can."""
+    from autofuse.capture.backend import CompiledGraph
+    graphed: list[str] = []
+    real = CompiledGraph._graphed
+    monkeypatch.setattr(CompiledGraph, "_graphed", lambda self, prog, args: graphed.append(self.label) or real(self, prog, args))
+    torch._dynamo.reset()
+    w = torch.randn(7, 3, requires_grad=True)
+    fn = torch.compile(lambda x: (x @ w).tanh().sum(), backend="autofuse", mode="reduce-overhead")
+    x = rand((5, 7))
+    fn(x).backward()
+    torch.testing.assert_close(w.grad, torch.autograd.grad((x @ w).tanh().sum(), w)[0])
+    assert graphed == []
+    with torch.no_grad():
+        torch.testing.assert_close(fn(x), (x @ w).tanh().sum())
+    assert graphed == ["inference"]

@@ -117,7 +117,9 @@ class CompiledGraph:
             prog = next(iter(self.programs.values()))
         else:
             prog = self.specialize(args)
-        if self.options.cudagraphs and not isinstance(prog, _EagerProgram):
+        # inference graphs only: a training graph's outputs are saved activations and gradients that
+        # autograd keeps (a gradient can become .grad itself), which a replay would overwrite
+        if self.options.cudagraphs and self.label == "inference" and not isinstance(prog, _EagerProgram):
             return self._graphed(prog, args)
         return prog(args)
 
