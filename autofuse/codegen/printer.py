@@ -60,7 +60,11 @@ def print_expr(expr: sympy.Expr, names: Mapping[sympy.Symbol, str]) -> str:
         if nonnegative(expr.args[0]):
             return f"({base} {'//' if isinstance(expr, FloorDiv) else '%'} {divisor})"
         # Triton's // and % truncate toward zero; the index arithmetic floors (a padded view's
-        # offset can make the base negative): the prelude's flooring forms
+        # offset can make the base negative). With a positive divisor d, ((b % d) + d) % d is the
+        # floored remainder and b minus it divides exactly, in plain arithmetic on any backend
+        if expr.args[1].is_Integer and int(expr.args[1]) > 0:
+            mod = f"((({base} % {divisor}) + {divisor}) % {divisor})"
+            return mod if isinstance(expr, ModIndex) else f"(({base} - {mod}) // {divisor})"
         return f"{'_floordiv' if isinstance(expr, FloorDiv) else '_remainder_int'}({base}, {divisor})"
     if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and int(expr.exp) > 0:
         base = print_expr(expr.base, names)
