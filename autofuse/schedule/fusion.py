@@ -220,24 +220,15 @@ def can_fuse(a: FusionGroup, b: FusionGroup, graph: SchedulerGraph, check_cycle:
     space = merged_space(a, b)
     if isinstance(space, str):
         return space
-    numel, rnumel, is_red = space
     a_before_b = bool(a.names & b.ancestors)
     b_before_a = bool(b.names & a.ancestors)
     if a_before_b and b_before_a:
         return "each depends on the other"
     producer, consumer = (a, b) if a_before_b else (b, a)
     if a_before_b or b_before_a:
-        written = {o: n for n in producer.nodes for o in n.outputs}
-        for c in consumer.nodes:
-            cp = placement(c, numel, rnumel, is_red)
-            for dep in c.reads:
-                p = written.get(dep.name)
-                if p is None:
-                    continue
-                pp = placement(p, numel, rnumel, is_red)
-                why = same_point(p, pp, c, cp, dep)
-                if why is not None:
-                    return why
+        why = reads_meet_writes(producer.nodes, consumer.nodes, space)
+        if why is not None:
+            return why
     # a group whose iteration space changes (pointwise nodes joining a reduction's rows) places its
     # nodes anew: its own producer-consumer pairs must still meet at one point in the new space
     if any(len(g.nodes) > 1 and (g.numel, g.rnumel, g.is_reduction) != space for g in (a, b)):
@@ -272,17 +263,26 @@ def whole_group(nodes: Sequence[SchedulerNode]) -> FusionGroup | str:
         if isinstance(space, str):
             return space
         group = FusionGroup(group.nodes + [n], *space)
-    written = {o: n for n in nodes for o in n.outputs}
-    for c in nodes:
-        cp = placement(c, group.numel, group.rnumel, group.is_reduction)
+    why = reads_meet_writes(nodes, nodes, (group.numel, group.rnumel, group.is_reduction))
+    return group if why is None else why
+
+
+def reads_meet_writes(producers: Sequence[SchedulerNode], consumers: Sequence[SchedulerNode],
+                      space: tuple[int, int, bool]) -> str | None:
+    """Why some consumer's read of a producer's output is not the element the producer writes at
+    the same point of the kernel's iteration space (numel, rnumel, is a reduction), else None."""
+    numel, rnumel, is_red = space
+    written = {o: n for n in producers for o in n.outputs}
+    for c in consumers:
+        cp = placement(c, numel, rnumel, is_red)
         for dep in c.reads:
             p = written.get(dep.name)
             if p is None or p is c:
                 continue
-            why = same_point(p, placement(p, group.numel, group.rnumel, group.is_reduction), c, cp, dep)
+            why = same_point(p, placement(p, numel, rnumel, is_red), c, cp, dep)
             if why is not None:
                 return why
-    return group
+    return None
 
 
 def shared_bytes(a: FusionGroup, b: FusionGroup) -> int:

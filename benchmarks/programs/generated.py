@@ -26,7 +26,7 @@ TOLERANCES = {torch.float32: (1e-3, 1e-3), torch.bfloat16: (5e-2, 5e-2), torch.f
 @dataclass(frozen=True)
 class Drawn(Program):
     """Program `index` of `corpus.program(SEED, ...)`; `make` drafts it again (a few ms on the meta
-    device) and draws its inputs on the device."""
+    device) and draws its inputs on the device (the `module` and `inputs` fields go unused)."""
 
     index: int = 0
     rows: int = 0
