@@ -289,3 +289,37 @@ def test_channels_last_chain_keeps_activations_channels_last():
     assert four_d and all(all(st == want or n == 1 for st, want, n in zip(lay.stride, channels_last_strides(lay.size), lay.size))
                           for lay in four_d), \
         [(lay.size, lay.stride) for lay in four_d]
+
+
+def test_training_step_keeps_saved_activations_channels_last():
+    """A training forward graph hands the activations it saves for the backward graph over in the
+    layout it computed them in (no copy back to eager's strides), and the backward graph is
+    compiled for them; loss, grads and BatchNorm's running stats match eager."""
+    torch.manual_seed(0)
+    x = rand((2, 6, 10, 9))
+    model = _Block(6).to(x.device).train()
+    ref_model = _Block(6).to(x.device).train()
+    ref_model.load_state_dict(model.state_dict())
+    compiled = autofuse.compile(model, strict=True, use_db=False, heuristics=Heuristics(conv_layout="channels_last"))
+    saved: list[torch.Tensor] = []
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        saved.append(t)
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        logits, y = compiled(x)
+    (logits.square().mean() + y.mean()).backward()
+    ref_logits, ref_y = ref_model(x)
+    (ref_logits.square().mean() + ref_y.mean()).backward()
+    assert_close([logits, y], [ref_logits, ref_y], atol=1e-4, rtol=1e-4)
+    assert y.stride() == ref_y.stride()  # an activation the model returns keeps eager's strides
+    for p, q in zip(model.parameters(), ref_model.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-4)
+    for b, c in zip(model.buffers(), ref_model.buffers()):
+        torch.testing.assert_close(b, c, rtol=1e-4, atol=1e-4)
+    # the 4-D tensors saved other than the input and the weights: activations the forward computed
+    activations = [t for t in saved if t.dim() == 4 and t.shape[0] == 2 and t.data_ptr() != x.data_ptr()]
+    assert len(activations) >= 6
+    assert all(t.stride() == channels_last_strides(tuple(t.shape)) for t in activations), \
+        [(tuple(t.shape), t.stride()) for t in activations]

@@ -1310,8 +1310,8 @@ DIRECT = {
                     ["max", "min"]),
     "identity": (lambda c, x, i: (aten.detach(x) + 1, aten.alias(x) * 2, aten.lift_fresh_copy(i) + 1, aten.clone(x),
                                   aten.copy(x, i), aten.copy(i, x * 2.5), aten._to_copy(x, dtype=I32),
-                                  aten.contiguous(x.t()) * 1),
-                 ["detach", "alias", "copy", "to_copy"]),
+                                  aten.contiguous(x.t()) * 1, aten.alias(x * 3), aten.detach(x)),
+                 ["clone", "lift_fresh_copy", "copy", "to_copy"]),  # alias and detach: the value itself
     # views of lazily computed values (index rewrites, which name the view op) and of inputs (strided)
     "views": (lambda c, x, i: (aten.t(x * 2), aten.transpose.int(x + 1, 0, 1), aten.squeeze.dim((x * 3)[None], 0),
                                aten._unsafe_view(i * 2, [91]), aten.unbind.int(x * 2, 1)[3], aten.squeeze(x[:, :1] + 1),

@@ -21,6 +21,7 @@ from ..options import CompileOptions
 from .attention_masks import folding_backend
 from .constants import lift_constants, place_constants
 from .decompositions import decomposition_table
+from .training import mark_saved_outputs
 
 log = logging.getLogger("autofuse")
 
@@ -164,6 +165,7 @@ def make_backend(options: CompileOptions | None = None) -> Callable[..., Any]:
     options = options or CompileOptions()
 
     def fw(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> CompiledGraph:
+        mark_saved_outputs(gm)
         return CompiledGraph(gm, options, "forward")
 
     def bw(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> CompiledGraph:

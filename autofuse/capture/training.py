@@ -1,9 +1,12 @@
-"""The loss a captured training step backpropagates, when the model does not say which it is."""
+"""What a captured training step needs beyond its graphs: the loss it backpropagates when the model
+does not say which, and where the forward graph's saved activations begin among its outputs."""
 from __future__ import annotations
 
 from typing import Any
 
 import torch
+
+from ..lower.graph import SAVED_FROM
 
 
 class NothingToTrain(ValueError):
@@ -24,3 +27,22 @@ def training_loss(out: Any) -> torch.Tensor:
         raise NothingToTrain("the model's output has no tensor that requires grad: nothing to train "
                              "(are its parameters frozen, or does it run under no_grad?)")
     return sum(t.float().sum() for t in leaves)
+
+
+def mark_saved_outputs(gm: torch.fx.GraphModule) -> None:
+    """Record where a training forward graph's saved activations begin among its outputs.
+
+    Why: those outputs reach only the backward graph, which is compiled for the strides it is
+    handed, so the lowering may return them in the layout it computed them in (channels-last
+    activations between convolutions) instead of copying each back to eager's strides, and the
+    backward's convolutions then read them channels-last too (Inductor does the same). Nothing is
+    marked where AOTAutograd's metadata is missing or the graph carries tensor subclasses."""
+    from torch._guards import TracingContext
+    ctx = TracingContext.try_get()
+    meta = getattr(ctx, "fw_metadata", None) if ctx is not None else None
+    start = getattr(meta, "num_forward", None)
+    out_meta = getattr(meta, "subclass_fw_graph_out_meta", None) or []
+    if not isinstance(start, int) or any(type(m).__name__ == "SubclassCreationMeta" for m in out_meta):
+        return
+    output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    output.meta[SAVED_FROM] = start

@@ -37,6 +37,11 @@ class LoweringError(RuntimeError):
     pass
 
 
+# output-node meta key set by capture: the index of the first output that only the backward graph
+# reads (a training forward graph's saved activations), whose layout the lowering is free to keep
+SAVED_FROM = "autofuse_saved_from"
+
+
 class DataDependentError(LoweringError):
     """An op whose output shape or value depends on input data (nonzero, a boolean-mask index,
     item): the graph cannot be specialized to concrete shapes and runs eagerly instead."""
@@ -313,7 +318,10 @@ class GraphLowering:
                 reads = analyze(value.inner_fn, make_vars("i", len(size))).read_names
             layouts = self._layouts_by_name()
             want = channels_last_strides(size)
-            if any((lay := layouts.get(r)) is not None and tuple(lay.size) == size and tuple(lay.stride) == want
+            stored = (size[0], *size[2:], size[1])  # a buffer that `realize_in_order` filled in that order
+            if any((lay := layouts.get(r)) is not None and (
+                    (tuple(lay.size) == size and tuple(lay.stride) == want)
+                    or (tuple(lay.size) == stored and tuple(lay.stride) == contiguous_strides(stored)))
                    for r in set(reads)):
                 return self.realize_in_order(value, (0, *range(2, len(size)), 1), want)
         return self.realize(value, fake_out if isinstance(fake_out, torch.Tensor) else None)
@@ -366,10 +374,14 @@ class GraphLowering:
     def _lower_output(self, node: torch.fx.Node) -> None:
         outs = node.args[0]
         flat = outs if isinstance(outs, (list, tuple)) else [outs]
-        for o in flat:
+        saved_from = node.meta.get(SAVED_FROM, len(flat))
+        for k, o in enumerate(flat):
             v = self.env[o] if isinstance(o, torch.fx.Node) else o
             fake = self.fake_env[o] if isinstance(o, torch.fx.Node) else None
-            if isinstance(v, Pointwise) and isinstance(o, torch.fx.Node) and len(o.users) == 1:
+            if k >= saved_from:  # read only by the backward graph: kept in the layout it was computed in
+                if isinstance(v, Pointwise):
+                    v = self._realize_intermediate(v, fake)
+            elif isinstance(v, Pointwise) and isinstance(o, torch.fx.Node) and len(o.users) == 1:
                 v = self._realize_output(v, fake)  # read by nothing else: free to pick its loop order
             elif isinstance(v, Pointwise):
                 v = self.realize(v, fake)

@@ -286,9 +286,16 @@ def _convert_element_type(g, x, dtype):
     return _convert(g, x)
 
 
-@register(aten.clone, aten.alias, aten.detach, aten.lift_fresh_copy, aten.contiguous, aten.alias_copy, aten.detach_copy)
+@register(aten.clone, aten.lift_fresh_copy, aten.contiguous, aten.alias_copy, aten.detach_copy)
 def _identity(g, x, **kw):
     return make_pointwise(g, [x], lambda ops, a: a, upcast(x.dtype))
+
+
+@register(aten.alias, aten.detach)
+def _alias(g, x):
+    """A view of the whole tensor: the value itself (AOTAutograd saves activations through
+    `alias`; a copy would cost a kernel per saved activation)."""
+    return x
 
 
 @register(aten.copy)
