@@ -131,7 +131,8 @@ class CompiledGraph:
         key = None if self.static else signature(args)  # a static graph has one signature
         g = self.graphs.get(key)
         if g is None:
-            g = self.graphs[key] = GraphedProgram(prog, args)
+            # a program that updates its inputs runs as it is: a replay would update static copies
+            g = self.graphs[key] = prog if getattr(prog, "mutates_inputs", False) else GraphedProgram(prog, args)
         return g(args)
 
 
@@ -174,8 +175,11 @@ def make_backend(options: CompileOptions | None = None) -> Callable[..., Any]:
     def inference(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> CompiledGraph:
         return CompiledGraph(gm, options, "inference")
 
+    # input mutations AOTAutograd can keep in the graph (BatchNorm's running statistics, a cache
+    # buffer's update) run inside the compiled program, as with Inductor, instead of one copy_ call
+    # per mutated input after it (`lower/mutation.py`)
     return folding_backend(aot_autograd(fw_compiler=fw, bw_compiler=bw, inference_compiler=inference,
-                                        decompositions=decomposition_table()))
+                                        decompositions=decomposition_table(), keep_inference_input_mutations=True))
 
 
 def autofuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Any:

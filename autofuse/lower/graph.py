@@ -89,6 +89,7 @@ class GraphLowering:
         self.conv_sites = conv_sites(gm)   # what the default conv layout is decided from
         self.graph_nodes = len(gm.graph.nodes)
         self.training = is_training_graph(gm)
+        self.input_updates: list[tuple[InputBuffer, TensorValue]] = []  # (input, its new value): lower/mutation.py
 
     # ---- naming and buffers -------------------------------------------------------------
     def new_name(self, prefix: str = "buf") -> str:
@@ -372,6 +373,11 @@ class GraphLowering:
         return ReinterpretView(stored, Layout(value.device, value.dtype, size, tuple(stride)))
 
     def _lower_output(self, node: torch.fx.Node) -> None:
+        if self.input_updates:  # after every other node: one launch for all of them
+            dsts, srcs = zip(*self.input_updates)
+            self.node = node.prev  # the last update: the kernel's origin is copy_
+            self.fallback(torch.ops.aten._foreach_copy_.default, (list(dsts), list(srcs)), {}, None)
+            self.node = node
         outs = node.args[0]
         flat = outs if isinstance(outs, (list, tuple)) else [outs]
         saved_from = node.meta.get(SAVED_FROM, len(flat))

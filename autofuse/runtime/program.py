@@ -57,6 +57,13 @@ class Program:
         w = self.wrapper
         return w.source if w is not None else ""
 
+    @property
+    def mutates_inputs(self) -> bool:
+        """Does a step write into its operands (an input update, `lower/mutation.py`)? A CUDA graph
+        replay would write the graph's static copies of the inputs instead of the caller's."""
+        return any(isinstance(s, ExternCall) and getattr(getattr(s.op, "_schema", None), "is_mutable", False)
+                   for s in self.steps)
+
     def new_env(self, args: Sequence[Any]) -> list:
         """The slot list of one run, holding the inputs (the search and probes run steps one by one)."""
         env: list = [None] * self.num_slots

@@ -86,7 +86,7 @@ def _autotune(gm: torch.fx.GraphModule, args: list, options: CompileOptions, ben
                         graph_hash(gm, args), settings, interpret=not on_gpu,
                         select=searched_groups(sched.groups, AUTOTUNE_KERNELS),
                         deadline=time.perf_counter() + AUTOTUNE_BUDGET_S)
-    evaluator = PlanEvaluator(gm, _unshared_mutated_inputs(gm, args), tuner, opts, time_externs=False)
+    evaluator = PlanEvaluator(gm, args, tuner, opts, time_externs=False)
     on_device = torch.cuda.device(device) if on_gpu else contextlib.nullcontext()  # events on the kernels' device
     with on_device, torch.no_grad(), RngSnapshot.take().replay():   # the user's generators end where they were
         ev = evaluator.evaluate(plan, sched)
@@ -168,18 +168,3 @@ def _copy_bw(device: str) -> float:
     """The device's copy bandwidth (a cost-model feature), measured once per process on 256 MiB."""
     with torch.cuda.device(torch.device(device)):
         return copy_bandwidth(device, nbytes=256 * 2**20, reps=10)
-
-
-def _unshared_mutated_inputs(gm: torch.fx.GraphModule, args: list) -> list:
-    """args with the inputs that the graph writes in place (running statistics) cloned: the autotune
-    runs the program several times, and the user's buffers must be updated once, by the real call."""
-    mutated: set[int] = set()
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    index = {n: i for i, n in enumerate(placeholders)}
-    for n in gm.graph.nodes:
-        schema = getattr(n.target, "_schema", None)
-        if n.op == "call_function" and schema is not None and schema.is_mutable and n.args:
-            target = n.args[0]
-            if isinstance(target, torch.fx.Node) and target in index:
-                mutated.add(index[target])
-    return [a.clone() if i in mutated and isinstance(a, torch.Tensor) else a for i, a in enumerate(args)]

@@ -64,7 +64,7 @@ class PlanEvaluator:
 
     def __init__(self, gm: torch.fx.GraphModule, args: Sequence[Any], tuner: KernelTuner,
                  options: CompileOptions | None = None, time_externs: bool = True) -> None:
-        self.gm, self.args, self.tuner = gm, list(args), tuner
+        self.gm, self.args, self.tuner = gm, unshared_mutated_inputs(gm, list(args)), tuner
         self.time_externs = time_externs  # False: fallbacks run but add nothing to the estimate
         self.options = (options or CompileOptions()).with_(use_db=False, strict=True, poison=False, recorder=None)
         self.cache: dict[tuple, PlanEval] = {}
@@ -143,3 +143,18 @@ class PlanEvaluator:
             t = self.tuner.bench.time(lambda: step.run(env), {"kind": "extern", "op": step.name})
             self.extern_times[key] = t.median_us
         return self.extern_times[key]
+
+
+def unshared_mutated_inputs(gm: torch.fx.GraphModule, args: list) -> list:
+    """args with the inputs that the graph writes in place (running statistics) cloned: an evaluation
+    runs the program many times, and the user's buffers must be updated once, by the real call."""
+    mutated: set[int] = set()
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    index = {n: i for i, n in enumerate(placeholders)}
+    for n in gm.graph.nodes:
+        schema = getattr(n.target, "_schema", None)
+        if n.op == "call_function" and schema is not None and schema.is_mutable and n.args:
+            target = n.args[0]
+            if isinstance(target, torch.fx.Node) and target in index:
+                mutated.add(index[target])
+    return [a.clone() if i in mutated and isinstance(a, torch.Tensor) else a for i, a in enumerate(args)]

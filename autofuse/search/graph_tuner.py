@@ -24,7 +24,7 @@ from ..measure.timing import Benchmarker, CudaEventBenchmarker, PredictingBenchm
 from ..options import CompileOptions
 from ..plan.plan import FusionPlan
 from ..report import nbytes
-from .evaluate import PlanEval, PlanEvaluator, runner_up_plans
+from .evaluate import PlanEval, PlanEvaluator, runner_up_plans, unshared_mutated_inputs
 from .finalists import CONFIRM_MIN_ROUNDS, Finalist, needs_confirmation, pick, time_rounds, verify
 from .kernels import KernelTuner
 from .records import device_traits
@@ -100,7 +100,10 @@ class GraphSearch:
 
     def __init__(self, db: Any, settings: TuneSettings, benchmarker: Benchmarker | None, copy_bw: float | None,
                  gm: torch.fx.GraphModule, args: Sequence[Any], label: str) -> None:
-        self.db, self.settings, self.gm, self.args, self.label = db, settings, gm, list(args), label
+        # every run of the search (reference, trials, finalists) updates copies of the inputs the graph
+        # writes in place, never the caller's buffers
+        self.db, self.settings, self.gm, self.label = db, settings, gm, label
+        self.args = unshared_mutated_inputs(gm, list(args))
         self.key, self.dev, self.versions = graph_hash(gm, self.args), device_key(self.args), Versions.current()
         db.put_graph(self.key, _describe(label, self.args))
         self.rng = RngSnapshot.take()   # a graph that samples (dropout) draws alike in every checked run

@@ -1,0 +1,80 @@
+"""Input updates kept in the graph (BatchNorm's running statistics, a buffer a model writes): all
+of a graph's updates run as one multi-tensor copy at its end, and the caller's tensors hold eager's
+values after every call."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from autofuse import CompileOptions
+from autofuse.api import Recorder
+from autofuse.capture.backend import make_backend
+from autofuse.capture.fresh import compile_fresh
+
+from .helpers import assert_close, rand
+
+
+def _compiled(model: torch.nn.Module, **kw):
+    recorder = Recorder()
+    options = CompileOptions(strict=True, use_db=False, recorder=recorder, **kw)
+    return compile_fresh(model, make_backend(options), dynamic=False), recorder
+
+
+def _updates(recorder: Recorder, label: str) -> list:
+    arts = [a for lab, _, a in recorder.graphs if lab == label]
+    assert arts, [lab for lab, _, _ in recorder.graphs]
+    return [k for a in arts for k in a.kernels if k.kind == "fallback" and "copy_" in k.aten_ops]
+
+
+def test_batchnorm_training_statistics_in_one_copy():
+    """Three BatchNorms in training mode: nine running-statistics updates, one launch per step;
+    statistics, outputs and grads equal eager's after three steps (non-power-of-two channels)."""
+    torch.manual_seed(0)
+    x = rand((6, 3, 9, 7))
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 5, 3), torch.nn.BatchNorm2d(5), torch.nn.ReLU(),
+        torch.nn.Conv2d(5, 7, 3), torch.nn.BatchNorm2d(7), torch.nn.SiLU(),
+        torch.nn.Flatten(), torch.nn.BatchNorm1d(7 * 5 * 3)).to(x.device).train()
+    ref = copy.deepcopy(model)
+    compiled, recorder = _compiled(model)
+    for _ in range(3):
+        out = compiled(x)
+        out.square().mean().backward()
+        expected = ref(x)
+        expected.square().mean().backward()
+        assert_close(out, expected, atol=1e-4, rtol=1e-4)
+    for b, c in zip(model.buffers(), ref.buffers()):
+        torch.testing.assert_close(b, c, rtol=1e-5, atol=1e-6)
+    for p, q in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-4)
+    updates = _updates(recorder, "forward")
+    assert len(updates) == 1 and updates[0].aten_ops == ("copy_",)
+
+
+class _Cache(torch.nn.Module):
+    """A buffer written through a slice, then read: the output sees the update."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("cache", torch.ones(5, 11) * 0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.cache[1:3] = x * 2
+        return self.cache.sum(0) + x[0]
+
+
+@pytest.mark.parametrize("cudagraphs", [False, True], ids=["plain", "cudagraphs"])
+def test_buffer_written_in_inference(cudagraphs, device):
+    if cudagraphs and device != "cuda":
+        pytest.skip("CUDA graphs need the GPU")
+    model = _Cache().to(device)
+    ref = copy.deepcopy(model)
+    compiled, recorder = _compiled(model, cudagraphs=cudagraphs)
+    with torch.no_grad():
+        for _ in range(3):
+            x = rand((2, 11))
+            assert_close(compiled(x), ref(x))
+            assert_close(model.cache, ref.cache)
+    assert len(_updates(recorder, "inference")) == 1
