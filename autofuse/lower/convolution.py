@@ -53,10 +53,11 @@ def _to_channels_last(g: Any, value: Any) -> Any:
     done = g.layout_copies.get(id(value))
     if done is not None and done[0] is value:
         return done[1]
-    size = tuple(int(s) for s in value.size)
     # the copy iterates in the channels-last memory order (N, *spatial, C), so its stores are
-    # contiguous, and the convolution reads it as an N, C, *spatial view
-    buf = g.realize_in_order(value, (0, *range(2, len(size)), 1), channels_last_strides(size))
+    # contiguous, and the convolution reads it as an N, C, *spatial view (or in logical order as
+    # 2-D tiles: Heuristics.channels_last_loops)
+    buf = g.realize_channels_last(value if isinstance(value, Pointwise) else Pointwise(
+        value.device, value.dtype, tuple(int(s) for s in value.size), value.loader()))
     g.layout_copies[id(value)] = (value, buf)  # one copy per value, however many convolutions read it
     return buf
 

@@ -324,7 +324,7 @@ class GraphLowering:
                     (tuple(lay.size) == size and tuple(lay.stride) == want)
                     or (tuple(lay.size) == stored and tuple(lay.stride) == contiguous_strides(stored)))
                    for r in set(reads)):
-                return self.realize_in_order(value, (0, *range(2, len(size)), 1), want)
+                return self.realize_channels_last(value)
         return self.realize(value, fake_out if isinstance(fake_out, torch.Tensor) else None)
 
     def _layouts_by_name(self) -> dict[str, Layout]:
@@ -354,6 +354,14 @@ class GraphLowering:
             return self.realize(value, like)
         perm = tuple(sorted(range(len(size)), key=lambda d: (-stride[d], d)))
         return self.realize_in_order(value, perm, stride)
+
+    def realize_channels_last(self, value: TensorValue) -> Buffer | ReinterpretView:
+        """The value stored channels-last, computed in the order `Heuristics.channels_last_loops` says."""
+        size = tuple(int(s) for s in value.size)
+        want = channels_last_strides(size)
+        if getattr(self.heuristics, "channels_last_loops", "memory") == "logical" and isinstance(value, Pointwise):
+            return self.realize(value, torch.empty_strided(size, want, device="meta"))
+        return self.realize_in_order(value, (0, *range(2, len(size)), 1), want)
 
     def realize_in_order(self, value: TensorValue, perm: Sequence[int], stride: Sequence[int]) -> ReinterpretView:
         """The value written by a kernel that iterates its dims in the order `perm` (outermost

@@ -88,6 +88,10 @@ class Heuristics:
     conv_cl_time_ratio: tuple[tuple[str, float], ...] = (("grouped", 1.358), ("small", 0.783), ("in_out", 0.725),
                                                          ("default", 0.823))
     conv_cl_max_nodes_per_conv: int = 300
+    # how a channels-last value is computed: "memory" iterates in NHWC order (loads and stores
+    # contiguous in one dim); "logical" iterates N, C, H, W with channels-last strides (2-D tiles),
+    # so a consumer that writes NCHW (a returned activation) can share its kernel (docs/defaults.md)
+    channels_last_loops: str = "memory"
     # pad a matrix product's unaligned K / N to 16 bytes (lower/matmul.py) when it is compute-bound:
     # at least this many multiply-adds, and rows enough that the padding copy is small beside it
     pad_matmul_min_macs: int = 1 << 26
