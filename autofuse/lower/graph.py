@@ -89,6 +89,7 @@ class GraphLowering:
         self.conv_sites = conv_sites(gm)   # what the default conv layout is decided from
         self.graph_nodes = len(gm.graph.nodes)
         self.training = is_training_graph(gm)
+        self.feeds_returned_activation = _feeds_returned_activation(gm)
         self.input_updates: list[tuple[InputBuffer, TensorValue]] = []  # (input, its new value): lower/mutation.py
 
     # ---- naming and buffers -------------------------------------------------------------
@@ -359,7 +360,9 @@ class GraphLowering:
         """The value stored channels-last, computed in the order `Heuristics.channels_last_loops` says."""
         size = tuple(int(s) for s in value.size)
         want = channels_last_strides(size)
-        if getattr(self.heuristics, "channels_last_loops", "memory") == "logical" and isinstance(value, Pointwise):
+        loops = getattr(self.heuristics, "channels_last_loops", "memory")
+        logical = loops == "logical" or (loops == "auto" and self.node in self.feeds_returned_activation)
+        if logical and isinstance(value, Pointwise):
             return self.realize(value, torch.empty_strided(size, want, device="meta"))
         return self.realize_in_order(value, (0, *range(2, len(size)), 1), want)
 
@@ -381,10 +384,14 @@ class GraphLowering:
         return ReinterpretView(stored, Layout(value.device, value.dtype, size, tuple(stride)))
 
     def _lower_output(self, node: torch.fx.Node) -> None:
-        if self.input_updates:  # after every other node: one launch for all of them
-            dsts, srcs = zip(*self.input_updates)
+        if self.input_updates:  # after every other node; one multi-tensor launch per dtype and device
+            groups: dict[tuple, list] = {}  # (a mixed list takes ATen's one-copy-per-tensor path)
+            for dst, src in self.input_updates:
+                groups.setdefault((dst.layout.dtype, str(dst.layout.device)), []).append((dst, src))
             self.node = node.prev  # the last update: the kernel's origin is copy_
-            self.fallback(torch.ops.aten._foreach_copy_.default, (list(dsts), list(srcs)), {}, None)
+            for pairs in groups.values():
+                dsts, srcs = zip(*pairs)
+                self.fallback(torch.ops.aten._foreach_copy_.default, (list(dsts), list(srcs)), {}, None)
             self.node = node
         outs = node.args[0]
         flat = outs if isinstance(outs, (list, tuple)) else [outs]
@@ -399,8 +406,8 @@ class GraphLowering:
                 v = self._realize_output(v, fake)  # read by nothing else: free to pick its loop order
             elif isinstance(v, Pointwise):
                 v = self.realize(v, fake)
-            elif isinstance(v, (ExternBuffer, ReinterpretView)) and _strides_differ(v.layout, fake):
-                # an extern kernel ran in another layout (a channels-last convolution, a product
+            elif isinstance(v, (ComputedBuffer, ExternBuffer, ReinterpretView)) and _strides_differ(v.layout, fake):
+                # computed in another layout (a channels-last convolution or activation, a product
                 # into padded rows): the graph returns eager's strides
                 v = self.realize(Pointwise(v.device, v.dtype, tuple(v.size), v.loader()), fake)
             self.outputs.append(v)
@@ -410,6 +417,27 @@ _TRANSPOSING_VIEW_OPS = frozenset([torch.ops.aten.permute.default, torch.ops.ate
                                    torch.ops.aten.transpose.int])
 _VIEW_OPS = _TRANSPOSING_VIEW_OPS | {torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default,
                                      torch.ops.aten.reshape.default}
+
+
+def _feeds_returned_activation(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
+    """The nodes from which a returned 4-D or 5-D value (one the caller sees, in eager's strides) is
+    computed without a convolution between them (Heuristics.channels_last_loops "auto")."""
+    output = next((n for n in reversed(gm.graph.nodes) if n.op == "output"), None)
+    if output is None:
+        return set()
+    outs = output.args[0] if isinstance(output.args[0], (list, tuple)) else [output.args[0]]
+    saved_from = output.meta.get(SAVED_FROM, len(outs))
+    todo = [o for o in outs[:saved_from] if isinstance(o, torch.fx.Node)
+            and isinstance(o.meta.get("val"), torch.Tensor) and o.meta["val"].dim() in (4, 5)]
+    seen: set[torch.fx.Node] = set()
+    while todo:
+        n = todo.pop()
+        if n in seen or n.op != "call_function":
+            continue
+        seen.add(n)
+        if n.target is not torch.ops.aten.convolution.default:
+            todo.extend(a for a in n.all_input_nodes)
+    return seen
 
 
 def _strides_differ(layout: Layout, fake: Any) -> bool:

@@ -5,7 +5,8 @@ that needs no grad (BatchNorm's running mean, variance and batch count in traini
 model writes) in the graph as `copy_(input, new_value)` just before the output, instead of
 returning the new value for its runtime wrapper to copy, one `copy_` call per input after every
 call (159 per ResNet-50 training step). Here each such copy is collected while the graph is
-lowered, and all of them run as one `_foreach_copy_` after everything else (one launch). A
+lowered, and all of them run as one `_foreach_copy_` per dtype after everything else (one
+multi-tensor launch each: ATen copies a list of mixed dtypes one tensor at a time). A
 `copy_` into something other than a whole input, or one that another node follows (a read of
 the input after its update), runs as the ATen op where it stands.
 """

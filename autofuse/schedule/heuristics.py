@@ -90,8 +90,10 @@ class Heuristics:
     conv_cl_max_nodes_per_conv: int = 300
     # how a channels-last value is computed: "memory" iterates in NHWC order (loads and stores
     # contiguous in one dim); "logical" iterates N, C, H, W with channels-last strides (2-D tiles),
-    # so a consumer that writes NCHW (a returned activation) can share its kernel (docs/defaults.md)
-    channels_last_loops: str = "memory"
+    # so a consumer that writes NCHW (a returned activation) can share its kernel; "auto": logical
+    # for values from which a returned activation is computed without a convolution between
+    # them, memory order elsewhere (docs/defaults.md)
+    channels_last_loops: str = "auto"
     # pad a matrix product's unaligned K / N to 16 bytes (lower/matmul.py) when it is compute-bound:
     # at least this many multiply-adds, and rows enough that the padding copy is small beside it
     pad_matmul_min_macs: int = 1 << 26
