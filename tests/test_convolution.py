@@ -323,3 +323,43 @@ def test_training_step_keeps_saved_activations_channels_last():
     assert len(activations) >= 6
     assert all(t.stride() == channels_last_strides(tuple(t.shape)) for t in activations), \
         [(tuple(t.shape), t.stride()) for t in activations]
+
+
+@pytest.mark.parametrize("norm", ["batch", "group", "instance"])
+def test_norm_and_silu_after_a_convolution_share_one_kernel(norm):
+    """A convolution's norm + SiLU returned as the graph's activation: the norm's result is computed
+    in the order its NCHW-writing consumer iterates ("auto" loop order), so both share one kernel
+    (in memory order they ran as two, the norm's result stored channels-last in between)."""
+    torch.manual_seed(0)
+    x = rand((3, 5, 11, 9))
+    norms = {"batch": torch.nn.BatchNorm2d(6), "group": torch.nn.GroupNorm(2, 6),
+             "instance": torch.nn.InstanceNorm2d(6, affine=True)}
+    model = torch.nn.Sequential(torch.nn.Conv2d(5, 6, 3), norms[norm], torch.nn.SiLU()).eval().to(x.device)
+    counts = {}
+    for loops in ("auto", "memory"):
+        options = CompileOptions(poison=True, strict=True, use_db=False,
+                                 heuristics=Heuristics(conv_layout="channels_last", channels_last_loops=loops))
+        with torch.no_grad():
+            compiled = compile_traced(model, (x,), options)
+            out = compiled(x)
+            expected = model(x)
+        assert_close(list(out), [expected], atol=1e-4, rtol=1e-4)
+        counts[loops] = [k for k in kernels_of(compiled) if k.kind != "fallback" and "sigmoid" in k.aten_ops]
+    # the kernel that applies the SiLU reads the convolution's output itself: the normalization
+    # joined it (in memory order a BatchNorm's result is stored between them)
+    assert len(counts["auto"]) == 1 and {"convolution", "sigmoid"} <= set(counts["auto"][0].aten_ops)
+    if norm == "batch":
+        assert not any("convolution" in k.aten_ops for k in counts["memory"])
+
+
+def test_activations_between_convolutions_keep_memory_order():
+    """A graph that returns no 4-D activation (logits only) computes every channels-last value in
+    memory order: 1-D kernels, no 2-D tiles."""
+    torch.manual_seed(0)
+    x = rand((2, 6, 10, 9))
+    block = _Block(6).eval().to(x.device)
+    with torch.no_grad():
+        compiled = _compile(lambda x: block(x)[0], (x,), "channels_last")
+        assert_close(list(compiled(x)), [block(x)[0]], atol=1e-4, rtol=1e-4)
+    between = [k for k in kernels_of(compiled) if k.kind == "pointwise" and "relu" in k.aten_ops]
+    assert between and all(not k.config.YBLOCK for k in between), [k.config for k in between]
