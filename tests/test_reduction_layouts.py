@@ -350,3 +350,28 @@ def test_values_and_indices_share_one_nan_propagating_reduction(op, device):
     assert src.count("tl.reduce(") == 2
     ev, ei = op(x, -1)
     assert torch.equal(idx, ei) and torch.allclose(vals, ev, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_realized_prologue_joins_its_looped_layer_norm(dtype):
+    """An affine prologue that reads more than four buffers is realized (it has two readers), and
+    the shift is computed from its body, not read back at the row's first element: prologue,
+    statistics and output share one looped kernel (they ran as two), with eager's values, also
+    for rows far from zero."""
+    rows, cols = 5, 3001
+    x = rand((rows, cols), dtype) + 40.0
+    w1, w2, b2 = rand((cols,), dtype), rand((cols,), dtype), rand((cols,), dtype)
+    b1 = rand((rows, 1), dtype)
+
+    def fn(x, w1, b1, w2, b2):
+        y = x * w1 + b1
+        y = y * w2 + b2
+        return F.layer_norm(y, (cols,))
+    args = [x, w1, b1, w2, b2]
+    tol = (TOL[dtype][0] * 10, TOL[dtype][1] * 10)
+    compiled = compile_and_compare(fn, args, atol=tol[1], rtol=tol[0])
+    generated = [k for k in kernels_of(compiled) if k.kind != "fallback"]
+    assert len(generated) == 1 and generated[0].kind == "reduction", [(k.kind, k.aten_ops) for k in generated]
+    # and looped, in 256-element steps: the prologue is computed in the statistics' pass and again in the output's
+    sources = compiled_sources(fn, args, tol=tol, XBLOCK=2, RBLOCK=256, persistent=False)
+    assert len(sources) == 1

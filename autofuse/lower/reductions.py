@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 import sympy
 import torch
 
-from ..ir.values import ComputedBuffer, Layout, Pointwise, ReductionBody
+from ..ir.values import ComputedBuffer, Layout, Pointwise, PointwiseBody, ReductionBody
 from .common import make_pointwise, norm_dim, origins_of, upcast
 from .registry import Unsupported, register
 
@@ -275,9 +275,18 @@ def _var_shifted(g, x, d, n, denom, keepdim, out, acc):
     norm reads its rows once instead of twice, as a Welford reduction does."""
     xl = x.loader()
     rank = len(x.size)
+    # K from a buffer computed by a pointwise kernel is computed again from that kernel's body: a
+    # read of the buffer at the row's first element would keep its producer out of this kernel
+    # (an affine prologue before a looped layer norm ran as a kernel of its own). Any K works as
+    # long as every use takes the same one.
+    body = x.body.inner_fn if isinstance(x, ComputedBuffer) and isinstance(x.body, PointwiseBody) \
+        and tuple(x.body.size) == tuple(x.size) else None
 
     def first(ops, idx):  # K at the row of idx (its reduced coordinates 0)
-        v = xl(ops, [sympy.Integer(0) if k in d else idx[k] for k in range(rank)])
+        at = [sympy.Integer(0) if k in d else idx[k] for k in range(rank)]
+        if body is not None:
+            return ops.to_dtype(body(ops, at), acc)
+        v = xl(ops, at)
         return ops.to_dtype(v, acc) if upcast(x.dtype) != acc else v
 
     def shifted(ops, idx):
