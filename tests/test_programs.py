@@ -7,7 +7,7 @@ import torch
 
 import autofuse
 from benchmarks.programs import PROGRAMS, categories, select
-from benchmarks.programs.check import mismatch
+from benchmarks.programs.check import float64_outputs, mismatch
 
 XFAIL: dict[str, str] = {}
 
@@ -25,7 +25,22 @@ def test_program_matches_eager(program):
         expected = module(*inputs)
         compiled = autofuse.compile(module, strict=True, poison=True, use_db=False)
         actual = compiled(*inputs)
-    assert mismatch(program, actual, expected) is None, mismatch(program, actual, expected)
+    why = mismatch(program, actual, expected, lambda: float64_outputs(module, inputs))
+    assert why is None, why
+
+
+def test_a_result_nearer_the_float64_one_than_eager_passes():
+    """Outside the bf16 tolerance of eager's result, but closer than eager to the float64 result:
+    a pass; further from it than eager: a failure that says so."""
+    program = select(names=["act_gelu_erf_bf16"])[0]
+    exact = torch.linspace(-4, 4, 1001, dtype=torch.float64)
+    eager = (exact + 0.2).to(torch.bfloat16)        # far outside atol 0.04: eager's own rounding drift
+    closer = (exact + 0.01).to(torch.bfloat16)
+    further = (exact - 0.5).to(torch.bfloat16)
+    assert mismatch(program, closer, eager) is not None
+    assert mismatch(program, closer, eager, lambda: exact) is None
+    why = mismatch(program, further, eager, lambda: exact)
+    assert why is not None and "float64" in why
 
 
 def test_corpus_covers_the_categories():
