@@ -79,3 +79,25 @@ def test_buffer_written_in_inference(cudagraphs, device):
             assert_close(compiled(x), ref(x))
             assert_close(model.cache, ref.cache)
     assert len(_updates(recorder, "inference")) == 1
+
+
+def test_a_read_of_the_old_value_runs_before_the_update():
+    """The graph returns a value computed from a buffer's old contents through a reduction (a group
+    that becomes ready late) and updates the buffer: the update runs after that read."""
+    class Running(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("state", torch.linspace(-1.0, 2.0, 13))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            old = (self.state * x).sum(-1, keepdim=True).softmax(0) * self.state
+            self.state.mul_(0.5).add_(x.mean(0))
+            return old + 1
+    model = Running().to(rand((1,)).device)
+    ref = copy.deepcopy(model)
+    compiled, _ = _compiled(model)
+    with torch.no_grad():
+        for _ in range(3):
+            x = rand((7, 13))
+            assert_close(compiled(x), ref(x))
+            assert_close(model.state, ref.state)

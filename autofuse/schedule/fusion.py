@@ -406,4 +406,12 @@ def topological_groups(groups: Iterable[FusionGroup], graph: SchedulerGraph) -> 
                 break
         else:
             raise RuntimeError("cycle between fused groups")
-    return out
+    # an in-place update that returns nothing (a graph's input updates) runs after every other
+    # group: nothing depends on it, and a group reading the input's old value must run before it
+    sinks = [g for g in out if _is_sink(g)]
+    return [g for g in out if not _is_sink(g)] + sinks
+
+
+def _is_sink(g: FusionGroup) -> bool:
+    return len(g.nodes) == 1 and g.nodes[0].kind == "extern" and not g.nodes[0].outputs \
+        and g.nodes[0].extern.is_mutating
