@@ -312,8 +312,8 @@ class GraphLowering:
     def _realize_intermediate(self, value: Pointwise, fake_out: Any, reads: Sequence[str] | None = None) -> TensorValue:
         """A value the graph does not return, realized: in eager's layout, except that in a graph
         whose convolutions run channels-last a value computed from a channels-last buffer of its
-        size is stored channels-last too (iterating in that order: its loads and stores are both
-        contiguous), so the activations between convolutions never change layout."""
+        size is stored channels-last too (`realize_channels_last`), so the activations between
+        convolutions never change layout."""
         size = tuple(int(s) for s in value.size)
         if self.conv_layout == "channels_last" and len(size) in (4, 5):
             if reads is None:  # the value's loads, found only where the answer matters
@@ -357,10 +357,12 @@ class GraphLowering:
         return self.realize_in_order(value, perm, stride)
 
     def realize_channels_last(self, value: TensorValue) -> Buffer | ReinterpretView:
-        """The value stored channels-last, computed in the order `Heuristics.channels_last_loops` says."""
+        """The value stored channels-last, computed in the order `Heuristics.channels_last_loops` says:
+        in memory order (N, *spatial, C; loads and stores contiguous in one dim), or in logical order
+        as 2-D tiles, which a consumer iterating N, C, *spatial (an NCHW output) can share."""
         size = tuple(int(s) for s in value.size)
         want = channels_last_strides(size)
-        loops = getattr(self.heuristics, "channels_last_loops", "memory")
+        loops = self.heuristics.channels_last_loops
         logical = loops == "logical" or (loops == "auto" and self.node in self.feeds_returned_activation)
         if logical and isinstance(value, Pointwise):
             return self.realize(value, torch.empty_strided(size, want, device="meta"))
