@@ -326,7 +326,10 @@ class Heuristics:
                 return LaunchConfig(XBLOCK=min(2, next_pow2(max(numel, 1))), RBLOCK=rblock_full, num_warps=2,
                                     persistent=True)
             if rblock_full >= 256:
-                return LaunchConfig(XBLOCK=1, RBLOCK=rblock_full, num_warps=2, persistent=True)
+                # eight rows of 129-256 elements per program on 2 warps: within 1.5% of each kernel's
+                # best over the measured row kernels of that length (docs/defaults.md)
+                return LaunchConfig(XBLOCK=min(8, next_pow2(max(numel, 1))), RBLOCK=rblock_full, num_warps=2,
+                                    persistent=True)
             xblock = max(1, min(next_pow2(max(numel, 1)), 4096 // rblock_full, 64))
             warps = 4 if rblock_full * xblock <= 2048 else 8
             return LaunchConfig(XBLOCK=xblock, RBLOCK=rblock_full, num_warps=warps, persistent=True)
