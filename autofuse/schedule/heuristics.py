@@ -325,11 +325,11 @@ class Heuristics:
                 # (geomeans, docs/defaults.md)
                 return LaunchConfig(XBLOCK=min(2, next_pow2(max(numel, 1))), RBLOCK=rblock_full, num_warps=2,
                                     persistent=True)
-            if rblock_full >= 256:
-                # eight rows of 129-256 elements per program on 2 warps: within 1.5% of each kernel's
-                # best over the measured row kernels of that length (docs/defaults.md)
-                return LaunchConfig(XBLOCK=min(8, next_pow2(max(numel, 1))), RBLOCK=rblock_full, num_warps=2,
-                                    persistent=True)
+            if rblock_full >= 64:
+                # eight rows of 33-256 elements per program, a warp per 128 elements of a row: the
+                # fastest or nearly so over the measured row kernels of those lengths (docs/defaults.md)
+                return LaunchConfig(XBLOCK=min(8, next_pow2(max(numel, 1))), RBLOCK=rblock_full,
+                                    num_warps=max(1, rblock_full // 128), persistent=True)
             xblock = max(1, min(next_pow2(max(numel, 1)), 4096 // rblock_full, 64))
             warps = 4 if rblock_full * xblock <= 2048 else 8
             return LaunchConfig(XBLOCK=xblock, RBLOCK=rblock_full, num_warps=warps, persistent=True)
