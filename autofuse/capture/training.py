@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch._guards import TracingContext
 
 from ..lower.graph import SAVED_FROM
 
@@ -37,7 +38,6 @@ def mark_saved_outputs(gm: torch.fx.GraphModule) -> None:
     activations between convolutions) instead of copying each back to eager's strides, and the
     backward's convolutions then read them channels-last too (Inductor does the same). Nothing is
     marked where AOTAutograd's metadata is missing or the graph carries tensor subclasses."""
-    from torch._guards import TracingContext
     ctx = TracingContext.try_get()
     meta = getattr(ctx, "fw_metadata", None) if ctx is not None else None
     start = getattr(meta, "num_forward", None)

@@ -212,12 +212,7 @@ def can_fuse(a: FusionGroup, b: FusionGroup, graph: SchedulerGraph, check_cycle:
         return "same group"
     if a.is_extern or b.is_extern:
         return "ATen fallback kernels are not fused"
-    if a.device != b.device:
-        return f"different devices {a.device} and {b.device}"
-    why = scan_mix(a, b)
-    if why is not None:
-        return why
-    space = merged_space(a, b)
+    space = shared_space(a, b)
     if isinstance(space, str):
         return space
     a_before_b = bool(a.names & b.ancestors)
@@ -240,6 +235,16 @@ def can_fuse(a: FusionGroup, b: FusionGroup, graph: SchedulerGraph, check_cycle:
     return None
 
 
+def shared_space(a: FusionGroup, b: FusionGroup) -> tuple[int, int, bool] | str:
+    """The iteration space one kernel of a ∪ b would run, or why there is none (devices, scans, sizes)."""
+    if a.device != b.device:
+        return f"different devices {a.device} and {b.device}"
+    why = scan_mix(a, b)
+    if why is not None:
+        return why
+    return merged_space(a, b)
+
+
 def whole_group(nodes: Sequence[SchedulerNode]) -> FusionGroup | str:
     """The nodes as one kernel's group, or why they cannot be one. Legality is judged in the
     group's final iteration space (a reduction's, when it holds one), where each node's loops are
@@ -253,13 +258,7 @@ def whole_group(nodes: Sequence[SchedulerNode]) -> FusionGroup | str:
     if any(n.kind == "extern" for n in nodes):
         return "ATen fallback kernels are not fused"
     for n in nodes[1:]:
-        one = singleton(n)
-        if one.device != group.device:
-            return f"different devices {group.device} and {one.device}"
-        why = scan_mix(group, one)
-        if why is not None:
-            return why
-        space = merged_space(group, one)
+        space = shared_space(group, singleton(n))
         if isinstance(space, str):
             return space
         group = FusionGroup(group.nodes + [n], *space)

@@ -33,7 +33,7 @@ from ..measure.timing import Benchmarker, CudaEventBenchmarker, copy_bandwidth
 from ..options import CompileOptions
 from ..plan.apply import graph_key, plan_from_groups
 from ..plan.plan import FusionPlan
-from .evaluate import PlanEvaluator
+from .evaluate import PlanEvaluator, unshared_mutated_inputs
 from .kernels import KernelTuner
 from .records import device_traits
 from .settings import KernelTuneSettings
@@ -86,7 +86,7 @@ def _autotune(gm: torch.fx.GraphModule, args: list, options: CompileOptions, ben
                         graph_hash(gm, args), settings, interpret=not on_gpu,
                         select=searched_groups(sched.groups, AUTOTUNE_KERNELS),
                         deadline=time.perf_counter() + AUTOTUNE_BUDGET_S)
-    evaluator = PlanEvaluator(gm, args, tuner, opts, time_externs=False)
+    evaluator = PlanEvaluator(gm, unshared_mutated_inputs(gm, args), tuner, opts, time_externs=False)
     on_device = torch.cuda.device(device) if on_gpu else contextlib.nullcontext()  # events on the kernels' device
     with on_device, torch.no_grad(), RngSnapshot.take().replay():   # the user's generators end where they were
         ev = evaluator.evaluate(plan, sched)

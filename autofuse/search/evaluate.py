@@ -64,7 +64,7 @@ class PlanEvaluator:
 
     def __init__(self, gm: torch.fx.GraphModule, args: Sequence[Any], tuner: KernelTuner,
                  options: CompileOptions | None = None, time_externs: bool = True) -> None:
-        self.gm, self.args, self.tuner = gm, unshared_mutated_inputs(gm, list(args)), tuner
+        self.gm, self.args, self.tuner = gm, list(args), tuner  # copies of inputs the graph updates: `unshared_mutated_inputs`
         self.time_externs = time_externs  # False: fallbacks run but add nothing to the estimate
         self.options = (options or CompileOptions()).with_(use_db=False, strict=True, poison=False, recorder=None)
         self.cache: dict[tuple, PlanEval] = {}

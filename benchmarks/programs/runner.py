@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import math
 import platform
@@ -108,12 +109,8 @@ def run_program(p: Program, opts: argparse.Namespace, bw: float | None) -> dict[
             row["tune"] = {"error": _error(e)}
             db = None
     ok: dict[str, Callable[..., Any]] = {}
-    f64: list = []
-
-    def reference() -> Any:  # the float64 outputs, computed once and only where a variant needs them
-        if not f64:
-            f64.append(float64_outputs(module, args))
-        return f64[0]
+    # the float64 outputs, computed once and only where a variant needs them
+    reference = functools.cache(lambda: float64_outputs(module, args))
     for name in opts.variants:
         entry: dict[str, Any] = {}
         row["variants"][name] = entry
