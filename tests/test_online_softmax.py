@@ -184,3 +184,25 @@ def test_config_json():
     plan = online_plan(softmax, [x], True, **LOOPED)
     again = FusionPlan.from_json(plan.to_json())
     assert again == plan and any(k.config.online for k in again.kernels)
+
+
+def test_deep_prologue_is_traced_once_per_producer():
+    """A softmax after a chain where each op reads the one before twice: the pattern check traces
+    each producer once (its cost linear in the chain), finds the pair, and the result matches eager."""
+    import time
+
+    from autofuse.codegen.online import online_pairs
+    from autofuse.compiler import schedule
+
+    def chain_softmax(x):
+        for _ in range(24):
+            x = x * x.sigmoid() + x   # two reads of the value before: 2**24 paths unfolded
+        return torch.softmax(x, -1)
+
+    x = rand((4, 300)) * 0.01
+    sched = schedule(trace_aten(chain_softmax, [x]), [x], CompileOptions(strict=True, use_db=False))
+    t = time.perf_counter()
+    pairs = [online_pairs(g.placements()) for g in sched.groups if g.is_reduction]
+    assert time.perf_counter() - t < 5.0
+    assert any(pairs)
+    run(chain_softmax, [x], form="lanes")

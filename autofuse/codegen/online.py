@@ -37,68 +37,91 @@ from ..schedule.nodes import SchedulerNode
 from .emitter import TV
 from .printer import tl_dtype
 
-Tree = tuple  # a body traced to a comparable expression
+Tree = int  # a body traced to an expression, hash-consed: equal expressions get equal ids
 LOG2E = "1.4426950408889634"
 
 
+class _Terms:
+    """Hash-consing of traced expressions: each distinct (tag, *child ids) gets one id, so an
+    expression that reads a producer many times (a chain where each op reads the one before twice)
+    stays linear in size and two traces compare as two ints instead of two unfolded trees."""
+
+    def __init__(self) -> None:
+        self.ids: dict[tuple, int] = {}
+
+    def __call__(self, *term: Any) -> Tree:
+        return self.ids.setdefault(term, len(self.ids))
+
+
 class _Tracer(OpsHandler):
-    """Traces a node body to a tree: loads in kernel index terms, in-kernel pointwise producers
+    """Traces a node body to a term: loads in kernel index terms, in-kernel pointwise producers
     inlined, the max reduction `max_name` as a leaf, casts between float types dropped (the sum
     may see v at another float precision than the max did: the identity still holds); anything
-    opaque (masked bodies, indirect indices) becomes a unique leaf, which never matches."""
+    opaque (masked bodies, indirect indices) becomes a unique leaf, which never matches. Each
+    producer is traced once per tracer (`done`)."""
 
     _ids = itertools.count()
 
-    def __init__(self, by_buffer: dict[str, tuple[SchedulerNode, Placement]], max_name: str | None) -> None:
+    def __init__(self, by_buffer: dict[str, tuple[SchedulerNode, Placement]], max_name: str | None,
+                 terms: _Terms) -> None:
         self.by_buffer = by_buffer
         self.max_name = max_name
+        self.term = terms
         self.current: tuple[SchedulerNode, Placement] | None = None
+        self.done: dict[str, Tree] = {}
+        self.needs: dict[str, bool] = {}
 
     def trace(self, node: SchedulerNode, pl: Placement) -> Tree:
+        if node.name in self.done:
+            return self.done[node.name]
         saved, self.current = self.current, (node, pl)
         try:
-            return node.run_body(self)
+            out = self.done[node.name] = node.run_body(self)
+            return out
         finally:
             self.current = saved
 
     def load(self, name: str, index: Any) -> Tree:
         if name == self.max_name:
-            return ("max",)
+            return self.term("max")
         if name in self.by_buffer:
             node, pl = self.by_buffer[name]
             if pl.cls == "red":
-                return ("reduction", name)
+                return self.term("reduction", name)
             if self.max_name is not None and self._needs_max(node):
                 # a producer between the max and the sum: the online update would skip it
-                return ("opaque", next(self._ids))
+                return self.term("opaque", next(self._ids))
             return self.trace(node, pl)
-        return ("load", name, self._index(index))
+        return self.term("load", name, self._index(index))
 
     def _needs_max(self, node: SchedulerNode) -> bool:
-        return any(r == self.max_name or (r in self.by_buffer and self.by_buffer[r][1].cls != "red"
-                                          and self._needs_max(self.by_buffer[r][0])) for r in node.read_names)
+        if node.name not in self.needs:
+            self.needs[node.name] = any(
+                r == self.max_name or (r in self.by_buffer and self.by_buffer[r][1].cls != "red"
+                                       and self._needs_max(self.by_buffer[r][0])) for r in node.read_names)
+        return self.needs[node.name]
 
     def _index(self, index: Any) -> str:
         node, pl = self.current
         return str(fold_divmod(sympy.expand(sympy.sympify(index).xreplace(pl.kernel_vars(node)))))
 
     def constant(self, value: Any, dtype: torch.dtype) -> Tree:
-        return ("const", repr(value), str(dtype))
+        return self.term("const", repr(value), str(dtype))
 
     def index_expr(self, expr: Any, dtype: torch.dtype) -> Tree:
-        return ("index", self._index(expr), str(dtype))
+        return self.term("index", self._index(expr), str(dtype))
 
     def to_dtype(self, value: Tree, dtype: torch.dtype) -> Tree:
-        return value if dtype.is_floating_point else ("cast", value, str(dtype))
+        return value if dtype.is_floating_point else self.term("cast", value, str(dtype))
 
     def masked(self, mask: Tree, body: Callable[[], Tree], other: Any) -> Tree:
-        return ("opaque", next(self._ids))
+        return self.term("opaque", next(self._ids))
 
     def indirect(self, value: Tree, size: int) -> sympy.Symbol:
         return sympy.Symbol(f"indirect{next(self._ids)}", integer=True)
 
     def op(self, name: str, *args: Tree) -> Tree:
-        return ("op", name, args)
+        return self.term("op", name, *args)
 
 
 def online_pairs(members: Sequence[tuple[SchedulerNode, Placement]]) -> dict[str, str]:
@@ -107,6 +130,7 @@ def online_pairs(members: Sequence[tuple[SchedulerNode, Placement]]) -> dict[str
     maxes = [(n, p) for n, p in members
              if p.cls == "red" and n.buffer.body.reduction_type == "max" and n.buffer.body.src_dtype.is_floating_point]
     pairs: dict[str, str] = {}
+    term = _Terms()
     for node, pl in members:
         if not maxes or pl.cls != "red":
             continue
@@ -116,8 +140,8 @@ def online_pairs(members: Sequence[tuple[SchedulerNode, Placement]]) -> dict[str
         for a, apl in maxes:
             if a.name not in node.read_names:
                 continue
-            v = _Tracer(by_buffer, None).trace(a, apl)
-            if _Tracer(by_buffer, a.name).trace(node, pl) == ("op", "exp", (("op", "sub", (v, ("max",))),)):
+            v = _Tracer(by_buffer, None, term).trace(a, apl)
+            if _Tracer(by_buffer, a.name, term).trace(node, pl) == term("op", "exp", term("op", "sub", v, term("max"))):
                 pairs[node.name] = a.name
                 break
     return pairs
