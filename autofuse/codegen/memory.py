@@ -102,8 +102,25 @@ class MemoryMixin:
             return hoisted
         policy = self._cache_hint(name, index)
         ep = f", eviction_policy='{policy}'" if policy else ""
+        row = self._row_invariant_index(index)
+        if row is not None:
+            text = f"tl.load({ptr} + ({row}), rmask, other=0{ep})"
+            return self.cse(text + load_cast(dtype), cdt)
         text = f"tl.load({ptr} + ({self.pointer_index(index, pl.cls)}), {self._mask(pl.cls)}, other=0{ep})"
         return self.cse(text + load_cast(dtype), cdt)
+
+    def _row_invariant_index(self, index: sympy.Expr) -> str | None:
+        """The offsets of a load inside the r block that vary along r only (a norm's weight and
+        bias), or None. Such a load is issued as one [1, RBLOCK] row that the arithmetic broadcasts
+        over the block's XBLOCK rows, as Inductor does, instead of XBLOCK loads of the same
+        addresses: a layer norm over rows of 187 bf16 elements, eight rows per program, issued three
+        times the load instructions of its input alone. Its address is valid on every x lane."""
+        node, pl = self.current
+        if (not self.reduction_kernel or self.tile is not None or pl.cls not in ("r", "red") or self.mask_stack
+                or sympy.sympify(index).free_symbols & set(self.indirect_names)):
+            return None
+        text = self.index_str(index, pl.cls)
+        return text if "rindex" in text and "xindex" not in text else None
 
     def _hoisted_load(self, ptr: str, index: sympy.Expr, dtype: torch.dtype, cdt: torch.dtype) -> TV | None:
         """A load inside an r loop whose address does not vary along r (a norm's shift, a softmax's
