@@ -231,3 +231,41 @@ def test_a_program_without_a_wrapper_runs_its_steps(monkeypatch):
         art = compile_graph(gm, [x, w], OPTS)
     assert art.program.wrapper is None and art.program.source == ""
     assert_close(art.program([x, w]), [gm(x, w)])
+
+
+def test_cuda_allocations_inline_behind_one_device_check_per_call(monkeypatch):
+    """A buffer on a CUDA device is allocated by the C++ call written into the wrapper, behind one
+    current-device check per call; on another current device each allocation takes its own path
+    (which names the device). Run on the CPU with both calls stubbed."""
+    import autofuse.runtime.wrapper as wrapper
+    from autofuse.ir.values import Layout
+
+    def fn(x):
+        return (x * 2).sum(-1)
+    x = rand((6, 10))
+    prog = _compile(trace_aten(fn, [x]), [x])
+    allocs = [s for s in prog.steps if isinstance(s, Alloc) and s.reuse is None]
+    assert allocs
+    made = []
+
+    def fake_cuda(size, stride, dtype):
+        made.append(("inline", size))
+        return torch.empty_strided(size, stride, dtype=dtype)
+    current = {"device": 0}
+    monkeypatch.setattr(wrapper, "_empty_strided_cuda", fake_cuda)
+    monkeypatch.setattr(wrapper, "_current_device", lambda: current["device"])
+    for s in allocs:
+        lay = s.layout
+        s.layout = Layout(torch.device("cuda", 0), lay.dtype, lay.size, lay.stride, lay.offset)
+        own = s._new
+        s._new = (lambda own=own, size=tuple(lay.size): made.append(("own", size)) or own())
+    prog._wrapper = None
+    src = prog.source
+    assert src.count("ondev0 = _getdev() == 0") == 1 and src.count("_esc(") == len(allocs)
+    expected = fn(x)
+    assert_close(prog([x])[0], expected)
+    assert [k for k, _ in made] == ["inline"] * len(allocs)
+    made.clear()
+    current["device"] = 1
+    assert_close(prog([x])[0], expected)
+    assert [k for k, _ in made] == ["own"] * len(allocs)

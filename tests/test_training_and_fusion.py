@@ -125,3 +125,25 @@ def test_large_rows_use_looped_reduction():
     torch.testing.assert_close(out, fn(x), rtol=1e-4, atol=1e-4)
     names = [k.name for k in kernels_of(c)]
     assert any(n.startswith("triton_red_") for n in names), names
+
+
+def test_backward_graph_is_found_by_its_inputs_strides():
+    """A backward graph of static sizes finds its program by the inputs' strides alone: the same
+    strides reuse it, other strides (a transposed tangent) compile another and stay correct."""
+    from autofuse.capture.backend import CompiledGraph
+    from autofuse.capture.trace import trace_aten
+    from autofuse.options import CompileOptions
+
+    def fn(g, y):
+        return (g * torch.tanh(y)).sum(0), g * 2
+
+    g, y = rand((7, 5)), rand((7, 5))
+    gm = trace_aten(fn, [g, y])
+    cg = CompiledGraph(gm, CompileOptions(strict=True, use_db=False), "backward")
+    assert cg.by_strides is not None and not cg.static
+    for args in ([g, y], [g.clone(), y.clone()], [g.t().contiguous().t(), y]):
+        out = cg(list(args))
+        for a, e in zip(out, fn(*args)):
+            torch.testing.assert_close(a, e)
+    assert len(cg.programs) == 2 and len(cg.by_strides) == 2
+    assert cg.by_strides[((5, 1), (5, 1))] is cg.programs[next(iter(cg.programs))]

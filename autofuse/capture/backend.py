@@ -33,6 +33,17 @@ def signature(args: Sequence[Any]) -> tuple:
                   for a in args])
 
 
+_stride = torch.Tensor.stride
+
+
+def _strides(args: Sequence[Any]) -> tuple | None:
+    """The inputs' strides, or None where an input is not a tensor (the full `signature` decides)."""
+    try:
+        return tuple(map(_stride, args))
+    except TypeError:
+        return None
+
+
 def _value_key(a: Any) -> Any:
     if isinstance(a, torch.SymInt):
         return int(a)
@@ -56,6 +67,11 @@ class CompiledGraph:
         # a forward graph always sees one signature: the per-call signature check can be skipped
         sizes_static = _static_placeholders(gm)
         self.static = label in ("forward", "inference") and sizes_static
+        # a backward graph of static sizes gets its inputs' sizes, dtypes and devices from the
+        # forward Dynamo guards; only strides could differ (a tangent AOTAutograd coerces to the
+        # traced memory format, whose size-1 dims may keep other strides): the program is found by
+        # the inputs' strides alone, one C-level stride() per input instead of `signature`'s four
+        self.by_strides: dict[tuple, Any] | None = {} if label == "backward" and sizes_static else None
         # a graph with symbolic sizes is specialized anew for every size it meets (a growing sequence):
         # each specialization keeps the rules' configs instead of measuring candidates again
         self.compile_options = options if sizes_static else options.with_(autotune=False)
@@ -116,6 +132,13 @@ class CompiledGraph:
             args = [*args, *self._placed]
         if self.static and len(self.programs) == 1:
             prog = next(iter(self.programs.values()))
+        elif self.by_strides is not None:
+            key = _strides(args)
+            prog = self.by_strides.get(key) if key is not None else None
+            if prog is None:
+                prog = self.specialize(args)
+                if key is not None:
+                    self.by_strides[key] = prog
         else:
             prog = self.specialize(args)
         # inference graphs only: a training graph's outputs are saved activations and gradients that

@@ -27,6 +27,12 @@ except ImportError:  # pragma: no cover - older torch
     def _reinterpret_tensor(t: torch.Tensor, size: Sequence[int], stride: Sequence[int], offset: int) -> torch.Tensor:
         return t.as_strided(size, stride, t.storage_offset() + offset)
 
+try:  # a CUDA allocation on the current device, in C++ (what Inductor's wrappers call)
+    from torch._C._dynamo.guards import _empty_strided_cuda
+except ImportError:  # pragma: no cover - older torch
+    _empty_strided_cuda = None
+_current_device = getattr(torch._C, "_cuda_getDevice", None)  # None in a build without CUDA
+
 
 @dataclass(frozen=True)
 class Wrapper:
@@ -50,6 +56,7 @@ class _Writer:
                                    "_interpret": program.interpret}
         self.lines: list[str] = []
         self.known: dict[int, Layout] = dict(program.layouts)  # the layout each slot's tensor has
+        self.alloc_devices: set[int] = set()  # CUDA devices the wrapper allocates on (`_alloc`)
 
     def const(self, v: Any) -> str:
         if v is None or isinstance(v, (bool, int, str)) or (isinstance(v, float) and math.isfinite(v)):
@@ -136,6 +143,7 @@ def generate(program: Any) -> Wrapper:
         for d in devices:
             getter = w.name("stream", next(s for s in fast if s._launch.device_index == d)._launch.stream_getter())
             body.append(f"st{d} = {getter}({d})")
+    device_checks_at = len(body)
     allocated = {s.slot for s in steps if isinstance(s, Alloc)}
     for k, s in enumerate(program.input_slots):
         if s is not None:
@@ -154,6 +162,9 @@ def generate(program: Any) -> Wrapper:
         if i in dies:
             body.append(f"del {', '.join(f'b{s}' for s in sorted(dies[i]))}")
     body.append(f"return [{', '.join(w.expr(_out(o)) for o in outputs)}]")
+    if w.alloc_devices:  # is the current device the allocations' device? asked once per call
+        w.ns["_getdev"] = _current_device
+        body[device_checks_at:device_checks_at] = [f"ondev{d} = _getdev() == {d}" for d in sorted(w.alloc_devices)]
     source = "def wrapper(args):\n" + "".join(f"    {line}\n" for line in body)
     code = compile(source, "<autofuse wrapper>", "exec")
     ns = dict(w.ns)
@@ -173,6 +184,13 @@ def _alloc(w: _Writer, step: Any) -> None:
         w.lines.append(f"b{step.slot} = b{step.reuse}")
     elif step.reuse is not None:
         w.lines.append(f"b{step.slot} = _rt(b{step.reuse}, {tuple(lay.size)!r}, {tuple(lay.stride)!r}, 0)")
+    elif _empty_strided_cuda is not None and _current_device is not None and torch.device(lay.device).type == "cuda":
+        # the C++ allocation inline where the current device is the buffer's (`ondev`, once per call)
+        d = torch.device(lay.device).index or 0
+        w.alloc_devices.add(d)
+        w.ns["_esc"] = _empty_strided_cuda
+        w.lines.append(f"b{step.slot} = _esc({tuple(lay.size)!r}, {tuple(lay.stride)!r}, {w.const(lay.dtype)}) "
+                       f"if ondev{d} else {w.name('new', step._new)}()")
     else:
         w.lines.append(f"b{step.slot} = {w.name('new', step._new)}()")
     if step.poison:
