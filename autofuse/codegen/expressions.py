@@ -57,6 +57,9 @@ def template(name: str, dtype: torch.dtype) -> str:
     }.get(name)
     if t is None:
         raise NotImplementedError(f"no Triton template for op {name}")
+    if name == "bitwise_not" and dtype == torch.uint8:
+        # all ones of the dtype (`~` is `x ^ -1`, which Triton 3.7's interpreter cannot cast to uint8)
+        t = "{0} ^ tl.full([1], 255, tl.uint8)"
     return t
 
 
