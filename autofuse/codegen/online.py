@@ -205,7 +205,10 @@ class OnlineMixin:
         m, _, dt = accs[node.name]
         d = self.cse(f"{v} - {m}", dt)
         up = self.cse(f"{d} > 0", torch.bool)
-        e = self.cse(f"tl.exp(tl.maximum(-tl.abs({d}), float(\"-inf\")))", dt)
+        if self.interpret:  # Triton 3.7's interpreter propagates NaN through tl.maximum
+            e = self.cse(f"tl.exp(tl.where({d} != {d}, float(\"-inf\"), -tl.abs({d})))", dt)
+        else:
+            e = self.cse(f"tl.exp(tl.maximum(-tl.abs({d}), float(\"-inf\")))", dt)
         for b, a in self.online.items():
             if a == node.name:
                 bacc = accs[b][0]
