@@ -1,9 +1,10 @@
 """Reductions laid out for the memory they read: variance in one pass (sibling sums of x minus the
 row's first element), r-invariant loads issued once before an r loop, online softmax over strided
-rows without chunks, outer reductions persistent up to 64 r elements, one NaN-propagating reduce
+rows without chunks, x-invariant loads (a norm's weight) issued as one row per block, outer reductions persistent up to 64 r elements, one NaN-propagating reduce
 for a float max/min on the GPU and argmax/argmin in two reduces. Every output is compared with
 eager (random values, non-power-of-two sizes, transposed inputs, f32 and bf16, NaN and inf) with
 the defaults and with looped/persistent configs forced through a plan."""
+import re
 from dataclasses import replace
 
 import pytest
@@ -375,3 +376,19 @@ def test_a_realized_prologue_joins_its_looped_layer_norm(dtype):
     # and looped, in 256-element steps: the prologue is computed in the statistics' pass and again in the output's
     sources = compiled_sources(fn, args, tol=tol, XBLOCK=2, RBLOCK=256, persistent=False)
     assert len(sources) == 1
+
+
+def test_norm_weight_and_bias_load_one_row_per_block():
+    """A layer norm's weight and bias vary along r only: each is one [1, RBLOCK] load under rmask,
+    broadcast over the block's rows, and the result matches eager with several rows per program."""
+    x, w, b = rand((37, 187)), rand((187,)), rand((187,))
+
+    def fn(x, w, b):
+        return F.layer_norm(x, (187,), w, b)
+    srcs = gpu_sources(fn, [x, w, b])
+    (cfg, src), = [(c, s) for c, s in srcs if "var_mean" in s or "rsqrt" in s]
+    assert cfg.persistent and cfg.XBLOCK > 1
+    row_loads = re.findall(r"tl\.load\(in_ptr\d \+ \(rindex\), rmask", src)
+    assert len(row_loads) == 2, src
+    compiled = compile_traced(fn, [x, w, b], CompileOptions(strict=True, use_db=False, poison=True))
+    assert_close(compiled(x, w, b)[0], fn(x, w, b))
