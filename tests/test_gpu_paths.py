@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import time
 
 import pytest
 
@@ -69,10 +68,8 @@ def gpu_compile_path(fn, args) -> int:
 @pytest.mark.parametrize("program", PROGRAMS, ids=[p.name for p in PROGRAMS])
 def test_corpus_program(program):
     module, inputs = program.make("cpu", shrink=True)
-    t = time.perf_counter()
     with deadline(BOUND_S):
         gpu_compile_path(module, inputs)
-    assert time.perf_counter() - t < BOUND_S
 
 
 @pytest.mark.parametrize("seed", range(0, 400, 4))

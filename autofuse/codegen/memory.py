@@ -73,7 +73,10 @@ class MemoryMixin:
         """Offsets of a load/store with the full block shape of `shape_cls`: an index that does not
         vary along x (a size-1 or broadcast dim) or along r would otherwise give a pointer smaller
         than its mask/value, which tl.load/tl.store do not broadcast."""
-        text = self.index_str(index, shape_cls)
+        return self._full_shape(self.index_str(index, shape_cls), shape_cls)
+
+    def _full_shape(self, text: str, shape_cls: str) -> str:
+        """`pointer_index` of offsets already printed (`index_str`)."""
         if text.startswith("tl.full("):
             return text
         if self.tile is not None:  # a tile's offsets vary along both y and x
@@ -102,25 +105,23 @@ class MemoryMixin:
             return hoisted
         policy = self._cache_hint(name, index)
         ep = f", eviction_policy='{policy}'" if policy else ""
-        row = self._row_invariant_index(index)
-        if row is not None:
-            text = f"tl.load({ptr} + ({row}), rmask, other=0{ep})"
+        offsets = self.index_str(index, pl.cls)
+        if self._varies_along_r_only(offsets, index):
+            text = f"tl.load({ptr} + ({offsets}), rmask, other=0{ep})"
             return self.cse(text + load_cast(dtype), cdt)
-        text = f"tl.load({ptr} + ({self.pointer_index(index, pl.cls)}), {self._mask(pl.cls)}, other=0{ep})"
+        text = f"tl.load({ptr} + ({self._full_shape(offsets, pl.cls)}), {self._mask(pl.cls)}, other=0{ep})"
         return self.cse(text + load_cast(dtype), cdt)
 
-    def _row_invariant_index(self, index: sympy.Expr) -> str | None:
-        """The offsets of a load inside the r block that vary along r only (a norm's weight and
-        bias), or None. Such a load is issued as one [1, RBLOCK] row that the arithmetic broadcasts
-        over the block's XBLOCK rows, as Inductor does, instead of XBLOCK loads of the same
-        addresses: a layer norm over rows of 187 bf16 elements, eight rows per program, issued three
-        times the load instructions of its input alone. Its address is valid on every x lane."""
-        node, pl = self.current
-        if (not self.reduction_kernel or self.tile is not None or pl.cls not in ("r", "red") or self.mask_stack
-                or sympy.sympify(index).free_symbols & set(self.indirect_names)):
-            return None
-        text = self.index_str(index, pl.cls)
-        return text if "rindex" in text and "xindex" not in text else None
+    def _varies_along_r_only(self, offsets: str, index: sympy.Expr) -> bool:
+        """Do a load's offsets (`index_str`) inside the r block vary along r only (a norm's weight
+        and bias)? Such a load is issued as one [1, RBLOCK] row that the arithmetic broadcasts over
+        the block's XBLOCK rows, as Inductor does, instead of XBLOCK loads of the same addresses: a
+        layer norm over rows of 187 bf16 elements, eight rows per program, issued three times the
+        load instructions of its input alone. Its address is valid on every x lane."""
+        _, pl = self.current
+        return (self.reduction_kernel and self.tile is None and pl.cls in ("r", "red") and not self.mask_stack
+                and "rindex" in offsets and "xindex" not in offsets
+                and not sympy.sympify(index).free_symbols & set(self.indirect_names))
 
     def _hoisted_load(self, ptr: str, index: sympy.Expr, dtype: torch.dtype, cdt: torch.dtype) -> TV | None:
         """A load inside an r loop whose address does not vary along r (a norm's shift, a softmax's

@@ -205,10 +205,7 @@ class OnlineMixin:
         m, _, dt = accs[node.name]
         d = self.cse(f"{v} - {m}", dt)
         up = self.cse(f"{d} > 0", torch.bool)
-        if self.interpret:  # Triton 3.7's interpreter propagates NaN through tl.maximum
-            e = self.cse(f"tl.exp(tl.where({d} != {d}, float(\"-inf\"), -tl.abs({d})))", dt)
-        else:
-            e = self.cse(f"tl.exp(tl.maximum(-tl.abs({d}), float(\"-inf\")))", dt)
+        e = self.cse(f"_exp_neg_abs({d})", dt)
         for b, a in self.online.items():
             if a == node.name:
                 bacc = accs[b][0]

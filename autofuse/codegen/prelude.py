@@ -122,6 +122,12 @@ def _log2e_mul(x):
 
 
 @triton.jit
+def _exp_neg_abs(d):
+    # exp(-|d|), 0 for a NaN d: the non-propagating max turns NaN into -inf (online.py's lane update)
+    return tl.exp(tl.maximum(-tl.abs(d), float("-inf")))
+
+
+@triton.jit
 def _exp2_ftz(x):
     # ex2 without the denormal fix-up around it (online.py: results below 2^-126 add nothing to a sum >= 1)
     return tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True, pack=1)
@@ -223,6 +229,12 @@ def _tanh(x):
 def _tanh_approx(x):
     # no inline PTX in the interpreter: the accurate tanh stands in
     return _tanh(x)
+
+
+@triton.jit
+def _exp_neg_abs(d):
+    # Triton 3.7's interpreter propagates NaN through tl.maximum: the NaN is dropped by a select
+    return tl.exp(tl.where(d != d, float("-inf"), -tl.abs(d)))
 
 
 @triton.jit

@@ -19,7 +19,7 @@ import torch
 
 from ..ir.values import Layout
 from .launcher import hooks_set
-from .steps import Alloc, ConstOutput, ExternCall, Free, KernelLaunch, SlotOutput, StridedArg, poison
+from .steps import Alloc, ConstOutput, ExternCall, Free, KernelLaunch, SlotOutput, StridedArg, _empty_strided_cuda, poison
 
 try:  # torch's C++ view constructor without dispatch overhead (what Inductor's wrappers call)
     from torch._C._dynamo.guards import _reinterpret_tensor
@@ -27,10 +27,6 @@ except ImportError:  # pragma: no cover - older torch
     def _reinterpret_tensor(t: torch.Tensor, size: Sequence[int], stride: Sequence[int], offset: int) -> torch.Tensor:
         return t.as_strided(size, stride, t.storage_offset() + offset)
 
-try:  # a CUDA allocation on the current device, in C++ (what Inductor's wrappers call)
-    from torch._C._dynamo.guards import _empty_strided_cuda
-except ImportError:  # pragma: no cover - older torch
-    _empty_strided_cuda = None
 _current_device = getattr(torch._C, "_cuda_getDevice", None)  # None in a build without CUDA
 
 
