@@ -21,7 +21,7 @@ from .runtime.program import Alloc, ConstOutput, ExternCall, Free, KernelLaunch,
 from .plan.apply import apply_plan, graph_key, plan_from_groups
 from .plan.plan import FusionPlan, PlanError
 from .schedule.fusion import (FusionGroup, FusionLog, fuse_nodes, is_outer_reduction, singleton, topological_groups,
-                              writes_along_r)
+                              reads_strided, writes_along_r)
 from .schedule.heuristics import Heuristics
 from .schedule.loops import r_passes
 from .schedule.nodes import itemsize
@@ -145,7 +145,7 @@ def default_config(g: FusionGroup, heur: Heuristics, interpret: bool) -> LaunchC
                               online=legal["online"], hints=legal["cache_hints"], device=device_facts(g.device),
                               tile=choose_tiling(members) if legal["YBLOCK"] else None,
                               passes=r_passes(members) if g.is_reduction else 1,
-                              writes_rows=outer and writes_along_r(g))
+                              writes_rows=outer and writes_along_r(g), strided=reads_strided(g))
 
 
 class ProgramBuilder:

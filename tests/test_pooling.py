@@ -115,3 +115,20 @@ def test_training_uses_atens_kernel_for_the_indices(device):
     fn(x).backward(g)
     assert_close(got, x.grad)
     assert any("max_pool2d_with_indices" in k.aten_ops for k in _kernels(rec) if k.kind == "fallback")
+
+
+def test_strided_windows_take_more_lanes_on_the_gpu():
+    """On the GPU, a pool whose windows step by 2 (reads strided along the innermost dim) runs 2
+    elements a lane (Inductor's other pointwise config); a stride-1 pool and a plain pointwise kernel
+    keep 8 a lane (docs/defaults.md)."""
+    from autofuse import CompileOptions
+    from autofuse.capture.trace import trace_aten
+    from autofuse.compiler import default_config, schedule
+    x = rand((2, 3, 17, 22), device="cpu")
+    cases = ((lambda t: F.max_pool2d(t, 3, 2, 1), (512, 8)), (lambda t: F.avg_pool2d(t, 2), (512, 8)),
+             (lambda t: F.avg_pool2d(t, 3, 1, 1), (1024, 4)), (lambda t: torch.relu(t) * 2, (1024, 4)))
+    for fn, expected in cases:
+        sched = schedule(trace_aten(fn, [x]), [x], CompileOptions(strict=True, use_db=False))
+        (g,) = [g for g in sched.groups if not g.is_extern]
+        cfg = default_config(g, Heuristics(), interpret=False)
+        assert (cfg.XBLOCK, cfg.num_warps) == (min(expected[0], 1 << (g.numel - 1).bit_length()), expected[1])

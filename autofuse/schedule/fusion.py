@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Sequence
 
+import sympy
+
 from ..codegen.config import next_pow2
 from ..logs import logger
 from .loops import Placement, placement, same_point
@@ -122,6 +124,28 @@ def writes_along_r(g: FusionGroup) -> bool:
         rv = pl.r_vars(n)
         if rv and n.write.index.coeff(rv[-1]) == 1:
             return True
+    return False
+
+
+# a read whose innermost stride lies in this range walks a pooling window's stride, not a transpose
+STRIDED_READ_MAX = 8
+
+
+def reads_strided(g: FusionGroup) -> bool:
+    """Does a pointwise group read a buffer from outside with a small stride (2 to STRIDED_READ_MAX
+    elements) along its innermost loop dim? Pooling with stride 2 reads so: neighbouring lanes' loads
+    cannot form vectors, and each of a lane's several elements issues its own loads."""
+    if g.is_reduction:
+        return False
+    inside = {n.name for n in g.nodes}
+    for n in g.nodes:
+        inner = n.vars[-1] if n.vars else None
+        for d in n.reads:
+            if inner is None or d.name in inside or d.is_indirect:
+                continue
+            stride = sympy.sympify(d.index).coeff(inner)
+            if stride.is_Integer and 2 <= abs(int(stride)) <= STRIDED_READ_MAX:
+                return True
     return False
 
 

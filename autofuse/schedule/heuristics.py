@@ -219,7 +219,7 @@ class Heuristics:
     def launch_config(self, kind: str, numel: int, rnumel: int, interpret: bool, outer: bool = False,
                       splittable: bool = False, online: bool = False, hints: bool = False,
                       device: DeviceFacts = REFERENCE, tile: Tiling | None = None, passes: int = 1,
-                      writes_rows: bool = False) -> LaunchConfig:
+                      writes_rows: bool = False, strided: bool = False) -> LaunchConfig:
         """`outer`: the reduction walks memory with a stride (e.g. a column sum), so lanes must run
         along x, where memory is contiguous, and the r loop takes short steps. `splittable`: the
         kernel may split its r range (codegen/split.py); on the GPU a long reduction with too few
@@ -236,11 +236,12 @@ class Heuristics:
         `passes`: how many times a looped kernel walks its r range (`schedule.loops.r_passes`); a
         kernel that reads its rows again after a reduction (a norm, a softmax) wants more loads in
         flight per pass. `writes_rows`: an outer reduction's epilogue stores contiguously along r
-        (`schedule.fusion.writes_along_r`)."""
+        (`schedule.fusion.writes_along_r`). `strided`: a pointwise kernel reads with a small stride
+        along its innermost dim (`schedule.fusion.reads_strided`: a pooling window)."""
         if kind == "scan":  # a reduction's config; scans take no split, online or cache hints
             return replace(self, persistent_rnumel_max=self.scan_persistent_max)._launch_config(
                 "scan", numel, rnumel, interpret, outer)
-        cfg = self._launch_config(kind, numel, rnumel, interpret, outer, passes, writes_rows)
+        cfg = self._launch_config(kind, numel, rnumel, interpret, outer, passes, writes_rows, strided)
         legal = {"split": splittable, "online": online, "cache_hints": hints, "YBLOCK": tile is not None}
         return apply_defaults(self, cfg, kind, numel, rnumel, interpret, outer, device, legal, tile)
 
@@ -268,10 +269,16 @@ class Heuristics:
         return split
 
     def _launch_config(self, kind: str, numel: int, rnumel: int, interpret: bool, outer: bool,
-                       passes: int = 1, writes_rows: bool = False) -> LaunchConfig:
+                       passes: int = 1, writes_rows: bool = False, strided: bool = False) -> LaunchConfig:
         if kind == "pointwise":
             if interpret:
                 return LaunchConfig(XBLOCK=min(next_pow2(max(numel, 1)), self.interpreter_block_elems))
+            if strided:
+                # Inductor's other pointwise config, 2 elements a lane: a strided read's lanes then
+                # touch 4x fewer sectors per load (max pooling 3x3 / stride 2 over f32: 1.92 -> 1.03x
+                # torch.compile's time; the same config made contiguous kernels 8-90% slower, bf16
+                # the most; docs/defaults.md)
+                return LaunchConfig(XBLOCK=min(512, next_pow2(max(numel, 1))), num_warps=8)
             # Inductor's pointwise block: 1024 elements on 4 warps, 8 per thread, so a 16-bit
             # dtype's loads are 16 bytes wide (8 warps gave bf16 8-byte loads: SiLU, GELU and
             # affine programs in bf16 ran at 1.10-1.19x torch.compile's time on the H200)
