@@ -749,6 +749,10 @@ FACTORIES = {
     "arange_dtype": lambda x: (torch.arange(13, dtype=F16, device=x.device) * x.half(),
                                torch.arange(-5, 8, dtype=I32, device=x.device)),
     "arange_direct": lambda x: torch.arange(37, device=x.device),
+    # integral float aranges: counted in int32 up to 2^24, in float64 past it
+    "arange_float_integral": lambda x: (torch.arange(13, dtype=torch.float32, device=x.device) * 0.5 + x,
+                                        torch.arange(-7, 20, 3, dtype=torch.bfloat16, device=x.device),
+                                        torch.arange(2**24 - 3, 2**24 + 4, dtype=torch.float32, device=x.device)),
     "empty_size": lambda x: (torch.zeros(0, 5, device=x.device), torch.arange(0, device=x.device)),
 }
 

@@ -71,7 +71,15 @@ def _arange(g, *args, **kw):
         raise Unsupported("arange signature")
     out = g.out
     cd = upcast(out.dtype)
-    if cd.is_floating_point:
+    n = int(out.shape[0]) if out.shape else 0
+    exact = 1 << (24 if cd == torch.float32 else 53)
+    integral = all(float(v).is_integer() for v in (start, step))
+    if cd.is_floating_point and integral and max(abs(start), abs(start + step * max(n - 1, 0))) <= exact:
+        # integer values the float type holds exactly: counted in int32 and converted once (the
+        # float64 arithmetic below is slow on GPUs, and a resize's positions come from these)
+        def fn(ops, idx):
+            return ops.to_dtype(ops.index_expr(int(start) + int(step) * idx[0], torch.int32), cd)
+    elif cd.is_floating_point:
         def fn(ops, idx):
             i = ops.to_dtype(ops.index_expr(idx[0], torch.int64), torch.float64)
             v = ops.add(ops.constant(float(start), torch.float64), ops.mul(i, ops.constant(float(step), torch.float64)))

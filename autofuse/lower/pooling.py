@@ -21,6 +21,7 @@ from .common import origins_of, upcast
 from .registry import Unsupported, register
 
 aten = torch.ops.aten
+POS = torch.int32  # a window position: bounded by the input's height or width
 
 
 def _pair(v: Any, default: Sequence[int] | None = None) -> tuple[int, int]:
@@ -74,11 +75,11 @@ class _Window:
                 for a in (0, 1):
                     lo, hi = self.crosses[a]
                     if lo or hi:
-                        iv = ops.index_expr(at[a], torch.int64)
+                        iv = ops.index_expr(at[a], POS)
                         if lo:
-                            conds.append(ops.ge(iv, ops.constant(0, torch.int64)))
+                            conds.append(ops.ge(iv, ops.constant(0, POS)))
                         if hi:
-                            conds.append(ops.lt(iv, ops.constant(self.in_size[a], torch.int64)))
+                            conds.append(ops.lt(iv, ops.constant(self.in_size[a], POS)))
 
                 def value(at=at):
                     v = self.load(ops, [*lead, *at])
@@ -124,14 +125,13 @@ def _avg_pool2d(g, x, kernel_size, stride=(), padding=0, ceil_mode=False, count_
     size = tuple(int(s) for s in out.shape)
     out_dtype = out.dtype
     win = _Window.of(x, size[-2:], out_dtype, kernel_size, stride, padding)
-    i64 = torch.int64
 
     def clipped(ops, start, k, lo_bound, hi_bound):
-        """The window [start, start + k) clipped to [lo_bound, hi_bound): its length, as an int64 value."""
-        lo = ops.index_expr(start, i64)
-        hi = ops.minimum(ops.index_expr(start + k, i64), ops.constant(hi_bound, i64))
+        """The window [start, start + k) clipped to [lo_bound, hi_bound): its length, as an int32 value."""
+        lo = ops.index_expr(start, POS)
+        hi = ops.minimum(ops.index_expr(start + k, POS), ops.constant(hi_bound, POS))
         if lo_bound is not None:
-            lo = ops.maximum(lo, ops.constant(lo_bound, i64))
+            lo = ops.maximum(lo, ops.constant(lo_bound, POS))
         return ops.sub(hi, lo)
 
     def fn(ops, idx):
@@ -140,6 +140,8 @@ def _avg_pool2d(g, x, kernel_size, stride=(), padding=0, ceil_mode=False, count_
             total = v if total is None else ops.add(total, v)
         if divisor_override:
             div = ops.constant(float(divisor_override), win.cd)
+        elif not any(lo or hi for lo, hi in win.crosses):   # every window is whole: a constant count
+            div = ops.constant(float(win.kernel[0] * win.kernel[1]), win.cd)
         else:
             (kh, kw), (ph, pw), (in_h, in_w) = win.kernel, win.padding, win.in_size
             hs, ws = win.starts(idx[-2], idx[-1])
