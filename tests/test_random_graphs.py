@@ -56,7 +56,7 @@ class SmallBlocks(Heuristics):
     split: int = 1
 
     def launch_config(self, kind, numel, rnumel, interpret, outer=False, splittable=False, online=False, hints=False,
-                      device=None, tile=None, passes=1, writes_rows=False):
+                      device=None, tile=None, passes=1, writes_rows=False, strided=False):
         if kind == "pointwise":
             return LaunchConfig(XBLOCK=8, YBLOCK=4) if tile is not None else LaunchConfig(XBLOCK=16)
         if self.looped and splittable and self.split > 1:
