@@ -7,7 +7,9 @@ other warps than a plain sum of the same row). Inductor's default mode measures 
 configs of every reduction kernel at its first call; autofuse does the same with the tuner's own
 machinery: the cost model ranks the kernel's legal configs, the default and the best-ranked few
 (then a few one-knob neighbours of the fastest) are measured in place, each checked against the
-default config's outputs. Pointwise kernels keep their default config, as in Inductor.
+default config's outputs. Pointwise kernels keep the size rule's config: Inductor's default mode
+times two configs of each 1-D pointwise kernel, and the rule takes its second one where that one
+wins, for reads strided along the innermost dim (docs/defaults.md, "Pointwise blocks").
 Measurements go to the tuning DB, so the next compile of the same kernel measures nothing. The
 grouping is not searched (that is `autofuse tune`). It runs only where kernels can be timed (the
 GPU), and any failure leaves the default plan: it can make a compile slower, never wrong. What it
