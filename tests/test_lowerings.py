@@ -156,12 +156,6 @@ def assert_lowered(ks, ops=(), allow_fallback=False, expect_kernel=True):
     return ks
 
 
-def xfail_on_interpreter(request, device, reason):
-    """Strict xfail for a failure of Triton's CPU interpreter math only (a --device cuda run must pass)."""
-    if device == "cpu":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
-
-
 def eager_raises(fn, *args) -> bool:
     try:
         fn(*args)
@@ -486,10 +480,7 @@ def test_pow_int_tensor_tensor(device):
 
 
 @pytest.mark.parametrize("case", ["zero_exps", "one_base_nan_exp", "zero_base"])
-def test_pow_special_values(request, device, case):
-    if case == "one_base_nan_exp":
-        xfail_on_interpreter(request, device, "codegen/prelude.py INTERPRETER_MATH _pow: 1 ** nan is NaN "
-                             "(exp2(nan * log2(1)) and b == 0 is the only special case); eager pow(1, nan) is 1")
+def test_pow_special_values(device, case):
     if case == "zero_exps":
         a = specials(F32, device)
         check(lambda t: (torch.pow(t, 0.0), torch.pow(t, 2), torch.pow(t, 3), torch.pow(t, -1)), a)

@@ -264,7 +264,7 @@ def _pow(a, b):
     b_odd = b_int & (tl.floor(b * 0.5) * 2.0 != b)
     neg = tl.where(b_int, tl.where(b_odd, -mag, mag), float("nan"))
     r = tl.where(a < 0, neg, mag)
-    return tl.where(b == 0, 1.0, r)
+    return tl.where((b == 0) | (a == 1.0), 1.0, r)   # pow(x, 0) and pow(1, y) are 1, NaN included
 
 
 @triton.jit
