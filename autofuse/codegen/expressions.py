@@ -8,16 +8,19 @@ semantics do (floor division, remainder, NaN-propagating max/min): the templates
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 import sympy
 import torch
 
+from ..ir.index import bounds
 from ..ir.ops import MATH_OPS
 from ..schedule.loops import Placement
 from ..schedule.nodes import SchedulerNode
 from .emitter import TV
 from .printer import tl_dtype
+from .ranges import cast_range, op_range
 from .scan import scan_value
 
 REDUCTION_DEFAULTS = {"sum": 0, "prod": 1, "any": 0, "all": 1}
@@ -104,19 +107,32 @@ class ExpressionMixin:
     def constant(self, value: Any, dtype: torch.dtype) -> TV:
         # rank of the kernel's blocks: tl.broadcast_to and tl.store do not add leading dims
         shape = "[1, 1]" if self.reduction_kernel or self.tile is not None else "[1]"
-        return self.cse(f"tl.full({shape}, {literal(value, dtype)}, {tl_dtype(dtype)})", dtype)
+        tv = self.cse(f"tl.full({shape}, {literal(value, dtype)}, {tl_dtype(dtype)})", dtype)
+        if dtype != torch.bool and math.isfinite(float(value)):
+            self.value_ranges[tv.name] = (float(value), float(value))
+        return tv
 
     def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> TV:
         if not expr.free_symbols:
             return self.constant(int(expr), dtype)
-        return self.cse(convert(f"({self.index_str(expr)})", dtype), dtype)
+        tv = self.cse(convert(f"({self.index_str(expr)})", dtype), dtype)
+        node, _ = self.current   # index_str needs it too: an index is in its node's loop variables
+        b = bounds(sympy.sympify(expr), dict(zip(node.vars, node.sizes)) | dict(zip(node.rvars, node.rsizes)))
+        r = cast_range(None if b is None else (float(b[0]), float(b[1])), torch.int64, dtype)
+        if r is not None:
+            self.value_ranges[tv.name] = r
+        return tv
 
     def to_dtype(self, value: TV, dtype: torch.dtype) -> TV:
         if value.dtype == dtype:
             return value
         if dtype == torch.bool:
             return self.cse(f"({value} != 0)", dtype)
-        return self.cse(convert(value.name, dtype), dtype)
+        tv = self.cse(convert(value.name, dtype), dtype)
+        r = cast_range(self.value_ranges.get(value.name), value.dtype, dtype)
+        if r is not None:
+            self.value_ranges[tv.name] = r
+        return tv
 
     def masked(self, mask: TV, body: Callable[[], TV], other: Any) -> TV:
         self.mask_stack.append(mask.name)
@@ -128,9 +144,15 @@ class ExpressionMixin:
         return self.cse(f"tl.where({mask}, {result}, {o})", result.dtype)
 
     def indirect(self, value: TV, size: int) -> sympy.Symbol:
-        wrapped = self.cse(f"tl.where({value} < 0, {value} + {size}, {value})", value.dtype)
-        sym = sympy.Symbol(wrapped.name, integer=True)
-        self.indirect_names[sym] = wrapped.name
+        r = self.value_ranges.get(value.name)
+        if r is not None and 0 <= r[0] and r[1] < size:
+            # within [0, size): no wrap, and int32 where the kernel's offsets are (ranges.py)
+            narrow = value.dtype == torch.int64 and not self.use_int64
+            index = self.cse(f"{value}.to(tl.int32)", torch.int32) if narrow else value
+        else:
+            index = self.cse(f"tl.where({value} < 0, {value} + {size}, {value})", value.dtype)
+        sym = sympy.Symbol(index.name, integer=True)
+        self.indirect_names[sym] = index.name
         return sym
 
     def op(self, name: str, *args: TV) -> TV:
@@ -140,7 +162,11 @@ class ExpressionMixin:
         if name == "tanh" and self.config.fast_tanh and src == torch.float32:
             return self.cse(f"_tanh_approx({args[0]})", dtype)  # legality: fast_math.py
         text = template(name, src).format(*[a.name for a in args], T=tl_dtype(dtype))
-        return self.cse(text, dtype)
+        tv = self.cse(text, dtype)
+        r = op_range(name, [self.value_ranges.get(a.name) for a in args], dtype)
+        if r is not None:
+            self.value_ranges[tv.name] = r
+        return tv
 
     def value_of(self, name: str) -> TV:
         hit = self.scope.node_value(name)

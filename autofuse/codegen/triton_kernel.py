@@ -28,6 +28,7 @@ from .expressions import REDUCTION_DEFAULTS, ExpressionMixin
 from .looped import LoopedMixin
 from .memory import MemoryMixin
 from .online import OnlineMixin, online_pairs
+from .ranges import Range
 from .options import KernelView, why_not_options
 from .reduction import ReductionMixin
 from .split import SplitMixin, split_chunk
@@ -62,6 +63,7 @@ class KernelWriter(ExpressionMixin, MemoryMixin, ReductionMixin, LoopedMixin, On
         self.mask_stack: list[str] = []
         self.current: tuple[SchedulerNode, Placement] | None = None
         self.indirect_names: dict[sympy.Symbol, str] = {}
+        self.value_ranges: dict[str, Range] = {}   # a value's known (lo, hi), by name (ranges.py)
         self.direct_reads: set[str] = set()              # buffers loaded at an index of x/r alone
         self.gathers: dict[str, dict[str, int]] = {}     # buffer -> {indirect index: elements it loads}
         self.persistent = config.persistent or not reduction_kernel

@@ -1,0 +1,71 @@
+"""Value ranges of index arithmetic (codegen/ranges.py): an indirect index known to lie in
+[0, size) loses its negative wrap and becomes int32 in an int32 kernel; one that may be negative
+keeps it. Checked on the generated source and against eager."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+import autofuse
+from autofuse.api import Recorder
+from autofuse.codegen.ranges import cast_range, op_range
+from tests.helpers import assert_close, rand
+
+
+def _source(fn, *args):
+    torch._dynamo.reset()
+    rec = Recorder()
+    f = autofuse.compile(fn, strict=True, use_db=False, poison=True, recorder=rec)
+    with torch.no_grad():
+        assert_close(f(*args), fn(*args))
+    (kernel,) = [k for _, _, art in rec.graphs for k in art.kernels if k.kind == "pointwise"]
+    return kernel.source[kernel.source.index("def triton"):]   # the kernel, not the prelude
+
+
+def test_rules():
+    assert op_range("add", [(0.0, 3.0), (1.0, 1.0)], torch.int64) == (1.0, 4.0)
+    assert op_range("sub", [(0.0, 3.0), (1.0, 2.0)], torch.int64) == (-2.0, 2.0)
+    assert op_range("mul", [(-2.0, 3.0), (-1.0, 4.0)], torch.int64) == (-8.0, 12.0)
+    assert op_range("minimum", [(0.0, 30.0), (10.0, 10.0)], torch.int64) == (0.0, 10.0)
+    assert op_range("where", [None, (0.0, 3.0), (5.0, 6.0)], torch.int64) == (0.0, 6.0)
+    assert op_range("where", [None, (0.0, 3.0), None], torch.int64) is None
+    assert op_range("exp", [(0.0, 1.0)], torch.float32) is None
+    assert op_range("add", [(0.0, 2.0 ** 31), (1.0, 1.0)], torch.int32) is None   # past int32
+    lo, hi = op_range("mul", [(0.0, 111.0), (0.5, 0.5)], torch.float32)
+    assert lo < 0.0 < 55.5 < hi < 55.6                                        # widened for rounding
+    assert cast_range((-1e-6, 55.5001), torch.float32, torch.int64) == (0.0, 55.0)   # truncation
+
+
+def test_float_ranges_hold_under_float32_rounding():
+    """Positions computed in float32 as a resize computes them stay inside their ranges."""
+    gen = np.random.default_rng(0)
+    for _ in range(200):
+        n = int(gen.integers(2, 5000))
+        scale = float(np.float32(gen.uniform(0.01, 7.0)))
+        d = np.arange(n, dtype=np.float32)
+        src = np.maximum((d + np.float32(0.5)) * np.float32(scale) - np.float32(0.5), np.float32(0.0))
+        r = op_range("maximum", [op_range("sub", [op_range("mul", [op_range("add", [(0.0, n - 1.0), (0.5, 0.5)],
+                     torch.float32), (scale, scale)], torch.float32), (0.5, 0.5)], torch.float32), (0.0, 0.0)],
+                     torch.float32)
+        assert r[0] <= src.min() and src.max() <= r[1]
+        t = cast_range(r, torch.float32, torch.int64)
+        assert t[0] <= src.astype(np.int64).min() and src.astype(np.int64).max() <= t[1]
+
+
+def test_resize_positions_need_no_wrap(device):
+    x = rand((2, 3, 13, 17), device=device)
+    for mode in ("nearest", "bilinear"):
+        src = _source(lambda t: F.interpolate(t, scale_factor=1.7, mode=mode), x)
+        assert "< 0, " not in src, "a position known to be in range is wrapped"
+        assert re.search(r"tmp\d+ = tmp\d+\.to\(tl\.int32\)", src), "an int64 position is not narrowed"
+
+
+def test_indices_that_may_be_negative_keep_the_wrap(device):
+    x = rand((4, 19), device=device)
+    # -5 .. 13: the first five read from the end, as in eager
+    assert "< 0, " in _source(lambda t: t[:, torch.arange(19, device=t.device) - 5] * 2, x)
+    i = torch.randint(-19, 19, (7,), device=device)   # loaded indices: no range known
+    assert "< 0, " in _source(lambda t, i: t[:, i] * 2, x, i)
