@@ -37,6 +37,7 @@ def test_rules():
     lo, hi = op_range("mul", [(0.0, 111.0), (0.5, 0.5)], torch.float32)
     assert lo < 0.0 < 55.5 < hi < 55.6                                        # widened for rounding
     assert cast_range((-1e-6, 55.5001), torch.float32, torch.int64) == (0.0, 55.0)   # truncation
+    assert cast_range((0.0, 70000.0), torch.float32, torch.float16) is None          # inf in f16
 
 
 def test_float_ranges_hold_under_float32_rounding():

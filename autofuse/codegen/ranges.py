@@ -30,8 +30,10 @@ def _widen(r: Range, dtype: torch.dtype) -> Range:
 
 
 def _fits(r: Range, dtype: torch.dtype) -> bool:
-    if dtype.is_floating_point or dtype == torch.bool:
-        return math.isfinite(r[0]) and math.isfinite(r[1])
+    if dtype == torch.bool:
+        return False
+    if dtype.is_floating_point:   # past the dtype's largest finite value the value is inf
+        return -torch.finfo(dtype).max <= r[0] and r[1] <= torch.finfo(dtype).max
     info = torch.iinfo(dtype)
     return info.min <= r[0] and r[1] <= info.max
 
