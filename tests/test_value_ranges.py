@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -56,12 +57,25 @@ def test_float_ranges_hold_under_float32_rounding():
         assert t[0] <= src.astype(np.int64).min() and src.astype(np.int64).max() <= t[1]
 
 
-def test_resize_positions_need_no_wrap(device):
+RESIZES = [dict(scale_factor=1.7, mode="nearest"), dict(size=(5, 40), mode="nearest"), dict(scale_factor=0.5, mode="nearest"),
+           dict(scale_factor=1.7, mode="bilinear"), dict(scale_factor=2, mode="bilinear", align_corners=True),
+           dict(size=(7, 30), mode="bilinear"), dict(scale_factor=0.37, mode="bilinear")]
+
+
+@pytest.mark.parametrize("params", RESIZES, ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()))
+def test_resize_positions_need_no_wrap(params, device):
+    """F.interpolate reaches the graph decomposed (positions from aranges, clamped and truncated)."""
     x = rand((2, 3, 13, 17), device=device)
-    for mode in ("nearest", "bilinear"):
-        src = _source(lambda t: F.interpolate(t, scale_factor=1.7, mode=mode), x)
-        assert "< 0, " not in src, "a position known to be in range is wrapped"
-        assert re.search(r"tmp\d+ = tmp\d+\.to\(tl\.int32\)", src), "an int64 position is not narrowed"
+    src = _source(lambda t: F.interpolate(torch.tanh(t), **params), x)
+    assert "< 0, " not in src, "a position known to be in range is wrapped"
+    assert re.search(r"tmp\d+ = tmp\d+\.to\(tl\.int32\)", src), "an int64 position is not narrowed"
+
+
+def test_resize_in_bf16_and_channels_last(device):
+    x = rand((2, 4, 10, 9), torch.bfloat16, device=device)
+    _source(lambda t: F.interpolate(t, scale_factor=1.5, mode="bilinear"), x)
+    x = rand((2, 4, 10, 9), device=device).to(memory_format=torch.channels_last)
+    _source(lambda t: F.interpolate(t, scale_factor=1.5, mode="nearest"), x)
 
 
 def test_indices_that_may_be_negative_keep_the_wrap(device):
