@@ -269,3 +269,30 @@ def test_cuda_allocations_inline_behind_one_device_check_per_call(monkeypatch):
     current["device"] = 1
     assert_close(prog([x])[0], expected)
     assert [k for k, _ in made] == ["own"] * len(allocs)
+
+
+def test_a_buffer_calls_view_one_way_is_allocated_in_that_view():
+    """Channels-last convolutions: the activation between them is computed in NHWC memory order and
+    handed to the next convolution as an NCHW view with channels-last strides; the wrapper allocates
+    it in that view's layout, so the call takes the buffer itself, with no view made per call."""
+    import autofuse
+    from autofuse.api import Recorder
+    from autofuse.runtime.wrapper import viewed_layouts
+    from autofuse.schedule.heuristics import Heuristics
+    torch.manual_seed(0)
+    c1, c2 = torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.Conv2d(8, 4, 3)
+
+    def fn(x):
+        return c2(torch.relu(c1(x)) * 2)
+    x = rand((2, 3, 9, 11), device="cpu")
+    torch._dynamo.reset()
+    rec = Recorder()
+    f = autofuse.compile(fn, strict=True, use_db=False, poison=True, recorder=rec,
+                         heuristics=Heuristics(conv_layout="channels_last"))
+    with torch.no_grad():
+        assert_close(f(x), fn(x))
+    program = rec.graphs[0][2].program
+    viewed = viewed_layouts(program)
+    assert viewed and all(not lay.is_contiguous() for lay in viewed.values())
+    calls = [line for line in program.source.splitlines() if "# extern" in line]
+    assert calls and not any(f"_rt(b{slot}," in line for line in calls for slot in viewed)

@@ -19,7 +19,8 @@ import torch
 
 from ..ir.values import Layout
 from .launcher import hooks_set
-from .steps import Alloc, ConstOutput, ExternCall, Free, KernelLaunch, SlotOutput, StridedArg, _empty_strided_cuda, poison
+from .steps import (Alloc, ConstOutput, ExternCall, Free, KernelLaunch, SlotOutput, StridedArg, _empty_strided_cuda,
+                    allocator, poison)
 
 try:  # torch's C++ view constructor without dispatch overhead (what Inductor's wrappers call)
     from torch._C._dynamo.guards import _reinterpret_tensor
@@ -53,6 +54,7 @@ class _Writer:
         self.lines: list[str] = []
         self.known: dict[int, Layout] = dict(program.layouts)  # the layout each slot's tensor has
         self.alloc_devices: set[int] = set()  # CUDA devices the wrapper allocates on (`_alloc`)
+        self.viewed = viewed_layouts(program)   # buffers allocated in the layout their calls view them in
 
     def const(self, v: Any) -> str:
         if v is None or isinstance(v, (bool, int, str)) or (isinstance(v, float) and math.isfinite(v)):
@@ -172,8 +174,39 @@ def _out(o: Any) -> Any:
     return o.value if isinstance(o, ConstOutput) else o
 
 
+def viewed_layouts(program: Any) -> dict[int, Layout]:
+    """The layout to allocate a buffer in when every ATen call takes it through one same strided view
+    (a convolution's channels-last operand, computed in NHWC memory order as a [N, H, W, C] buffer):
+    the view's own size and strides over the same memory, so the call takes the buffer itself
+    instead of a view made on every call. Kernels see only its pointer. Not for a buffer the
+    program returns or hands to a call as it is."""
+    from torch.utils._pytree import tree_leaves
+    allocs = {s.slot: s.layout for s in program.steps if isinstance(s, Alloc)}
+    views: dict[int, set[tuple]] = {}
+    raw: set[int] = set()
+    calls = [leaf for s in program.steps if isinstance(s, ExternCall)
+             for leaf in tree_leaves((list(s.args), dict(s.kwargs)), is_leaf=lambda x: isinstance(x, (SlotOutput, StridedArg)))]
+    for leaf in [*calls, *program.outputs]:
+        if isinstance(leaf, StridedArg):
+            lay = leaf.layout
+            views.setdefault(leaf.slot, set()).add((tuple(lay.size), tuple(lay.stride), lay.offset))
+        elif isinstance(leaf, SlotOutput):
+            raw.add(leaf.slot)
+    raw |= {o.slot for o in program.outputs if isinstance(o, (SlotOutput, StridedArg))}
+    out: dict[int, Layout] = {}
+    for slot, lay in allocs.items():
+        if slot in raw or len(views.get(slot, ())) != 1:
+            continue
+        ((size, stride, offset),) = views[slot]
+        view = Layout(lay.device, lay.dtype, size, stride, 0)
+        if offset == 0 and view.storage_span() == lay.storage_span() and view.numel == lay.numel:
+            out[slot] = view
+    return out
+
+
 def _alloc(w: _Writer, step: Any) -> None:
-    lay = step.layout
+    lay = w.viewed.get(step.slot, step.layout)
+    new = step._new if lay is step.layout else allocator(lay)
     donor = w.known.get(step.reuse) if step.reuse is not None else None
     if step.reuse is not None and donor is not None and tuple(donor.size) == tuple(lay.size) \
             and tuple(donor.stride) == tuple(lay.stride):
@@ -186,9 +219,9 @@ def _alloc(w: _Writer, step: Any) -> None:
         w.alloc_devices.add(d)
         w.ns["_esc"] = _empty_strided_cuda
         w.lines.append(f"b{step.slot} = _esc({tuple(lay.size)!r}, {tuple(lay.stride)!r}, {w.const(lay.dtype)}) "
-                       f"if ondev{d} else {w.name('new', step._new)}()")
+                       f"if ondev{d} else {w.name('new', new)}()")
     else:
-        w.lines.append(f"b{step.slot} = {w.name('new', step._new)}()")
+        w.lines.append(f"b{step.slot} = {w.name('new', new)}()")
     if step.poison:
         w.ns["_poison"] = poison
         w.lines.append(f"_poison(b{step.slot})")
