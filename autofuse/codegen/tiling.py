@@ -45,7 +45,7 @@ class Tiling:
     xnumel: int
 
 
-def _strides(dep: "MemoryDep") -> list[int] | None:
+def access_strides(dep: "MemoryDep") -> list[int] | None:
     """Each loop variable's stride in the access (0 for a size-1 or absent dim); None if the index
     is indirect or its strides are not integers."""
     if dep.is_indirect:
@@ -71,7 +71,7 @@ def _proposals(node: "SchedulerNode", inside: set[str], numel: int) -> list[tupl
     deps = [(d, False) for d in node.reads if d.name not in inside] + ([(node.write, True)] if node.write else [])
     sizes = list(node.sizes)
     for dep, is_store in deps:
-        strides = _strides(dep)
+        strides = access_strides(dep)
         if strides is None or len(strides) != len(sizes) or 1 not in strides:
             continue
         split = strides.index(1) + 1

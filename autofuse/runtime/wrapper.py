@@ -186,7 +186,7 @@ def viewed_layouts(program: Any) -> dict[int, Layout]:
     raw: set[int] = set()
     calls = [leaf for s in program.steps if isinstance(s, ExternCall)
              for leaf in tree_leaves((list(s.args), dict(s.kwargs)), is_leaf=lambda x: isinstance(x, (SlotOutput, StridedArg)))]
-    for leaf in [*calls, *program.outputs]:
+    for leaf in calls:
         if isinstance(leaf, StridedArg):
             lay = leaf.layout
             views.setdefault(leaf.slot, set()).add((tuple(lay.size), tuple(lay.stride), lay.offset))

@@ -10,9 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Sequence
 
-import sympy
-
 from ..codegen.config import next_pow2
+from ..codegen.tiling import access_strides
 from ..logs import logger
 from .loops import Placement, placement, same_point
 from .nodes import SchedulerNode, itemsize
@@ -139,12 +138,9 @@ def reads_strided(g: FusionGroup) -> bool:
         return False
     inside = {n.name for n in g.nodes}
     for n in g.nodes:
-        inner = n.vars[-1] if n.vars else None
         for d in n.reads:
-            if inner is None or d.name in inside or d.is_indirect:
-                continue
-            stride = sympy.sympify(d.index).coeff(inner)
-            if stride.is_Integer and 2 <= abs(int(stride)) <= STRIDED_READ_MAX:
+            strides = access_strides(d) if d.name not in inside else None
+            if strides and 2 <= abs(strides[-1]) <= STRIDED_READ_MAX:
                 return True
     return False
 
