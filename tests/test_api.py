@@ -191,3 +191,37 @@ def test_model_file_import_error_is_the_users(tmp_path):
 def test_missing_model_file():
     out = _cli("explain", "does_not_exist.py")
     assert out.returncode == 2 and "no such model file" in out.stderr
+
+
+def test_model_file_module_is_importable_by_name(tmp_path, device):
+    """Dynamo resolves a forward's globals by importing the module that defines it: a model file
+    loads as a registered module, and a forward calling its own module-level helper compiles."""
+    import importlib
+    p = tmp_path / "helper_model.py"
+    p.write_text(textwrap.dedent("""
+        import torch
+        SCALE = 1.5
+        def act(t):
+            return torch.sigmoid(t) * SCALE
+        class Model(torch.nn.Module):
+            def forward(self, x):
+                return act(x) + x.mean(dim=1, keepdim=True)
+        def get_inputs():
+            return [torch.randn(37, 19)]
+    """))
+    loaded = load_model_file(p)
+    assert importlib.import_module(type(loaded.model).__module__) is sys.modules[type(loaded.model).__module__]
+    assert load_model_file(p).model.__class__.__module__ == type(loaded.model).__module__  # a stable name
+    torch._dynamo.reset()
+    x = loaded.example_inputs[0].to(device)
+    f = autofuse.compile(loaded.model, strict=True, poison=True)
+    torch.testing.assert_close(f(x), loaded.model(x), rtol=1e-4, atol=1e-5)
+
+
+def test_model_file_failing_import_is_not_registered(tmp_path):
+    p = tmp_path / "raises.py"
+    p.write_text("raise RuntimeError('boom')\n")
+    before = set(sys.modules)
+    with pytest.raises(ModelFileError, match="boom"):
+        load_model_file(p)
+    assert not {m for m in set(sys.modules) - before if m.startswith("autofuse_user_model_")}

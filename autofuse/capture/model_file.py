@@ -6,6 +6,7 @@ own traceback frames only, never as a crash of autofuse.
 """
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import sys
 import traceback
@@ -79,17 +80,23 @@ def load_model_file(path: str | Path) -> LoadedModel:
     path = Path(path)
     if not path.is_file():
         raise ModelFileError(f"{path}: no such model file")
-    name = f"autofuse_user_model_{abs(hash(str(path.resolve())))}"
+    # registered in sys.modules under a stable name, as `import` would: Dynamo resolves the
+    # forward's globals (`torch`, helpers) by importing the module that defines it
+    digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:16]
+    name = f"autofuse_user_model_{digest}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ModelFileError(f"{path}: not a Python file")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
     sys.path.insert(0, str(path.parent.resolve()))
     try:
         spec.loader.exec_module(module)
     except SystemExit as e:
+        sys.modules.pop(name, None)
         raise _exited(path, e, "importing") from None
     except Exception as e:  # noqa: BLE001 - the user's error, reported as theirs
+        sys.modules.pop(name, None)
         raise ModelFileError(f"{path} raised an error while importing (this is the model file's error):\n"
                              f"{_user_traceback(e, path)}") from None
     finally:
