@@ -92,12 +92,6 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _to_device(loaded, device: str):
-    import torch
-    model = loaded.model.to(device) if isinstance(loaded.model, torch.nn.Module) else loaded.model
-    inputs = tuple(x.to(device) if isinstance(x, torch.Tensor) else x for x in loaded.example_inputs)
-    return model, inputs
-
 
 def _check_outputs(args: argparse.Namespace, *names: str) -> None:
     """Output files are checked before the work: a bad path fails now, not after a long compile."""
@@ -112,7 +106,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from .capture.model_file import check_forward, load_model_file
     _check_outputs(args, "save_plan", "render")
     loaded = load_model_file(args.model)
-    model, inputs = _to_device(loaded, args.device) if args.device else (loaded.model, loaded.example_inputs)
+    model, inputs = loaded.on(args.device) if args.device else (loaded.model, loaded.example_inputs)
     check_forward(model, inputs, loaded.path)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="autofuse: running Triton kernels on the CPU")
@@ -136,17 +130,14 @@ def _terminated(signum: int, frame: object) -> None:
 def cmd_tune(args: argparse.Namespace) -> int:
     import json
 
-    import torch
-
-    from .capture.model_file import check_forward, check_trainable, load_model_file
+    from .capture.model_file import check_forward, check_trainable, default_device, load_model_file
     from .runtime.reuse import open_db
     from .search.settings import KernelTuneSettings, TuneSettings
     from .search.tune import tune
     _check_outputs(args, "json")
     open_db(args.db)  # an unusable DB fails here, in one line, before any work
     loaded = load_model_file(args.model)
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    model, inputs = _to_device(loaded, device)
+    model, inputs = loaded.on(args.device or default_device())
     check_forward(model, inputs, loaded.path)
     if args.train:
         check_trainable(model, inputs, loaded.path)

@@ -2,7 +2,9 @@
 
     autofuse tune examples/seed_model.py && python examples/run_tuned.py examples/seed_model.py
 
-Uses the default tuning DB (AUTOFUSE_DB, else ~/.cache/autofuse/tuning.db) unless --db is given.
+Uses the default tuning DB (AUTOFUSE_DB, else ~/.cache/autofuse/tuning.db) unless --db is given,
+and the device `autofuse tune` uses (the GPU when there is one) unless --device is given: plans are
+stored per device.
 Every captured graph must find its plan there (on_miss="error"): nothing is searched or measured.
 """
 from __future__ import annotations
@@ -13,20 +15,21 @@ import sys
 import torch
 
 import autofuse
-from autofuse.capture.model_file import ModelFileError, load_model_file
+from autofuse.capture.model_file import ModelFileError, default_device, load_model_file
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("model_file")
     ap.add_argument("--db", default=None, help="tuning DB path or SQLAlchemy URL")
+    ap.add_argument("--device", default=None, help="device for the model and inputs (default: cuda when available, else cpu)")
     a = ap.parse_args(argv)
     try:
         loaded = load_model_file(a.model_file)
     except ModelFileError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    model, inputs = loaded.model, loaded.example_inputs
+    model, inputs = loaded.on(a.device or default_device())
     compiled = autofuse.compile(model, db=a.db, on_miss="error")
     with torch.no_grad():
         expected = model(*inputs)

@@ -225,3 +225,16 @@ def test_model_file_failing_import_is_not_registered(tmp_path):
     with pytest.raises(ModelFileError, match="boom"):
         load_model_file(p)
     assert not {m for m in set(sys.modules) - before if m.startswith("autofuse_user_model_")}
+
+
+def test_readme_main_job_tunes_and_runs_on_the_same_device(tmp_path):
+    """`autofuse tune examples/seed_model.py && python examples/run_tuned.py examples/seed_model.py`:
+    both take the GPU when there is one, so the plans tuned are the plans found."""
+    db = str(tmp_path / "t.db")
+    tuned = _cli("tune", str(SEED), "--db", db, "--trials", "2", "--top-k", "1", "--refine", "0", "--no-progress")
+    assert tuned.returncode == 0, tuned.stderr[-2000:]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    ran = subprocess.run([sys.executable, str(ROOT / "examples" / "run_tuned.py"), str(SEED), "--db", db],
+                         capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert "ran compiled from the tuning DB's plans" in ran.stdout

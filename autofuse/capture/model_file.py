@@ -62,11 +62,23 @@ def check_trainable(model: Callable[..., Any], inputs: Sequence[Any], path: Path
         raise ModelFileError(f"{path}: {e}") from None
 
 
+def default_device() -> str:
+    """Where `autofuse tune` and the examples run a model file: the GPU when there is one."""
+    import torch
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 @dataclass
 class LoadedModel:
     model: Callable[..., Any]
     example_inputs: tuple
     path: Path
+
+    def on(self, device: str) -> tuple[Callable[..., Any], tuple]:
+        """The model (an nn.Module moved, any other callable as is) and its example inputs on device."""
+        import torch
+        model = self.model.to(device) if isinstance(self.model, torch.nn.Module) else self.model
+        return model, tuple(x.to(device) if isinstance(x, torch.Tensor) else x for x in self.example_inputs)
 
 
 def _user_traceback(exc: BaseException, path: Path) -> str:
