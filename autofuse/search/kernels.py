@@ -74,7 +74,8 @@ class KernelTuner:
         self.reused_measurements = 0  # variants whose time the tuning DB already held
         self.reused_choices = 0       # kernels that took the config chosen for an identical kernel
         # where the tuning time goes (seconds): what sets the variants measured per second
-        self.seconds = {"kernels": 0.0, "codegen": 0.0, "compile_and_check": 0.0, "timing": 0.0, "store": 0.0}
+        self.seconds = {"kernels": 0.0, "codegen": 0.0, "compile_and_check": 0.0, "timing": 0.0, "store": 0.0,
+                        "ranking": 0.0}
 
     def tune(self, builder: Any, gi: int, launch: Any, info: Any, env: list) -> KernelChoice:
         """Best config of group gi's kernel; leaves env as the default config's launch left it. A kernel
@@ -129,10 +130,13 @@ class KernelTuner:
         return out
 
     def predict(self, records: list[dict[str, Any]]) -> list[float]:
+        t0 = time.perf_counter()
         try:
             return [float(p) for p in self.predictor.predict_us(records)]
         except Exception:  # noqa: BLE001 - ranking is advice: without it, nearest the default first
             return [0.0] * len(records)
+        finally:
+            self.seconds["ranking"] += time.perf_counter() - t0
 
     def measure_variant(self, launch: Any, rec: dict[str, Any], env: list, outs: list[int],
                         ref: list[torch.Tensor]) -> tuple[float, float, str | None, int]:

@@ -74,9 +74,11 @@ class TuneResult:
 
 def throughput(variants: int, search_s: float, seconds: dict[str, float]) -> str:
     """One line: variants measured per second of search, and where the kernel tuning's time went."""
-    parts = [f"compile and check {seconds.get('compile_and_check', 0.0):.1f} s",
-             f"timing {seconds.get('timing', 0.0):.1f} s", f"code generation {seconds.get('codegen', 0.0):.1f} s",
-             f"DB writes {seconds.get('store', 0.0):.1f} s"]
+    named = {"compile_and_check": "compile and check", "timing": "timing", "codegen": "code generation",
+             "ranking": "cost-model ranking", "store": "DB writes"}
+    parts = [f"{label} {seconds.get(k, 0.0):.1f} s" for k, label in named.items()]
+    rest = seconds.get("kernels", 0.0) - sum(seconds.get(k, 0.0) for k in named)
+    parts.append(f"other {max(rest, 0.0):.1f} s")
     return (f"  {variants} kernel variants measured in {search_s:.1f} s of search ({variants / search_s:.1f} per s); "
             f"kernel tuning {seconds.get('kernels', 0.0):.1f} s: " + ", ".join(parts))
 
