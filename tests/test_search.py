@@ -153,8 +153,8 @@ def test_failing_kernels_scored_infinity_and_reported(tmp_path, device):
 def test_wrong_plan_is_never_stored(tmp_path, device, monkeypatch):
     real_verify = finalists_mod.verify
 
-    def verify(f, gm, args, expected, options):
-        real_verify(f, gm, args, expected, options)
+    def verify(f, gm, args, expected, options, reference=None):
+        real_verify(f, gm, args, expected, options, reference)
         if "relu" in f.plan.realize:                     # pretend the optimum computes wrong values
             f.error = "output[0]: wrong values (max abs error 1, tolerance rtol=0.0001 atol=0.0001)"
 
@@ -166,6 +166,36 @@ def test_wrong_plan_is_never_stored(tmp_path, device, monkeypatch):
     assert any("rejected: output[0]: wrong values" in e for _, e in g.failures)
     with TuningDB.open(tmp_path / "t.db") as db:
         assert all("relu" not in json.loads(p.plan_json)["realize"] for p in db.plans(g.graph_hash))
+
+
+def _bf16_cancellation(x):
+    y = x * 1000.0
+    return (y + 1.0) - y     # eager rounds y + 1 to bf16 (spacing 4 there): 0 or 4; exactly 1
+
+
+def test_a_plan_nearer_the_float64_result_than_eager_is_stored(tmp_path, device):
+    """Eager rounds every bf16 intermediate, a kernel keeps them in f32: the default plan's values lie
+    outside the bf16 tolerance of eager's but nearer the float64 result, so it is verified and
+    stored (before, nothing was: `autofuse.compile(on_miss="error")` then had no plan)."""
+    x = (rand((257, 33), device=device) + 0.5).to(torch.bfloat16)
+    assert (_bf16_cancellation(x).double() - 1).abs().max() >= 1
+    res = autofuse.tune(_bf16_cancellation, (x,), settings=settings(tmp_path / "t.db", trials=2),
+                        benchmarker=FakeBenchmarker(planted_cost))
+    g = res.graphs[0]
+    assert g.stored_id is not None, g.why
+    f = autofuse.compile(_bf16_cancellation, db=str(tmp_path / "t.db"), on_miss="error")
+    assert (f(x).double() - 1).abs().max() < 0.01
+
+
+def test_check_outputs_keeps_rejecting_a_result_further_from_float64_than_eager():
+    from autofuse.measure.verify import check_outputs
+    exact = torch.linspace(-4, 4, 1001, dtype=torch.float64)
+    eager = (exact + 0.2).to(torch.bfloat16)
+    assert check_outputs((exact + 0.01).to(torch.bfloat16), eager, lambda: exact) is None
+    why = check_outputs((exact - 0.5).to(torch.bfloat16), eager, lambda: exact)
+    assert why is not None and "float64" in why
+    assert check_outputs((exact - 0.5).to(torch.bfloat16), eager) is not None and \
+        "float64" not in check_outputs((exact - 0.5).to(torch.bfloat16), eager)
 
 
 def test_pick_needs_more_than_noise():
@@ -679,8 +709,10 @@ def test_the_report_says_how_fast_variants_were_measured_and_where_the_time_went
     g = res.graphs[0]
     assert g.new_measurements > 0 and g.search_s > 0
     spent = g.tuning_seconds
-    assert set(spent) == {"kernels", "codegen", "compile_and_check", "timing", "store"}
-    assert 0 < spent["codegen"] + spent["compile_and_check"] + spent["store"] <= spent["kernels"] <= g.search_s
+    assert set(spent) == {"kernels", "codegen", "compile_and_check", "timing", "store", "ranking"}
+    parts = spent["codegen"] + spent["compile_and_check"] + spent["store"] + spent["ranking"]
+    assert 0 < parts <= spent["kernels"] <= g.search_s
     line = next(ln for ln in res.report().splitlines() if "kernel variants measured in" in ln)
     assert f"{g.new_measurements} kernel variants" in line and "per s" in line and "compile and check" in line
+    assert "cost-model ranking" in line and "other" in line
     assert res.to_json()["graphs"][0]["tuning_seconds"] == spent

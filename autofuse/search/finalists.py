@@ -15,13 +15,13 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
 from ..compiler import compile_graph
 from ..measure.timing import Benchmarker, rotated
-from ..measure.verify import compare
+from ..measure.verify import check_outputs
 from ..options import CompileOptions
 from ..plan.plan import FusionPlan
 
@@ -50,13 +50,16 @@ class Finalist:
         return sum(1 for k in self.program.kernels if k.kind != "fallback") if self.program is not None else len(self.plan.kernels)
 
 
-def verify(f: Finalist, gm: torch.fx.GraphModule, args: Sequence[Any], expected: list[Any], options: CompileOptions) -> None:
-    """Build f's plan with poisoned buffers and compare its outputs with eager's; keep the plan's
-    program built without poison for timing (poisoning fills every fresh buffer on each call)."""
+def verify(f: Finalist, gm: torch.fx.GraphModule, args: Sequence[Any], expected: list[Any], options: CompileOptions,
+           reference: Callable[[], Any] | None = None) -> None:
+    """Build f's plan with poisoned buffers and compare its outputs with eager's (and, where they
+    differ beyond the dtype's tolerance, with `reference()`, the graph in float64: `check_outputs`);
+    keep the plan's program built without poison for timing (poisoning fills every fresh buffer on
+    each call)."""
     try:
         opts = options.with_(plan=f.plan, strict=True, use_db=False, recorder=None)
         checked = compile_graph(gm, args, opts.with_(poison=True)).program
-        f.error = compare(checked(list(args)), expected)
+        f.error = check_outputs(checked(list(args)), expected, reference)
         if f.error is None:
             f.program = compile_graph(gm, args, opts.with_(poison=False)).program
     except KeyboardInterrupt:

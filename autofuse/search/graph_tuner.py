@@ -8,6 +8,7 @@ predictor ranks, and the plan is stored as "predicted" for this device key only.
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import time
@@ -21,6 +22,7 @@ from ..capture.graph_hash import Versions, device_key, graph_hash
 from ..compiler import compile_graph
 from ..measure.rng import RngSnapshot
 from ..measure.timing import Benchmarker, CudaEventBenchmarker, PredictingBenchmarker
+from ..measure.verify import float64_graph_outputs
 from ..options import CompileOptions
 from ..plan.plan import FusionPlan
 from ..report import nbytes
@@ -109,6 +111,8 @@ class GraphSearch:
         self.rng = RngSnapshot.take()   # a graph that samples (dropout) draws alike in every checked run
         with self.rng.replay():
             self.expected = _as_list(gm(*self.args))
+        # the graph in float64, computed once and only if a plan's values differ from eager's
+        self.reference = functools.cache(lambda: self._float64_outputs())
         from costmodel.predict import GroupContextPredictor
         predictor = GroupContextPredictor(load_predictor(db, self.dev))  # consistent kernel times without a GPU
         self.bench = benchmarker or default_benchmarker(self.args, predictor)
@@ -204,6 +208,10 @@ class GraphSearch:
             self.failures.append((f"trial {trial.number}", ev.error))
 
     # ---- the end: finalists, verification, timing, the winner --------------------------------
+    def _float64_outputs(self) -> list[Any]:
+        with self.rng.replay():
+            return float64_graph_outputs(self.gm, self.args)
+
     def finalists(self) -> list[Finalist]:
         """The best distinct completed trials (from every worker of the study), then the best one with a
         kernel's close runner-up configs."""
@@ -232,7 +240,7 @@ class GraphSearch:
         """Check f against eager; a plan that passes gets its kernel records (what a fake or predicting
         benchmarker times it by)."""
         with self.rng.replay():
-            verify(f, self.gm, self.args, self.expected, self.options)
+            verify(f, self.gm, self.args, self.expected, self.options, self.reference)
         if f.error is None:
             f.kernel_records = self.evaluator.records(f.plan)
 

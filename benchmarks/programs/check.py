@@ -13,9 +13,8 @@ import copy
 from typing import Any, Callable
 
 import torch
-from torch.utils._pytree import tree_leaves
 
-from autofuse.measure.verify import compare
+from autofuse.measure.verify import check_outputs
 
 from .base import Program
 
@@ -24,27 +23,7 @@ def mismatch(program: Program, actual: Any, expected: Any,
              reference: Callable[[], Any] | None = None) -> str | None:
     """None when actual matches expected (structure, shapes, dtypes, values within the program's
     tolerance, or no further from `reference()`, the float64 outputs, than eager), else why not."""
-    why = compare(actual, expected, "output", program.tolerance)
-    if why is None or reference is None or "wrong values" not in why:
-        return why
-    if as_close_as_eager(actual, expected, reference(), program.tolerance):
-        return None
-    return f"{why}; further from the float64 result than eager"
-
-
-def as_close_as_eager(actual: Any, expected: Any, ref: Any,
-                      tolerance: Callable[[torch.dtype], tuple[float, float]]) -> bool:
-    """Every floating output's RMS error against `ref` is at most twice eager's plus atol / 10."""
-    for a, e, r in zip(tree_leaves(actual), tree_leaves(expected), tree_leaves(ref)):
-        if not (isinstance(a, torch.Tensor) and a.is_floating_point()):
-            continue
-        r = r.to(device=a.device, dtype=torch.float64)
-        atol = tolerance(e.dtype)[1]
-        rmse_a = (a.double() - r).pow(2).mean().sqrt().item()
-        rmse_e = (e.double() - r).pow(2).mean().sqrt().item()
-        if not rmse_a <= 2 * rmse_e + atol / 10:
-            return False
-    return True
+    return check_outputs(actual, expected, reference, "output", program.tolerance)
 
 
 def float64_outputs(module: torch.nn.Module, args: tuple) -> Any:
