@@ -296,3 +296,31 @@ def test_a_buffer_calls_view_one_way_is_allocated_in_that_view():
     assert viewed and all(not lay.is_contiguous() for lay in viewed.values())
     calls = [line for line in program.source.splitlines() if "# extern" in line]
     assert calls and not any(f"_rt(b{slot}," in line for line in calls for slot in viewed)
+
+
+def test_outputs_that_view_one_value_share_its_storage(device):
+    """y with y[0] and y.view(-1), or two views of an intermediate: eager returns views of one
+    buffer, and an in-place update of one returned tensor shows in the others; so here."""
+    import autofuse
+
+    def base_and_views(x):
+        y = x * 2 + 1
+        return y, y[0], y.view(-1), y[:, 1:4]
+
+    def two_views(x):
+        y = torch.sigmoid(x) - 0.5
+        return y.t(), y.unsqueeze(0)
+
+    for fn in (base_and_views, two_views):
+        torch._dynamo.reset()
+        x = rand((6, 9), device=device)
+        got = autofuse.compile(fn, strict=True, poison=True)(x)
+        want = fn(x)
+        for g, w in zip(got, want):
+            assert_close(g, w)
+            assert g.stride() == w.stride()
+        assert len({g.untyped_storage().data_ptr() for g in got}) == 1
+        got[0].mul_(0)
+        want[0].mul_(0)
+        for g, w in zip(got, want):
+            assert_close(g, w)

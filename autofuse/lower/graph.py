@@ -253,17 +253,9 @@ class GraphLowering:
                 continue
             self.node = src
             self.realize(self.env[src], fake)
-            for view in reversed(chain):
-                self.node, self.out = view, self.fake_env[view]
-                self._fake_args = torch.fx.node.map_arg(view.args, lambda n: self.fake_env[n])
-                lowered = LOWERINGS.lookup(view.target)(
-                    self, *torch.fx.node.map_arg(view.args, lambda n: self.env[n]),
-                    **torch.fx.node.map_arg(view.kwargs, lambda n: self.env[n]))
-                self.out = None
-                if not isinstance(lowered, (Buffer, ReinterpretView)):
-                    break  # not a strided view of the buffer: the operand stays as it was
-                self.env[view] = lowered
-                changed = True
+            before = [self.env[v] for v in chain]
+            self._relower_views(chain)
+            changed |= any(self.env[v] is not b for v, b in zip(chain, before))
         return changed
 
     def _fake_for_layouts(self, target: object, args: tuple, kwargs: dict, fake_out: Any) -> Any:
@@ -385,6 +377,55 @@ class GraphLowering:
         stored = self.realize(Pointwise(value.device, value.dtype, psize, inner, getattr(value, "origins", frozenset())))
         return ReinterpretView(stored, Layout(value.device, value.dtype, size, tuple(stride)))
 
+    def _view_chain(self, node: torch.fx.Node) -> tuple[list[torch.fx.Node], torch.fx.Node]:
+        """The view ops from node back to the value they view (last first), and that value."""
+        chain, src = [], node
+        while (src.op == "call_function" and getattr(src.target, "overloadpacket", None) in _ALIAS_VIEW_PACKETS
+               and isinstance(self.env.get(src), Pointwise) and src.args and isinstance(src.args[0], torch.fx.Node)):
+            chain.append(src)
+            src = src.args[0]
+        return chain, src
+
+    def _relower_views(self, chain: list[torch.fx.Node]) -> None:
+        """Lower the view ops of chain again, over the buffer their source now is (first op first);
+        a view that is not a strided view of it stays as it was, and so do the ops after it."""
+        for view in reversed(chain):
+            self.node, self.out = view, self.fake_env[view]
+            self._fake_args = torch.fx.node.map_arg(view.args, lambda n: self.fake_env[n])
+            lowered = LOWERINGS.lookup(view.target)(
+                self, *torch.fx.node.map_arg(view.args, lambda n: self.env[n]),
+                **torch.fx.node.map_arg(view.kwargs, lambda n: self.env[n]))
+            self.out = None
+            if not isinstance(lowered, (Buffer, ReinterpretView)):
+                return
+            self.env[view] = lowered
+
+    def _realize_aliased_outputs(self, outputs: Sequence[Any]) -> None:
+        """Outputs that eager returns as views of one value (y with y[0] and y.view(-1); two views of
+        an intermediate) share its storage here too: the value is realized in eager's layout and the
+        views are lowered over its buffer. Lowered lazily, each would be written out as a buffer of
+        its own, and an in-place update of one returned tensor would not show in the others."""
+        chains: dict[torch.fx.Node, list[list[torch.fx.Node]]] = {}
+        for o in outputs:
+            if isinstance(o, torch.fx.Node) and isinstance(self.env.get(o), (Pointwise, ComputedBuffer)):
+                chain, src = self._view_chain(o)
+                # the viewed value: lazy, or realized after its views were lowered (lazily)
+                if isinstance(self.env.get(src), (Pointwise, ComputedBuffer)):
+                    chains.setdefault(src, []).append(chain)
+        for src, views in chains.items():
+            if len(views) < 2 or not any(views):
+                continue  # one returned tensor per value: no aliasing to keep
+            fake = self.fake_env.get(src)
+            if not isinstance(fake, torch.Tensor) or not is_dense(tuple(fake.shape), fake.stride()):
+                continue
+            if isinstance(self.env[src], Pointwise):
+                self.node = src
+                self.realize(self.env[src], fake)
+            elif _strides_differ(self.env[src].layout, fake):
+                continue  # stored in another layout than eager's: the outputs are copies either way
+            for chain in views:
+                self._relower_views(chain)
+
     def _lower_output(self, node: torch.fx.Node) -> None:
         if self.input_updates:  # after every other node; one multi-tensor launch per dtype and device
             groups: dict[tuple, list] = {}  # (a mixed list takes ATen's one-copy-per-tensor path)
@@ -398,6 +439,7 @@ class GraphLowering:
         outs = node.args[0]
         flat = outs if isinstance(outs, (list, tuple)) else [outs]
         saved_from = node.meta.get(SAVED_FROM, len(flat))
+        self._realize_aliased_outputs(flat[:saved_from])
         for k, o in enumerate(flat):
             v = self.env[o] if isinstance(o, torch.fx.Node) else o
             fake = self.fake_env[o] if isinstance(o, torch.fx.Node) else None
@@ -419,6 +461,11 @@ _TRANSPOSING_VIEW_OPS = frozenset([torch.ops.aten.permute.default, torch.ops.ate
                                    torch.ops.aten.transpose.int])
 _VIEW_OPS = _TRANSPOSING_VIEW_OPS | {torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default,
                                      torch.ops.aten.reshape.default}
+_aten = torch.ops.aten
+# view ops whose result, over a buffer, is a strided view of it (outputs keep eager's aliasing)
+_ALIAS_VIEW_PACKETS = frozenset([_aten.view, _aten._unsafe_view, _aten.reshape, _aten.permute, _aten.t, _aten.transpose,
+                                 _aten.expand, _aten.squeeze, _aten.unsqueeze, _aten.slice, _aten.select,
+                                 _aten.as_strided, _aten.diagonal, _aten.narrow, _aten.alias])
 
 
 def _feeds_returned_activation(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
