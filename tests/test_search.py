@@ -176,7 +176,7 @@ def _bf16_cancellation(x):
 def test_a_plan_nearer_the_float64_result_than_eager_is_stored(tmp_path, device):
     """Eager rounds every bf16 intermediate, a kernel keeps them in f32: the default plan's values lie
     outside the bf16 tolerance of eager's but nearer the float64 result, so it is verified and
-    stored (before, nothing was: `autofuse.compile(on_miss="error")` then had no plan)."""
+    stored, and `autofuse.compile(on_miss="error")` finds it."""
     x = (rand((257, 33), device=device) + 0.5).to(torch.bfloat16)
     assert (_bf16_cancellation(x).double() - 1).abs().max() >= 1
     res = autofuse.tune(_bf16_cancellation, (x,), settings=settings(tmp_path / "t.db", trials=2),
