@@ -92,7 +92,6 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-
 def _check_outputs(args: argparse.Namespace, *names: str) -> None:
     """Output files are checked before the work: a bad path fails now, not after a long compile."""
     from tuning_db.files import check_output

@@ -28,8 +28,8 @@ from .expressions import REDUCTION_DEFAULTS, ExpressionMixin
 from .looped import LoopedMixin
 from .memory import MemoryMixin
 from .online import OnlineMixin, online_pairs
-from .ranges import Range
 from .options import KernelView, why_not_options
+from .ranges import Range
 from .reduction import ReductionMixin
 from .split import SplitMixin, split_chunk
 from .tiling import choose_tiling

@@ -241,11 +241,7 @@ class GraphLowering:
         second copy of a value its other readers compute again. True when an operand changed."""
         changed = False
         for arg in node.all_input_nodes:
-            chain, src = [], arg
-            while (src.op == "call_function" and src.target in _VIEW_OPS and isinstance(self.env.get(src), Pointwise)
-                   and src.args and isinstance(src.args[0], torch.fx.Node)):
-                chain.append(src)
-                src = src.args[0]
+            chain, src = self._view_chain(arg, _VIEW_PACKETS)
             if not any(n.target in _TRANSPOSING_VIEW_OPS for n in chain) or not isinstance(self.env.get(src), Pointwise):
                 continue
             fake = self.fake_env.get(src)
@@ -377,10 +373,12 @@ class GraphLowering:
         stored = self.realize(Pointwise(value.device, value.dtype, psize, inner, getattr(value, "origins", frozenset())))
         return ReinterpretView(stored, Layout(value.device, value.dtype, size, tuple(stride)))
 
-    def _view_chain(self, node: torch.fx.Node) -> tuple[list[torch.fx.Node], torch.fx.Node]:
-        """The view ops from node back to the value they view (last first), and that value."""
+    def _view_chain(self, node: torch.fx.Node, packets: frozenset) -> tuple[list[torch.fx.Node], torch.fx.Node]:
+        """The lazily lowered view ops (of these op packets) from node back to the value they view
+        (last first), and that value."""
         chain, src = [], node
-        while (src.op == "call_function" and getattr(src.target, "overloadpacket", None) in _ALIAS_VIEW_PACKETS
+        while (src.op == "call_function" and getattr(src.target, "overloadpacket", None) in packets
+               and src.target is not _aten.view.dtype   # a bitcast, not a strided view
                and isinstance(self.env.get(src), Pointwise) and src.args and isinstance(src.args[0], torch.fx.Node)):
             chain.append(src)
             src = src.args[0]
@@ -408,7 +406,7 @@ class GraphLowering:
         chains: dict[torch.fx.Node, list[list[torch.fx.Node]]] = {}
         for o in outputs:
             if isinstance(o, torch.fx.Node) and isinstance(self.env.get(o), (Pointwise, ComputedBuffer)):
-                chain, src = self._view_chain(o)
+                chain, src = self._view_chain(o, _ALIAS_VIEW_PACKETS)
                 # the viewed value: lazy, or realized after its views were lowered (lazily)
                 if isinstance(self.env.get(src), (Pointwise, ComputedBuffer)):
                     chains.setdefault(src, []).append(chain)
@@ -459,13 +457,12 @@ class GraphLowering:
 
 _TRANSPOSING_VIEW_OPS = frozenset([torch.ops.aten.permute.default, torch.ops.aten.t.default,
                                    torch.ops.aten.transpose.int])
-_VIEW_OPS = _TRANSPOSING_VIEW_OPS | {torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default,
-                                     torch.ops.aten.reshape.default}
 _aten = torch.ops.aten
-# view ops whose result, over a buffer, is a strided view of it (outputs keep eager's aliasing)
-_ALIAS_VIEW_PACKETS = frozenset([_aten.view, _aten._unsafe_view, _aten.reshape, _aten.permute, _aten.t, _aten.transpose,
-                                 _aten.expand, _aten.squeeze, _aten.unsqueeze, _aten.slice, _aten.select,
-                                 _aten.as_strided, _aten.diagonal, _aten.narrow, _aten.alias])
+# reshapes and transposes: the views an extern operand is re-lowered through (_realize_viewed_operands)
+_VIEW_PACKETS = frozenset([_aten.view, _aten._unsafe_view, _aten.reshape, _aten.permute, _aten.t, _aten.transpose])
+# every view op whose result, over a buffer, is a strided view of it (outputs keep eager's aliasing)
+_ALIAS_VIEW_PACKETS = _VIEW_PACKETS | {_aten.expand, _aten.squeeze, _aten.unsqueeze, _aten.slice, _aten.select,
+                                       _aten.as_strided, _aten.diagonal, _aten.narrow, _aten.alias}
 
 
 def _feeds_returned_activation(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:

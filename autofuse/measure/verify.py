@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 import torch
+from torch.utils._pytree import tree_leaves
 
 # (rtol, atol) per dtype: reduction order may differ from eager's
 TOLERANCES = {
@@ -52,7 +53,6 @@ def as_close_as_eager(actual: Any, expected: Any, reference: Any,
     f16 graph to that dtype, a compiled kernel keeps them in f32, and a long chain can take eager's
     result further from the exact one than any tolerance for the dtype allows; torch's own
     benchmarks judge compiled models against a float64 reference the same way."""
-    from torch.utils._pytree import tree_leaves
     for a, e, r in zip(tree_leaves(actual), tree_leaves(expected), tree_leaves(reference)):
         if not (isinstance(a, torch.Tensor) and a.is_floating_point()):
             continue

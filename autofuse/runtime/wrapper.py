@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import torch
+from torch.utils._pytree import tree_leaves
 
 from ..ir.values import Layout
 from .launcher import hooks_set
@@ -180,7 +181,6 @@ def viewed_layouts(program: Any) -> dict[int, Layout]:
     the view's own size and strides over the same memory, so the call takes the buffer itself
     instead of a view made on every call. Kernels see only its pointer. Not for a buffer the
     program returns or hands to a call as it is."""
-    from torch.utils._pytree import tree_leaves
     allocs = {s.slot: s.layout for s in program.steps if isinstance(s, Alloc)}
     views: dict[int, set[tuple]] = {}
     raw: set[int] = set()

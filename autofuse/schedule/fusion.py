@@ -139,7 +139,9 @@ def reads_strided(g: FusionGroup) -> bool:
     inside = {n.name for n in g.nodes}
     for n in g.nodes:
         for d in n.reads:
-            strides = access_strides(d) if d.name not in inside else None
+            if d.name in inside:
+                continue
+            strides = access_strides(d)
             if strides and 2 <= abs(strides[-1]) <= STRIDED_READ_MAX:
                 return True
     return False

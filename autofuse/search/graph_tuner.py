@@ -112,7 +112,7 @@ class GraphSearch:
         with self.rng.replay():
             self.expected = _as_list(gm(*self.args))
         # the graph in float64, computed once and only if a plan's values differ from eager's
-        self.reference = functools.cache(lambda: self._float64_outputs())
+        self.reference = functools.cache(self._float64_outputs)
         from costmodel.predict import GroupContextPredictor
         predictor = GroupContextPredictor(load_predictor(db, self.dev))  # consistent kernel times without a GPU
         self.bench = benchmarker or default_benchmarker(self.args, predictor)
