@@ -265,9 +265,9 @@ def test_ctrl_c_keeps_best_and_resume_continues(tmp_path, device):
     done_before = len([t for t in study.trials if t.state.name == "COMPLETE"])
     assert done_before < 24
     fb2 = FakeBenchmarker(planted_cost)
-    res2 = autofuse.tune(seed_fn, args, settings=settings(db_path, trials=24, resume=True), benchmarker=fb2)
+    res2 = autofuse.tune(seed_fn, args, settings=settings(db_path, trials=32, resume=True), benchmarker=fb2)
     study = optuna.load_study(study_name=study_name(g.graph_hash, g.device), storage=f"sqlite:///{db_path}")
-    assert len([t for t in study.trials if t.state.name == "COMPLETE"]) == 24
+    assert len([t for t in study.trials if t.state.name == "COMPLETE"]) == 32
     measured_again = {json.dumps(c["config"], sort_keys=True) + c["source"] for c in kernel_calls(fb2)}
     with TuningDB.open(db_path) as db:
         first = {json.dumps(m["features"]["config"], sort_keys=True) + m["features"]["source"]

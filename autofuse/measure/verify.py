@@ -1,10 +1,11 @@
 """Compare a candidate's outputs with the reference (eager, or a kernel's default config)."""
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import torch
 from torch.utils._pytree import tree_leaves
+
 
 # (rtol, atol) per dtype: reduction order may differ from eager's
 TOLERANCES = {
@@ -65,15 +66,6 @@ def as_close_as_eager(actual: Any, expected: Any, reference: Any,
         if not rmse_a <= 2 * rmse_e + atol / 10:
             return False
     return True
-
-
-def float64_graph_outputs(gm: torch.fx.GraphModule, args: Sequence[Any]) -> list[Any]:
-    """A graph's outputs with its floating inputs cast to float64 (copies: the caller's inputs are
-    untouched); the reference `as_close_as_eager` measures errors against."""
-    cast = [a.detach().double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
-    with torch.no_grad():
-        out = gm(*cast)
-    return list(out) if isinstance(out, (list, tuple)) else [out]
 
 
 def check_outputs(actual: Any, expected: Any, reference: Callable[[], Any] | None = None, where: str = "output",

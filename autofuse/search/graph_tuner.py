@@ -22,7 +22,7 @@ from ..capture.graph_hash import Versions, device_key, graph_hash
 from ..compiler import compile_graph
 from ..measure.rng import RngSnapshot
 from ..measure.timing import Benchmarker, CudaEventBenchmarker, PredictingBenchmarker
-from ..measure.verify import float64_graph_outputs
+from ..measure.float64 import float64_graph_outputs
 from ..options import CompileOptions
 from ..plan.plan import FusionPlan
 from ..report import nbytes

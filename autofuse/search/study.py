@@ -1,8 +1,10 @@
 """The Optuna side: a plan as trial parameters, the study in the tuning DB's storage.
 
-Note: the space is define-by-run and conditional: first one `realize:<fx node>` boolean per
-multi-use value and, in a graph with convolutions, one `conv_layout` choice, which fix the lowering; then one `fuse:<a>+<b>` boolean per fusion candidate
-legal in *that* lowering (so the candidates a trial sees depend on its realize choices). Chosen
+Note: the space is define-by-run and conditional: first one `realize:<class>` boolean per class of
+multi-use values and, in a graph with convolutions, one `conv_layout` choice, which fix the
+lowering; then one `fuse:<class a>+<class b>` boolean per class of fusion candidates legal in *that*
+lowering (so the candidates a trial sees depend on its realize choices). A class is the node's
+repeated structure (`plan.repeats`): a decoder's eight layers take one decision per layer kind. Chosen
 pairs are merged greedily with a legality re-check (CandidateSpace.plan_from_choices), so every
 trial is a legal plan. Default strategies' plans enter as enqueued trials carrying their exact
 plan (user attribute "baseline") and parameters that describe them, so the sampler learns from them.
@@ -21,6 +23,7 @@ from typing import Any, Iterator, Sequence
 import torch
 
 from ..plan.plan import CONV_LAYOUTS, FusionPlan
+from ..plan.repeats import class_of, structural_classes
 from ..plan.space import CandidateSpace, build_space, multi_use_values
 from ..schedule.heuristics import Heuristics
 
@@ -33,6 +36,7 @@ class SpaceCache:
         self.choices: tuple[str, ...] = tuple(sorted(set(multi_use_values(gm, args, heuristics))))
         self.has_conv = any(n.op == "call_function" and n.target is torch.ops.aten.convolution.default
                             for n in gm.graph.nodes)
+        self.classes = structural_classes(gm)
         self._spaces: dict[tuple, CandidateSpace] = {}
 
     def space(self, decisions: dict[str, bool], conv_layout: str | None = None) -> CandidateSpace:
@@ -48,22 +52,33 @@ class SpaceCache:
         roots = {i.split(".")[0] for i in ids}
         return {n: n in roots for n in self.choices}
 
+    def realize_param(self, name: str) -> str:
+        return f"realize:{class_of(name, self.classes)}"
+
+    def fuse_param(self, a: str, b: str) -> str:
+        return f"fuse:{class_of(a, self.classes)}+{class_of(b, self.classes)}"
+
     def params_of(self, plan: FusionPlan) -> dict[str, Any]:
+        """The parameters that describe plan; where the sites of one class differ, the majority's."""
         decisions = self.decisions_of(plan)
-        params: dict[str, Any] = {f"realize:{n}": v for n, v in decisions.items()}
+        votes: dict[str, list[bool]] = {}
+        for n, v in decisions.items():
+            votes.setdefault(self.realize_param(n), []).append(v)
         layout = plan.conv_layout if self.has_conv else None
-        if layout is not None:
-            params["conv_layout"] = layout
         kernel_of = {n: i for i, k in enumerate(plan.kernels) for n in k.nodes}
         for c in self.space(decisions, layout).legal:
-            params[f"fuse:{c.a}+{c.b}"] = kernel_of.get(c.a, -1) == kernel_of.get(c.b, -2)
+            votes.setdefault(self.fuse_param(c.a, c.b), []).append(kernel_of.get(c.a, -1) == kernel_of.get(c.b, -2))
+        params: dict[str, Any] = {k: 2 * sum(v) >= len(v) for k, v in votes.items()}
+        if layout is not None:
+            params["conv_layout"] = layout
         return params
 
     def suggest(self, trial: Any) -> FusionPlan:
-        decisions = {n: trial.suggest_categorical(f"realize:{n}", [True, False]) for n in self.choices}
+        """A trial's plan: a name suggested again returns its first value, so a class's sites agree."""
+        decisions = {n: trial.suggest_categorical(self.realize_param(n), [True, False]) for n in self.choices}
         layout = trial.suggest_categorical("conv_layout", list(CONV_LAYOUTS)) if self.has_conv else None
         space = self.space(decisions, layout)
-        chosen = [c for c in space.legal if trial.suggest_categorical(f"fuse:{c.a}+{c.b}", [True, False])]
+        chosen = [c for c in space.legal if trial.suggest_categorical(self.fuse_param(c.a, c.b), [True, False])]
         plan = space.plan_from_choices(chosen)
         return replace(plan, conv_layout=layout) if layout is not None else plan
 
