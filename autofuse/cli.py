@@ -32,6 +32,16 @@ def _seconds(text: str) -> float:
     return v
 
 
+def _budget(text: str) -> float | None:
+    """argparse type: seconds > 0, or 0 for no limit (None)."""
+    try:
+        if float(text) == 0:
+            return None
+    except ValueError:
+        pass
+    return _seconds(text)
+
+
 def _share(text: str) -> float:
     """argparse type: a share in [0, 1]."""
     try:
@@ -41,6 +51,12 @@ def _share(text: str) -> float:
     if not 0.0 <= v <= 1.0:
         raise argparse.ArgumentTypeError(f"{text} is not in [0, 1]")
     return v
+
+
+# The search stops after 12 minutes unless told otherwise: a small model runs its 40 trials well
+# within that, a whole decoder's graph does not (docs/defaults.md), and its tune, with capture and
+# the closing verification, stays within a quarter of an hour.
+DEFAULT_TIME_BUDGET_S = 720.0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -66,7 +82,9 @@ def _parser() -> argparse.ArgumentParser:
     tu = sub.add_parser("tune", help="search fusion plans and launch configs for a model file; store the winners")
     tu.add_argument("model", help="model file: class Model + get_inputs() + get_init_inputs(), or model + example_inputs()")
     tu.add_argument("--trials", type=_count, default=40, help="trials per graph (default 40)")
-    tu.add_argument("--time-budget", type=_seconds, default=None, metavar="SECONDS", help="stop searching after this long (whole model)")
+    tu.add_argument("--time-budget", type=_budget, default=DEFAULT_TIME_BUDGET_S, metavar="SECONDS",
+                    help=f"stop searching after this long (whole model; default {DEFAULT_TIME_BUDGET_S:.0f}; "
+                         f"0: until every graph has its trials); the best verified plans are then stored")
     tu.add_argument("--db", help="tuning DB path or SQLAlchemy URL (default: $AUTOFUSE_DB, else the user cache)")
     tu.add_argument("--seed", type=int, default=0)
     tu.add_argument("--resume", action="store_true", help="continue the graphs' latest studies (also: join other workers on them); without it a new study starts beside the earlier ones")

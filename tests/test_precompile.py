@@ -215,3 +215,16 @@ def test_warm_up_compiles_every_generated_kernel_for_sm90(tmp_path, monkeypatch)
         cache = t.fn.device_caches[0][0]
         assert len(cache) == 1, t.name
         assert "cubin" in next(iter(cache.values())).asm, t.name
+
+
+def test_compiler_prints_are_dropped_while_the_tuner_compiles_candidates(capsys):
+    """Triton prints a failing kernel's whole PTX before raising; the tuner reports the error instead."""
+    import sys
+
+    from autofuse.runtime.precompile import compiler_prints_dropped
+    with compiler_prints_dropped():
+        print("PTX of a kernel ptxas rejected")
+        print("kept", file=sys.stderr)
+    print("after")
+    out, err = capsys.readouterr()
+    assert out == "after\n" and err == "kept\n"

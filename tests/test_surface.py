@@ -213,3 +213,14 @@ def test_progress_bar_on_a_terminal():
     last = text.rstrip("\n").split("\r")[-1]
     assert last.startswith("forward 1/1 graph abc: 100%") and "5/5" in last and "best 5.0 us (default 12.0 us)" in last
     assert "<00:00" in last  # elapsed < remaining
+
+
+def test_tune_stops_by_default_after_its_time_budget():
+    """`autofuse tune` is bounded unless told otherwise; 0 lifts the bound, a bad value is refused."""
+    from autofuse.cli import DEFAULT_TIME_BUDGET_S, _parser
+    p = _parser()
+    assert p.parse_args(["tune", "m.py"]).time_budget == DEFAULT_TIME_BUDGET_S
+    assert p.parse_args(["tune", "m.py", "--time-budget", "0"]).time_budget is None
+    assert p.parse_args(["tune", "m.py", "--time-budget", "90"]).time_budget == 90.0
+    with pytest.raises(SystemExit):
+        p.parse_args(["tune", "m.py", "--time-budget", "-3"])

@@ -52,6 +52,15 @@ def precompile(launches: Sequence[Any], threads: int | None = None) -> int:
 
 
 @contextlib.contextmanager
+def compiler_prints_dropped() -> Iterator[None]:
+    """Standard output dropped within the block. Triton prints a kernel's whole PTX (thousands of
+    lines) before it raises PTXASError; the error's own message keeps ptxas's log. The tuner expects
+    some candidates to fail and reports each reason, so it drops those prints while it compiles them."""
+    with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
+        yield
+
+
+@contextlib.contextmanager
 def compiling_ahead(launches: Sequence[Any], threads: int | None = None, min_jobs: int = 1) -> Iterator[int]:
     """Within the block, the distinct kernels of `launches` compile on `threads` host threads; a
     launch of one of them waits for its own compile only (the tuner times the first candidates

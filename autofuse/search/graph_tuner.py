@@ -297,7 +297,8 @@ class GraphSearch:
                 compiled(*args)
                 rows.append(_time_callable("torch.compile", lambda: compiled(*args), bench))
             except Exception as e:  # noqa: BLE001 - a baseline that fails is reported, not fatal
-                rows.append(Row("torch.compile", None, note=f"failed: {type(e).__name__}"))
+                first = str(e).strip().splitlines()[0][:120] if str(e).strip() else ""
+                rows.append(Row("torch.compile", None, note=f"failed: {type(e).__name__}: {first}"))
         rows.append(Row("autofuse inductor", incumbent.median_us if incumbent.rounds_us else None,
                         incumbent.num_kernels, incumbent.measured, incumbent.error or ""))
         tvm = Finalist("tvm", self.baselines["tvm"].plan)

@@ -22,7 +22,7 @@ from ..codegen.config import LaunchConfig, next_pow2
 from ..measure.timing import Benchmarker, Timing
 from ..measure.verify import compare
 from ..plan.apply import node_id
-from ..runtime.precompile import compiling_ahead
+from ..runtime.precompile import compiler_prints_dropped, compiling_ahead
 from .candidates import (best_config, candidate_configs, candidate_limit, interleave_families, legal_options,
                          neighbour_configs)
 from .records import group_key, kernel_key, kernel_record
@@ -103,10 +103,11 @@ class KernelTuner:
                                                   limit=candidate_limit(self.settings, self.predictor)))
         chosen = search.select()
         search.take_reference()
-        with compiling_ahead(self.to_compile(chosen, search.variants)):   # compiles overlap the first timings
-            for cfg in chosen:
-                search.measure(cfg)
-        search.refine()
+        with compiler_prints_dropped():
+            with compiling_ahead(self.to_compile(chosen, search.variants)):   # compiles overlap the first timings
+                for cfg in chosen:
+                    search.measure(cfg)
+            search.refine()
         choice = search.choose()
         self.choices[ckey] = choice
         self.seconds["kernels"] += time.perf_counter() - t0
