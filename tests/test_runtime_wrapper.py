@@ -311,7 +311,13 @@ def test_outputs_that_view_one_value_share_its_storage(device):
         y = torch.sigmoid(x) - 0.5
         return y.t(), y.unsqueeze(0)
 
-    for fn in (base_and_views, two_views):
+    def pieces(x):   # unbind and split return several views, taken apart by getitem
+        y = torch.cos(x) * 3
+        a, *_ = y.unbind(0)
+        _, c = y.split([4, 5], dim=1)
+        return y, a, c
+
+    for fn in (base_and_views, two_views, pieces):
         torch._dynamo.reset()
         x = rand((6, 9), device=device)
         got = autofuse.compile(fn, strict=True, poison=True)(x)
