@@ -1,7 +1,8 @@
 """Measurement exports into a tuning DB for `autofuse retrain --from-export`, and shipping the result.
 
-An export is `benchmarks.collect`'s measurements.jsonl.gz or one of `costmodel/data/*.jsonl.gz`:
-one JSON object a line with kernel_key, device, features and stats. They go into a fresh DB, so
+An export is `benchmarks.collect`'s measurements.jsonl.gz, one of `costmodel/data/*.jsonl.gz` or
+an `autofuse db export` file: one JSON object a line with kernel_key, device, features and stats
+(a DB export's other rows, its header, graphs and plans, are skipped). They go into a fresh DB, so
 the split into training and held-out graphs is over exactly these exports; the model in use (the
 shipped one, when the DB has none) is scored on the same held-out graphs by `train.retrain`. With
 --ship, a model retrain stored replaces the shipped one and its .json records the command.
@@ -28,6 +29,8 @@ def import_exports(db: Any, exports: Sequence[Path]) -> int:
                         continue
                     try:
                         r = json.loads(line)
+                        if r.get("kind", "measurement") != "measurement":
+                            continue   # `autofuse db export` also writes its header, graphs and plans
                         n += bool(db.put_measurement(r["kernel_key"], r["device"], r["features"], r["stats"]))
                     except (json.JSONDecodeError, KeyError, TypeError) as e:
                         raise ValueError(f"{path}:{i}: not a measurement ({type(e).__name__}: {e})") from None

@@ -179,3 +179,18 @@ def test_a_model_of_another_feature_schema_or_codegen_is_refused_in_one_line(key
 def test_damaged_model_files_are_value_errors(blob):
     with pytest.raises(ValueError):
         CostModel.from_bytes(blob)
+
+
+def test_a_db_export_is_an_export_its_other_rows_skipped(tmp_path, dataset_db):
+    """`autofuse db export` writes a header, graphs and plans beside the measurements: retrain takes
+    the measurements."""
+    from costmodel.exports import import_exports
+    from autofuse.cli import main as autofuse_main
+    out = tmp_path / "all.jsonl"
+    with TuningDB.open(str(dataset_db)) as d:
+        n = len(d.measurements())
+    assert autofuse_main(["db", "--db", str(dataset_db), "export", str(out)]) == 0
+    kinds = {json.loads(line).get("kind") for line in out.read_text().splitlines() if line.strip()}
+    assert "measurement" in kinds and len(kinds) > 1
+    with TuningDB.open(str(tmp_path / "fresh.db")) as fresh:
+        assert import_exports(fresh, [out]) == n
