@@ -224,3 +224,10 @@ def test_tune_stops_by_default_after_its_time_budget():
     assert p.parse_args(["tune", "m.py", "--time-budget", "90"]).time_budget == 90.0
     with pytest.raises(SystemExit):
         p.parse_args(["tune", "m.py", "--time-budget", "-3"])
+
+
+def test_a_failure_is_reported_as_one_line():
+    from autofuse.search.table import error_line
+    assert error_line(TypeError("\nfirst\nsecond")) == "TypeError: first"
+    assert error_line(RuntimeError()) == "RuntimeError: "
+    assert error_line(ValueError("x" * 300), 10) == "ValueError: " + "x" * 10

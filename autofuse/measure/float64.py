@@ -87,11 +87,11 @@ def float64_graph_outputs(gm: torch.fx.GraphModule, args: Sequence[Any]) -> list
     """The graph's outputs computed in float64: floating inputs cast (copies: the caller's inputs
     are untouched), and every floating dtype the graph names promoted. A graph that cannot be
     promoted (`CannotPromote`) has only its inputs cast."""
-    cast = [a.detach().double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
+    def cast() -> list[Any]:   # fresh copies for each run: the graph may update its inputs in place
+        return [a.detach().double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
     with torch.no_grad():
         try:
-            out = _Float64(gm).run(*cast)
+            out = _Float64(gm).run(*cast())
         except CannotPromote:
-            cast = [a.detach().double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
-            out = gm(*cast)
+            out = gm(*cast())
     return list(out) if isinstance(out, (list, tuple)) else [out]

@@ -20,9 +20,9 @@ import torch
 from ..capture.fresh import compile_fresh
 from ..capture.graph_hash import Versions, device_key, graph_hash
 from ..compiler import compile_graph
+from ..measure.float64 import float64_graph_outputs
 from ..measure.rng import RngSnapshot
 from ..measure.timing import Benchmarker, CudaEventBenchmarker, PredictingBenchmarker
-from ..measure.float64 import float64_graph_outputs
 from ..options import CompileOptions
 from ..plan.plan import FusionPlan
 from ..report import nbytes
@@ -34,6 +34,7 @@ from .progress import Progress
 from .interrupts import deferred_interrupts
 from .settings import TuneSettings
 from .study import SpaceCache, enqueue_baselines, fail_stale_trials, open_study, quiet_optuna, study_name, worker_id
+from .table import error_line
 
 BASELINES = ("inductor", "tvm", "none")
 
@@ -297,8 +298,7 @@ class GraphSearch:
                 compiled(*args)
                 rows.append(_time_callable("torch.compile", lambda: compiled(*args), bench))
             except Exception as e:  # noqa: BLE001 - a baseline that fails is reported, not fatal
-                first = str(e).strip().splitlines()[0][:120] if str(e).strip() else ""
-                rows.append(Row("torch.compile", None, note=f"failed: {type(e).__name__}: {first}"))
+                rows.append(Row("torch.compile", None, note=f"failed: {error_line(e)}"))
         rows.append(Row("autofuse inductor", incumbent.median_us if incumbent.rounds_us else None,
                         incumbent.num_kernels, incumbent.measured, incumbent.error or ""))
         tvm = Finalist("tvm", self.baselines["tvm"].plan)

@@ -4,6 +4,12 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 
+def error_line(e: BaseException, width: int = 120) -> str:
+    """`Type: first line of the message`: a failure as one line of a report."""
+    lines = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {lines[0][:width] if lines else ''}"
+
+
 def _fmt_us(us: float | None) -> str:
     return "—" if us is None else (f"{us:,.1f}" if us >= 10 else f"{us:.2f}")
 

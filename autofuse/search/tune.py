@@ -19,7 +19,7 @@ from ..capture.fresh import compile_fresh
 from ..measure.timing import Benchmarker, Timing, copy_bandwidth
 from ..measure.verify import compare
 from .graph_tuner import GraphResult, GraphTuner, Row, TuneSettings
-from .table import table
+from .table import error_line, table
 
 
 @dataclass
@@ -155,7 +155,7 @@ def tune(model: Callable[..., Any], example_inputs: Sequence[Any], *, settings: 
         except DBError:
             raise  # the DB cannot take the results: no other graph can be tuned into it either
         except Exception as e:  # noqa: BLE001 - one graph's failure keeps the other graphs' plans
-            errors.append(f"graph {label} {i + 1}/{len(distinct)}: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")
+            errors.append(f"graph {label} {i + 1}/{len(distinct)}: {error_line(e, 200)}")
             continue
         results.append(res)
         if res.interrupted:
@@ -199,5 +199,5 @@ def model_rows(model: Callable[..., Any], inputs: Sequence[Any], settings: TuneS
                 t: Timing = bench.time(lambda: fn(*inputs, **kwargs), {"kind": "plan", "kernels": []})
             rows.append(Row(name, t.median_us))
         except Exception as e:  # noqa: BLE001 - a failing variant is reported, the table goes on
-            rows.append(Row(name, None, note=f"failed: {type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"))
+            rows.append(Row(name, None, note=f"failed: {error_line(e)}"))
     return rows
