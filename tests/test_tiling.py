@@ -7,6 +7,8 @@ Inductor's rule; illegal tiles are refused with a reason; the search offers tile
 kernels that do not transpose keep their 1-D code."""
 from dataclasses import replace
 
+import re
+
 import pytest
 import torch
 
@@ -93,7 +95,7 @@ def test_small_tiles_with_partial_edges_match_eager(name, tile):
     y, x = tile
     (k,) = run_and_check(fn, make(torch.float32), lambda c: replace(c, YBLOCK=y, XBLOCK=x, num_warps=1))
     assert (k.config.YBLOCK, k.config.XBLOCK) == tile
-    assert "xmask = (yindex < ynumel) & (xindex < xnumel)" in k.source
+    assert re.search(r"xmask = \(yindex < \d+\) & \(xindex < \d+\)", k.source)
 
 
 def test_tiles_that_divide_both_sides_have_a_constant_mask():

@@ -65,7 +65,10 @@ class AssemblyMixin:
         return self.rnumel == rb if self.persistent else rb > 0 and self.rnumel % rb == 0
 
     def _rmask(self) -> str:
-        return mask_line("rmask", "rindex < rnumel", self._full_r(), "[1, RBLOCK]")
+        # the sizes as literals, not the rnumel / xnumel arguments: Triton sees a literal's
+        # divisibility (1000 = 8 x 125), so a mask that cuts rows of 1000 stays constant over 8
+        # lanes and their loads 16 bytes wide; an argument not divisible by 16 gets no such fact
+        return mask_line("rmask", f"rindex < {self.rnumel}", self._full_r(), "[1, RBLOCK]")
 
     def _loop_header(self) -> list[str]:
         i64 = ".to(tl.int64)" if self.use_int64 else ""
@@ -75,10 +78,10 @@ class AssemblyMixin:
         if not self.reduction_kernel:
             return [f"xoffset = tl.program_id(0){i64} * XBLOCK",
                     "xindex = xoffset + tl.arange(0, XBLOCK)",
-                    mask_line("xmask", "xindex < xnumel", full_x, "[XBLOCK]")]
+                    mask_line("xmask", f"xindex < {self.numel}", full_x, "[XBLOCK]")]
         lines = [f"xoffset = tl.program_id(0){i64} * XBLOCK",
                  "xindex = xoffset + tl.arange(0, XBLOCK)[:, None]",
-                 mask_line("xmask", "xindex < xnumel", full_x, "[XBLOCK, 1]")]
+                 mask_line("xmask", f"xindex < {self.numel}", full_x, "[XBLOCK, 1]")]
         if self.role == "partial":
             lines += partial_header(self.rchunk, i64)
         return lines

@@ -130,7 +130,7 @@ class SplitMixin:
         k = len(self.workspaces)
         self.workspaces[node.name] = ws_dtype
         v = value.name if value.dtype == ws_dtype else convert(value.name, ws_dtype)
-        self.emit(f"tl.store(ws_ptr{k} + (rsplit_id * xnumel + xindex), {v}, xmask)")
+        self.emit(f"tl.store(ws_ptr{k} + (rsplit_id * {self.numel} + xindex), {v}, xmask)")
 
     def _combine_partials(self, node: SchedulerNode, pl: Placement, workspaces: dict[str, torch.dtype]) -> None:
         """The reduction's value from its partials, reduced like the r loop's final step."""
@@ -146,7 +146,7 @@ class SplitMixin:
     def _partials(self, name: str, rtype: str, workspaces: dict[str, torch.dtype]) -> TV:
         k, dtype = list(workspaces).index(name), workspaces[name]
         # .cg: from L2, where the other programs' partials are (the acq_rel ticket orders them)
-        return self.cse(f"tl.load(ws_ptr{k} + (sindex * xnumel + xindex), xsmask, "
+        return self.cse(f"tl.load(ws_ptr{k} + (sindex * {self.numel} + xindex), xsmask, "
                         f"other={reduction_default(rtype, dtype)}, cache_modifier=\".cg\")", dtype)
 
     def _combine_online(self, node: SchedulerNode, sums: TV, workspaces: dict[str, torch.dtype]) -> TV:

@@ -175,7 +175,7 @@ def tile_header(tiling: Tiling, yblock: int, xblock: int, i64: str) -> list[str]
     `xmask` the whole tile's mask (a constant where both sides divide evenly)."""
     full = tiling.ynumel % yblock == 0 and tiling.xnumel % xblock == 0
     mask = ("xmask = tl.full([YBLOCK, XBLOCK], True, tl.int1)" if full
-            else "xmask = (yindex < ynumel) & (xindex < xnumel)")
+            else f"xmask = (yindex < {tiling.ynumel}) & (xindex < {tiling.xnumel})")
     return [f"yoffset = tl.program_id(1){i64} * YBLOCK",
             "yindex = yoffset + tl.arange(0, YBLOCK)[:, None]",
             f"xoffset = tl.program_id(0){i64} * XBLOCK",
