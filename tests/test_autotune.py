@@ -1,5 +1,5 @@
-"""Compile-time autotuning of reduction kernels: the measured best config is used, pointwise kernels
-keep their default, measurements are stored once, the user's inputs and generators are untouched,
+"""Compile-time autotuning of reduction and 2-D tiled kernels: the measured best config is used, 1-D
+pointwise kernels keep their default, measurements are stored once, the user's inputs and generators are untouched,
 and a failure leaves the default plan. On the CPU a fake benchmarker stands in for the GPU timer."""
 from __future__ import annotations
 
@@ -119,7 +119,31 @@ def test_no_gpu_and_no_timer_means_no_autotune(tmp_path):
     assert autotuned_plan(gm, args, _options(tmp_path)) is None
 
 
-def test_a_graph_without_reductions_is_left_alone(tmp_path):
+def _prefer_short_tiles(rec: dict) -> float:
+    """A fake timer under which a pointwise kernel runs faster the shorter its 2-D tile (1-D: slowest)."""
+    y = rec["config"].get("YBLOCK", 0)
+    return (10.0 + y / 64 if y else 100.0) if rec["kind"] == "pointwise" else 10.0
+
+
+def test_a_tiled_pointwise_kernel_is_measured_and_its_fastest_tile_used(tmp_path):
+    def fn(x, y):
+        return x.t() + y    # stores along y's rows, loads along x's: 2-D tiles
+    args = [rand((300, 37)), rand((37, 300))]
+    gm = trace_aten(fn, args)
+    opts = _options(tmp_path, use_db=False)
+    default = compile_graph(gm, args, opts)
+    assert [k.config.YBLOCK > 0 for k in default.kernels] == [True]
+    fb = FakeBenchmarker(_prefer_short_tiles)
+    plan = autotuned_plan(gm, args, opts, benchmarker=fb)
+    assert plan is not None and any(c["kind"] == "pointwise" for c in fb.calls)
+    arts = compile_graph(gm, args, opts.with_(plan=plan))
+    (k,) = arts.kernels
+    assert 0 < k.config.YBLOCK < default.kernels[0].config.YBLOCK
+    assert k.config.YBLOCK == min(c["config"].get("YBLOCK", 0) or 1 << 30 for c in fb.calls if c["kind"] == "pointwise")
+    assert_close(arts.program(list(args)), [fn(*args)])
+
+
+def test_a_graph_without_reductions_or_tiles_is_left_alone(tmp_path):
     args = [rand((37, 300))]
     gm = trace_aten(lambda x: torch.tanh(x) * 2, args)
     fb = FakeBenchmarker(_prefer_looped)

@@ -7,9 +7,11 @@ other warps than a plain sum of the same row). Inductor's default mode measures 
 configs of every reduction kernel at its first call; autofuse does the same with the tuner's own
 machinery: the cost model ranks the kernel's legal configs, the default and the best-ranked few
 (then a few one-knob neighbours of the fastest) are measured in place, each checked against the
-default config's outputs. Pointwise kernels keep the size rule's config: Inductor's default mode
-times two configs of each 1-D pointwise kernel, and the rule takes its second one where that one
-wins, for reads strided along the innermost dim (docs/defaults.md, "Pointwise blocks").
+default config's outputs. A pointwise kernel run as 2-D tiles (a transpose, a layout change) is
+measured too, since its best tile shape depends on both sides' strides, and Inductor's default mode
+times several tile shapes of such kernels; 1-D pointwise kernels keep the size rule's config:
+Inductor times two configs of each, and the rule takes its second one where that one wins, for
+reads strided along the innermost dim (docs/defaults.md, "Pointwise blocks").
 Measurements go to the tuning DB, so the next compile of the same kernel measures nothing. The
 grouping is not searched (that is `autofuse tune`). It runs only where kernels can be timed (the
 GPU), and any failure leaves the default plan: it can make a compile slower, never wrong. What it
@@ -29,7 +31,7 @@ import torch
 import torch.fx
 
 from ..capture.graph_hash import device_key, graph_hash
-from ..compiler import schedule
+from ..compiler import default_config, schedule
 from ..measure.rng import RngSnapshot
 from ..measure.timing import Benchmarker, CudaEventBenchmarker, copy_bandwidth
 from ..options import CompileOptions
@@ -40,11 +42,13 @@ from .kernels import KernelTuner
 from .records import device_traits
 from .settings import KernelTuneSettings
 
-# Per reduction kernel: the default, the 3 best-ranked of 48 legal configs, then up to 3 neighbours
-# of the fastest: at most 7 variants compiled and timed (docs/defaults.md, "Autotuning at compile").
-AUTOTUNE = KernelTuneSettings(top_k=3, explore=0.0, max_candidates=48, refine=3, kinds=("reduction", "scan"))
+# Per reduction or tiled pointwise kernel: the default, the 3 best-ranked of 48 legal configs, then
+# up to 3 neighbours of the fastest: at most 7 variants compiled and timed (docs/defaults.md,
+# "Autotuning at compile"). Which pointwise kernels: `searched_groups`.
+AUTOTUNE = KernelTuneSettings(top_k=3, explore=0.0, max_candidates=48, refine=3,
+                              kinds=("reduction", "scan", "pointwise"))
 AUTOTUNE_REPS = 30
-# Per graph: the distinct reduction and scan kernels with the most elements reduced, at most
+# Per graph: the distinct reduction, scan and tiled pointwise kernels with the most elements, at most
 # AUTOTUNE_KERNELS of them, measured within AUTOTUNE_BUDGET_S seconds; the others keep their default
 # (a training graph of ResNet-50 holds ~50 distinct ones: measuring all took minutes).
 AUTOTUNE_KERNELS = 8
@@ -75,7 +79,8 @@ def _autotune(gm: torch.fx.GraphModule, args: list, options: CompileOptions, ben
               settings: KernelTuneSettings, on_gpu: bool) -> FusionPlan | None:
     opts = options.with_(plan=None, tuner=None, recorder=None)
     sched = schedule(gm, args, opts)
-    if not any(g.is_reduction for g in sched.groups if not g.is_extern):
+    tiled = tiled_groups(sched.groups, opts.heuristics, not on_gpu)
+    if not tiled and not any(g.is_reduction for g in sched.groups if not g.is_extern):
         return None
     plan = plan_from_groups(graph_key(gm, args), sched.groups, [None] * len(sched.groups), sched.strategy,
                             sched.decisions, sched.lowering.conv_layout)
@@ -86,7 +91,7 @@ def _autotune(gm: torch.fx.GraphModule, args: list, options: CompileOptions, ben
     traits = device_traits(device, _copy_bw(str(device)) if on_gpu else None)
     tuner = KernelTuner(bench, _predictor(db, dev), None if db is None else BestEffortStore(db), dev, traits,
                         graph_hash(gm, args), settings, interpret=not on_gpu,
-                        select=searched_groups(sched.groups, AUTOTUNE_KERNELS),
+                        select=searched_groups(sched.groups, AUTOTUNE_KERNELS, tiled),
                         deadline=time.perf_counter() + AUTOTUNE_BUDGET_S)
     evaluator = PlanEvaluator(gm, unshared_mutated_inputs(gm, args), tuner, opts, time_externs=False)
     on_device = torch.cuda.device(device) if on_gpu else contextlib.nullcontext()  # events on the kernels' device
@@ -97,15 +102,22 @@ def _autotune(gm: torch.fx.GraphModule, args: list, options: CompileOptions, ben
     return replace(ev.plan, strategy=plan.strategy, conv_layout=plan.conv_layout)
 
 
-def searched_groups(groups: Sequence[Any], limit: int) -> frozenset[int]:
-    """Indices of the reduction and scan groups whose configs the autotune measures: those of the
-    `limit` kernels with the most elements reduced, where identical kernels (the same nodes at the
-    same sizes: a model's repeated layers) count as one kernel with their elements summed, since
-    they share one measurement and the time it saves."""
+def tiled_groups(groups: Sequence[Any], heuristics: Any, interpret: bool) -> frozenset[int]:
+    """Indices of the pointwise groups whose default config runs them as 2-D tiles."""
+    return frozenset(gi for gi, g in enumerate(groups)
+                     if not g.is_extern and not g.is_reduction and default_config(g, heuristics, interpret).YBLOCK)
+
+
+def searched_groups(groups: Sequence[Any], limit: int, tiled: frozenset[int] = frozenset()) -> frozenset[int]:
+    """Indices of the groups whose configs the autotune measures: of the reduction and scan groups
+    and the `tiled` pointwise ones, those of the `limit` kernels with the most elements (reduced,
+    for a reduction), where identical kernels (the same nodes at the same sizes: a model's repeated
+    layers) count as one kernel with their elements summed, since they share one measurement and
+    the time it saves."""
     weight: dict[tuple, int] = {}
     members: dict[tuple, list[int]] = {}
     for gi, g in enumerate(groups):
-        if g.is_extern or not any(n.kind in ("reduction", "scan") for n in g.nodes):
+        if g.is_extern or not (gi in tiled or any(n.kind in ("reduction", "scan") for n in g.nodes)):
             continue
         sig = (g.numel, g.rnumel, tuple(sorted((n.kind, n.sizes, n.rsizes) for n in g.nodes)))
         weight[sig] = weight.get(sig, 0) + g.numel * max(g.rnumel, 1)
