@@ -462,7 +462,9 @@ def select_cases(names: Sequence[str], programs: Sequence[str], categories: Sequ
     from .programs import select
     unknown = [c for c in names if c not in {k.name for k in CASES}]
     unknown += [c for c in categories if c not in corpus_categories()]
-    picked = (select(names=list(programs)) if programs else []) + (select(only=list(categories)) if categories else [])
+    known = {p.name for p in select()}
+    picked = (select(names=[n for n in programs if n in known]) if programs else []) + \
+        (select(only=list(categories)) if categories else [])
     picked = list({p.name: p for p in picked}.values())
     unknown += [n for n in programs if n not in {p.name for p in picked}]
     if unknown:

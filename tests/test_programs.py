@@ -59,6 +59,13 @@ def test_select_interleaves_categories():
     assert all(p.category == "scan" for p in select(only=["scan"]))
 
 
+def test_named_programs_run_in_the_order_named_and_an_unknown_name_is_refused():
+    names = [p.name for p in select(only=["scan"])[:2]] + [select(only=["loss"])[0].name]
+    assert [p.name for p in select(names=names[::-1])] == names[::-1]
+    with pytest.raises(ValueError, match="unknown programs: no_such_program"):
+        select(names=[names[0], "no_such_program"])
+
+
 def test_mismatch_reports_wrong_values():
     p = PROGRAMS[0]
     x = torch.randn(5)

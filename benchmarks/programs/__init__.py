@@ -22,9 +22,17 @@ def categories() -> list[str]:
 
 def select(only: list[str] | None = None, names: list[str] | None = None,
            max_programs: int | None = None) -> list[Program]:
-    """Programs of the given categories (or names), interleaved across categories so that a run cut
-    short by --max-programs or a time budget still covers every category."""
-    picked = [p for p in PROGRAMS if (not only or p.category in only) and (not names or p.name in names)]
+    """Programs of the given categories, interleaved across categories so that a run cut short by
+    --max-programs or a time budget still covers every category; named programs in the order
+    named (the caller's priority). An unknown name raises ValueError."""
+    if names:
+        by_name = {p.name: p for p in PROGRAMS}
+        unknown = [n for n in names if n not in by_name]
+        if unknown:
+            raise ValueError(f"unknown programs: {' '.join(unknown)} (list them with --list)")
+        picked = [by_name[n] for n in dict.fromkeys(names) if not only or by_name[n].category in only]
+        return picked[:max_programs] if max_programs else picked
+    picked = [p for p in PROGRAMS if not only or p.category in only]
     by_cat: dict[str, list[Program]] = {}
     for p in picked:
         by_cat.setdefault(p.category, []).append(p)

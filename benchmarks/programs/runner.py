@@ -268,7 +268,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out", required=True)
     p.add_argument("--variants", default=DEFAULT_VARIANTS, help=f"comma-separated, from {','.join(ALL_VARIANTS)}")
     p.add_argument("--only", nargs="*", default=None, help=f"categories: {' '.join(categories())}")
-    p.add_argument("--names", nargs="*", default=None, help="program names")
+    p.add_argument("--names", nargs="*", default=None, help="program names, run in the order given")
     p.add_argument("--max-programs", type=int, default=None)
     p.add_argument("--time-budget", type=float, default=400.0,
                    help="seconds; no program starts that would end after it (a guess: the mean so far)")
@@ -292,7 +292,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     opts = parse(argv)
-    programs = select(opts.only, opts.names, None)
+    try:
+        programs = select(opts.only, opts.names, None)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if opts.list:
         for p in programs:
             print(f"{p.category:16s} {p.name}")
