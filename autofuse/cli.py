@@ -140,10 +140,6 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
-def _terminated(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
 def cmd_tune(args: argparse.Namespace) -> int:
     import json
 
@@ -164,8 +160,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
                                                       refine=KernelTuneSettings().refine if args.refine is None
                                                       else args.refine))
     import signal
+
+    from .search.interrupts import clear_stop, interrupt, stop_requested
     main_thread = threading.current_thread() is threading.main_thread()
-    before = signal.signal(signal.SIGTERM, _terminated) if main_thread else None  # ends like Ctrl-C: trial FAIL, best kept
+    clear_stop()
+    before = signal.signal(signal.SIGTERM, interrupt) if main_thread else None  # ends like Ctrl-C: trial FAIL, best kept
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="autofuse: running Triton kernels on the CPU")
@@ -177,7 +176,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result.to_json(), f, indent=1, default=str)
-    return 130 if result.interrupted else 1 if result.errors else 0
+    return 130 if result.interrupted or stop_requested() else 1 if result.errors else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -63,3 +63,31 @@ def test_a_signal_during_ask_or_tell_leaves_no_trial_running(where, state):
         signal.signal(signal.SIGTERM, before)
     assert len(called) == (where == "tell")
     assert [t.state.name for t in study.get_trials(deepcopy=False)] == [state]
+
+
+def test_an_interrupt_whose_raise_is_swallowed_still_stops_the_search():
+    """The SIGTERM handler's KeyboardInterrupt can land where Python ignores exceptions (a weakref
+    callback): the request it recorded ends the search at the next trial all the same."""
+    import optuna
+
+    from autofuse.search.graph_tuner import _ask_tell
+    from autofuse.search.interrupts import clear_stop, interrupt, stop_requested
+    clear_stop()
+    study = optuna.create_study()
+    calls = []
+
+    def objective(trial):
+        calls.append(trial.number)
+        if len(calls) == 2:
+            try:
+                interrupt(15, None)
+            except KeyboardInterrupt:
+                pass   # swallowed, as in a weakref callback
+        return float(trial.number)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _ask_tell(study, objective, 10, None)
+        assert stop_requested() and calls == [0, 1]
+        assert [t.state.name for t in study.trials] == ["COMPLETE", "COMPLETE"]
+    finally:
+        clear_stop()

@@ -31,7 +31,7 @@ from .finalists import CONFIRM_MIN_ROUNDS, Finalist, needs_confirmation, pick, t
 from .kernels import KernelTuner
 from .records import device_traits
 from .progress import Progress
-from .interrupts import deferred_interrupts
+from .interrupts import deferred_interrupts, stop_requested
 from .settings import TuneSettings
 from .study import SpaceCache, enqueue_baselines, fail_stale_trials, open_study, quiet_optuna, study_name, worker_id
 from .table import error_line
@@ -317,6 +317,8 @@ def _ask_tell(study: Any, objective: Any, n_trials: int, deadline: float | None)
     whether the other worker finished it before this one's objective wrote to it or before its tell."""
     import optuna
     for _ in range(n_trials):
+        if stop_requested():   # an interrupt whose raise was swallowed (interrupts.py)
+            raise KeyboardInterrupt
         if deadline is not None and time.monotonic() > deadline:
             return
         trial, told = None, False

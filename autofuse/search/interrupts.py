@@ -6,6 +6,11 @@ finish. Within `deferred_interrupts()` the two signals only set a flag; on leavi
 handler that was in place runs for the first one (raising KeyboardInterrupt), so the study never
 sees a half-made state change. Off the main thread (where handlers cannot be set) the block runs
 as it is.
+
+A KeyboardInterrupt raised where Python ignores exceptions (a weakref callback, a `__del__`: it
+prints "Exception ignored" and goes on) would be lost, and a SIGTERM'd tune would run to its end.
+`interrupt` (the CLI's SIGTERM handler) therefore also records the request, and the search checks
+`stop_requested()` between trials and between graphs.
 """
 from __future__ import annotations
 
@@ -15,6 +20,22 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_stop = threading.Event()
+
+
+def interrupt(signum: int, frame: Any) -> None:
+    """A signal handler that ends the work like Ctrl-C, and is not lost if the raise is swallowed."""
+    _stop.set()
+    raise KeyboardInterrupt
+
+
+def stop_requested() -> bool:
+    """Did `interrupt` run since `clear_stop()`?"""
+    return _stop.is_set()
+
+
+def clear_stop() -> None:
+    _stop.clear()
 
 
 @contextmanager

@@ -18,6 +18,7 @@ from ..capture.training import training_loss
 from ..capture.fresh import compile_fresh
 from ..measure.timing import Benchmarker, Timing, copy_bandwidth
 from ..measure.verify import compare
+from .interrupts import stop_requested
 from .graph_tuner import GraphResult, GraphTuner, Row, TuneSettings
 from .table import error_line, table
 
@@ -143,6 +144,9 @@ def tune(model: Callable[..., Any], example_inputs: Sequence[Any], *, settings: 
     errors: list[str] = []
     interrupted = False
     for i, (label, gm, args) in enumerate(distinct.values()):
+        if stop_requested():
+            interrupted = True
+            break
         deadline = None
         if settings.time_budget is not None:
             left = settings.time_budget - (time.monotonic() - start)
