@@ -6,7 +6,7 @@ import itertools
 import json
 import math
 from dataclasses import fields, replace
-from typing import Any
+from typing import Any, Callable
 
 from ..codegen.config import FLAGS, LaunchConfig, next_pow2
 from ..codegen.options import KernelView, Option, option, option_neighbours, option_variants
@@ -84,7 +84,7 @@ def candidate_configs(group: Any, default: LaunchConfig, interpret: bool,
             out[cfg] = None
             for twin in option_variants(cfg, interpret, eligible):  # both: the search measures whether it pays
                 out[twin] = None
-    near = sorted(list(out)[1:], key=lambda c: _distance(c, default))
+    near = sorted(list(out)[1:], key=distance_from(default))
     return [default] + interleave_families(near, rfull)[: max(0, limit - 1)]
 
 
@@ -159,16 +159,22 @@ def interleave_families(ranked: list[LaunchConfig], rfull: int = 0) -> list[Laun
     return out
 
 
-def _distance(a: LaunchConfig, b: LaunchConfig) -> tuple:
-    da, db = a.to_json(), b.to_json()
-    d = 0.0
-    for k, v in da.items():
-        w = db.get(k)
-        if isinstance(v, bool) or not isinstance(v, int):
-            d += 0 if v == w else 4
-        else:
-            d += abs(math.log2(max(v, 1)) - math.log2(max(w or 1, 1)))
-    return (d, json.dumps(da, sort_keys=True))
+def distance_from(default: LaunchConfig) -> Callable[[LaunchConfig], tuple]:
+    """A sort key: a config's distance from `default` (log2 steps of each size, 4 per other change),
+    ties broken by its JSON. Built once per kernel: a kernel's candidates number in the thousands."""
+    db = default.to_json()
+
+    def key(a: LaunchConfig) -> tuple:
+        da = a.to_json()
+        d = 0.0
+        for k, v in da.items():
+            w = db.get(k)
+            if isinstance(v, bool) or not isinstance(v, int):
+                d += 0 if v == w else 4
+            else:
+                d += abs(math.log2(max(v, 1)) - math.log2(max(w or 1, 1)))
+        return (d, json.dumps(da, sort_keys=True))
+    return key
 
 
 def best_config(times: dict[LaunchConfig, float], default: LaunchConfig) -> LaunchConfig:
