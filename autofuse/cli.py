@@ -164,14 +164,16 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from .search.interrupts import clear_stop, interrupt, stop_requested
     main_thread = threading.current_thread() is threading.main_thread()
     clear_stop()
-    before = signal.signal(signal.SIGTERM, interrupt) if main_thread else None  # ends like Ctrl-C: trial FAIL, best kept
+    # SIGTERM ends the tune like Ctrl-C (trial FAIL, best kept); both are recorded as well as raised
+    before = {s: signal.signal(s, interrupt) for s in (signal.SIGTERM, signal.SIGINT)} if main_thread else {}
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="autofuse: running Triton kernels on the CPU")
             result = tune(model, inputs, settings=settings, train=args.train)
     finally:
         if main_thread:
-            signal.signal(signal.SIGTERM, before)
+            for s, h in before.items():
+                signal.signal(s, h)
     print(result.report())
     if args.json:
         with open(args.json, "w") as f:
