@@ -45,6 +45,10 @@ def test_masks_drop_only_where_sizes_divide(rows, cols, config, full_x, full_r):
     w = rand((cols,), torch.bfloat16)
     (src,) = run(rownorm, [x, w], **config)
     assert (FULL_X in src) == full_x and (FULL_R in src) == full_r, src
+    # a mask that remains compares with the size itself, whose divisibility Triton then knows
+    assert full_x or f"xmask = xindex < {rows}" in src, src
+    assert full_r or f"rmask = rindex < {cols}" in src, src
+    assert "< xnumel" not in src and "< rnumel" not in src, src
 
 
 def test_pointwise_mask_drops_when_numel_divides():
@@ -52,4 +56,4 @@ def test_pointwise_mask_drops_when_numel_divides():
     (src,) = run(lambda a, b: torch.tanh(a) * b + 1, [x, y], XBLOCK=128)
     assert FULL_X in src
     (src,) = run(lambda a, b: torch.tanh(a) * b + 1, [rand((7, 9)), rand((7, 9))], XBLOCK=16)
-    assert FULL_X not in src
+    assert FULL_X not in src and "xmask = xindex < 63" in src
