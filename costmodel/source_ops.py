@@ -28,6 +28,7 @@ a 32000-wide cross-entropy kernel look compute-bound, and the model predicted it
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -317,8 +318,11 @@ def kernel_function(source: str, kernel_fn: str) -> ast.FunctionDef:
     raise ValueError(f"no function {kernel_fn!r} in the kernel source")
 
 
+@functools.lru_cache(maxsize=512)
 def count_ops(source: str, kernel_fn: str) -> OpCounts:
-    """Op counts of `kernel_fn`'s body in `source` (ValueError if it is not there)."""
+    """Op counts of `kernel_fn`'s body in `source` (ValueError if it is not there). Cached: the tuner
+    ranks a kernel's configs again each time its local search adds some, and parsing the sources
+    was half of each ranking (the counts are a frozen value)."""
     fn = kernel_function(source, kernel_fn)
     v = _Counter("RBLOCK" if any(a.arg == "RBLOCK" for a in fn.args.args) else "XBLOCK")
     for stmt in fn.body:
