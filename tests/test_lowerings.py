@@ -238,6 +238,18 @@ def test_iterator_strides_match_eager(sa, sb):
                 [s for s, n in zip(out.stride(), out.shape) if n != 1], (a.stride(), b.stride())
 
 
+@pytest.mark.parametrize("dtype", [F32, F16, BF16])
+@pytest.mark.parametrize("op", [torch.add, torch.mul, torch.le, torch.maximum, torch.logical_and,
+                                torch.remainder])
+def test_an_expanded_operand_beside_a_transposed_one_keeps_eager_strides(op, dtype):
+    """FakeTensor lays these results out row-major (in half precision it converts the expanded input
+    to a contiguous float32 copy first); eager follows the transposed input's order."""
+    a = rand((1, 13), dtype).expand(7, 13)
+    b = rand((13, 7), dtype).t()
+    compile_and_compare(lambda x, y: op(x, y) * 1 if op is not torch.le else op(x, y), [a, b])
+    compile_and_compare(lambda x, y: op(y, x) * 1 if op is not torch.le else op(y, x), [a, b])
+
+
 SHAPE_PAIRS = {
     "same": ((37, 19), (37, 19)),
     "bcast_row": ((13, 7), (7,)),

@@ -9,6 +9,13 @@ TensorIterator does it: dims sorted innermost-first by the inputs' strides (the 
 two non-broadcast strides that differ decides; equal strides put the smaller dim inside), then
 dense strides in that order. Other ops keep FakeTensor's answer: some pointwise-tagged ops do
 not follow TensorIterator's rule in eager (masked_fill keeps its first input's layout).
+
+The same happens to most binary element-wise ops in float16 and bfloat16 when an input is
+expanded (stride 0 over a dim of size > 1): the reference computes in float32 on converted
+inputs, and the conversion of an expanded input is a contiguous copy, so the result follows that
+copy's order instead of the other input's (a bf16 sum of an expanded bias and a transposed
+tensor: eager transposed, FakeTensor row-major). Those ops (`REDUCED_PRECISION_LAYOUT_OPS`, found
+the same way, with an expanded input in half precision) are re-laid out in that case only.
 """
 from __future__ import annotations
 
@@ -22,8 +29,21 @@ from torch.utils._pytree import tree_flatten
 # ops whose FakeTensor strides differ from eager's on non-contiguous inputs (overload names)
 REFERENCE_LAYOUT_OPS = frozenset({
     "aten::div.Tensor_mode", "aten::copysign.Tensor", "aten::xlogy.Tensor", "aten::special_xlog1py",
-    "aten::logit_backward", "aten::native_dropout_backward",
+    "aten::logit_backward", "aten::native_dropout_backward", "aten::logical_and", "aten::logical_or",
+    "aten::logical_xor",
 })
+# ... and those whose FakeTensor strides differ from eager's when an input is expanded in float16 or
+# bfloat16 (TensorIterator's layout matched eager's on all of them)
+REDUCED_PRECISION_LAYOUT_OPS = frozenset({
+    "aten::add.Tensor", "aten::sub.Tensor", "aten::mul.Tensor", "aten::div.Tensor", "aten::true_divide.Tensor",
+    "aten::atan2", "aten::hypot", "aten::fmod.Tensor", "aten::remainder.Tensor", "aten::pow.Tensor_Tensor",
+    "aten::maximum", "aten::minimum", "aten::max.other", "aten::min.other", "aten::fmax", "aten::fmin",
+    "aten::clamp.Tensor", "aten::clamp_max.Tensor", "aten::clamp_min.Tensor", "aten::clip.Tensor",
+    "aten::eq.Tensor", "aten::ne.Tensor", "aten::lt.Tensor", "aten::le.Tensor", "aten::gt.Tensor",
+    "aten::ge.Tensor", "aten::igamma", "aten::igammac", "aten::gelu_backward", "aten::sigmoid_backward",
+    "aten::silu_backward", "aten::tanh_backward",
+})
+_HALVES = (torch.float16, torch.bfloat16)
 
 
 def _broadcast_strides(t: torch.Tensor, shape: Sequence[int]) -> list[int]:
@@ -74,11 +94,14 @@ def iterator_strides(inputs: Sequence[torch.Tensor], shape: Sequence[int]) -> tu
 def with_eager_strides(target: Callable[..., Any], fargs: tuple, fkwargs: dict, fake_out: Any,
                        fake_mode: FakeTensorMode) -> Any:
     """fake_out re-laid out in TensorIterator's strides, for an op of REFERENCE_LAYOUT_OPS."""
-    if not isinstance(target, torch._ops.OpOverload) or target.name() not in REFERENCE_LAYOUT_OPS:
+    if not isinstance(target, torch._ops.OpOverload) or target.name() not in REFERENCE_LAYOUT_OPS | \
+            REDUCED_PRECISION_LAYOUT_OPS:
         return fake_out
     if not isinstance(fake_out, torch.Tensor) or fake_out.dim() < 2:
         return fake_out
     inputs = [t for t in tree_flatten((fargs, fkwargs))[0] if isinstance(t, torch.Tensor) and t.dim() > 0]
+    if target.name() not in REFERENCE_LAYOUT_OPS and not _expanded_half(inputs):
+        return fake_out
     if not inputs or all(t.is_contiguous() for t in inputs):
         return fake_out
     shape = tuple(int(s) for s in fake_out.shape)
@@ -89,3 +112,9 @@ def with_eager_strides(target: Callable[..., Any], fargs: tuple, fkwargs: dict, 
         return fake_out
     with fake_mode:
         return torch.empty_strided(shape, stride, dtype=fake_out.dtype, device=fake_out.device)
+
+
+def _expanded_half(inputs: Sequence[torch.Tensor]) -> bool:
+    """A float16 / bfloat16 input, and an input expanded (stride 0 over a dim of size > 1)."""
+    return any(t.dtype in _HALVES for t in inputs) and \
+        any(st == 0 and n > 1 for t in inputs for st, n in zip(t.stride(), t.shape))
