@@ -459,10 +459,10 @@ def select_cases(names: Sequence[str], programs: Sequence[str], categories: Sequ
     """Suite cases by name, then corpus programs by name and by category; ValueError names the unknown."""
     from .cases import CASES
     from .programs import categories as corpus_categories
-    from .programs import select
+    from .programs import PROGRAMS, select
     unknown = [c for c in names if c not in {k.name for k in CASES}]
     unknown += [c for c in categories if c not in corpus_categories()]
-    known = {p.name for p in select()}
+    known = {p.name for p in PROGRAMS}
     picked = (select(names=[n for n in programs if n in known]) if programs else []) + \
         (select(only=list(categories)) if categories else [])
     picked = list({p.name: p for p in picked}.values())

@@ -93,14 +93,15 @@ def iterator_strides(inputs: Sequence[torch.Tensor], shape: Sequence[int]) -> tu
 
 def with_eager_strides(target: Callable[..., Any], fargs: tuple, fkwargs: dict, fake_out: Any,
                        fake_mode: FakeTensorMode) -> Any:
-    """fake_out re-laid out in TensorIterator's strides, for an op of REFERENCE_LAYOUT_OPS."""
-    if not isinstance(target, torch._ops.OpOverload) or target.name() not in REFERENCE_LAYOUT_OPS | \
-            REDUCED_PRECISION_LAYOUT_OPS:
+    """fake_out re-laid out in TensorIterator's strides, for an op of REFERENCE_LAYOUT_OPS (or of
+    REDUCED_PRECISION_LAYOUT_OPS, over an expanded input in half precision)."""
+    name = target.name() if isinstance(target, torch._ops.OpOverload) else None
+    if name not in REFERENCE_LAYOUT_OPS and name not in REDUCED_PRECISION_LAYOUT_OPS:
         return fake_out
     if not isinstance(fake_out, torch.Tensor) or fake_out.dim() < 2:
         return fake_out
     inputs = [t for t in tree_flatten((fargs, fkwargs))[0] if isinstance(t, torch.Tensor) and t.dim() > 0]
-    if target.name() not in REFERENCE_LAYOUT_OPS and not _expanded_half(inputs):
+    if name not in REFERENCE_LAYOUT_OPS and not _expanded_half(inputs):
         return fake_out
     if not inputs or all(t.is_contiguous() for t in inputs):
         return fake_out
