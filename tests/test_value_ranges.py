@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 import autofuse
 from autofuse.api import Recorder
-from autofuse.codegen.ranges import cast_range, op_range
+from autofuse.codegen.ranges import cast_range, comparison_truth, op_range
 from tests.helpers import assert_close, rand
 
 
@@ -84,3 +84,31 @@ def test_indices_that_may_be_negative_keep_the_wrap(device):
     assert "< 0, " in _source(lambda t: t[:, torch.arange(19, device=t.device) - 5] * 2, x)
     i = torch.randint(-19, 19, (7,), device=device)   # loaded indices: no range known
     assert "< 0, " in _source(lambda t, i: t[:, i] * 2, x, i)
+
+
+def test_comparisons_the_ranges_decide():
+    assert comparison_truth("lt", (0.0, 12.0), (13.0, 13.0)) is True
+    assert comparison_truth("ge", (0.0, 12.0), (0.0, 0.0)) is True
+    assert comparison_truth("ge", (-1.0, 11.0), (0.0, 0.0)) is None
+    assert comparison_truth("gt", (-5.0, -1.0), (0.0, 0.0)) is False
+    assert comparison_truth("eq", (3.0, 3.0), (3.0, 3.0)) is True
+    assert comparison_truth("ne", (0.0, 2.0), (3.0, 4.0)) is True
+    assert comparison_truth("le", None, (0.0, 0.0)) is None
+
+
+@pytest.mark.parametrize("include_pad", [False, True])
+def test_pooling_window_checks_the_index_cannot_fail_fold_away(include_pad, device):
+    """A 3x3 window at stride 1 with padding 1: of the 36 bound checks only the four that can fail
+    (row - 1 >= 0, col - 1 >= 0, row + 1 < H, col + 1 < W) stay in the kernel."""
+    x = rand((2, 5, 11, 13), device=device).transpose(2, 3)   # non-contiguous
+    src = _source(lambda t: F.avg_pool2d(t, 3, 1, 1, count_include_pad=include_pad), x)
+    assert src.count(" >= ") == 2, src
+    assert len(re.findall(r"= tmp\d+ < tmp\d+", src)) == 2, src
+    assert src.count("tl.load(") == 9
+
+
+def test_a_select_on_a_decided_condition_keeps_one_branch(device):
+    x = rand((6, 7), device=device)
+    # j < 7 holds for every column: the where keeps x, and no comparison is emitted
+    src = _source(lambda t: torch.where(torch.arange(7, device=t.device) < 7, t, -t) * 3, x)
+    assert " < tmp" not in src and "tl.where" not in src, src

@@ -9,7 +9,7 @@ semantics do (floor division, remainder, NaN-propagating max/min): the templates
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import sympy
 import torch
@@ -20,7 +20,7 @@ from ..schedule.loops import Placement
 from ..schedule.nodes import SchedulerNode
 from .emitter import TV
 from .printer import tl_dtype
-from .ranges import cast_range, op_range
+from .ranges import cast_range, comparison_truth, op_range
 from .scan import scan_value
 
 REDUCTION_DEFAULTS = {"sum": 0, "prod": 1, "any": 0, "all": 1}
@@ -127,14 +127,19 @@ class ExpressionMixin:
         if value.dtype == dtype:
             return value
         if dtype == torch.bool:
-            return self.cse(f"({value} != 0)", dtype)
+            truth = comparison_truth("ne", self.value_ranges.get(value.name), (0.0, 0.0))
+            return self.cse(f"({value} != 0)", dtype) if truth is None else self._truth(truth)
         tv = self.cse(convert(value.name, dtype), dtype)
-        r = cast_range(self.value_ranges.get(value.name), value.dtype, dtype)
+        known = self.known_truth.get(value.name)
+        r = (float(known), float(known)) if known is not None else \
+            cast_range(self.value_ranges.get(value.name), value.dtype, dtype)
         if r is not None:
             self.value_ranges[tv.name] = r
         return tv
 
     def masked(self, mask: TV, body: Callable[[], TV], other: Any) -> TV:
+        if self.known_truth.get(mask.name):
+            return body()   # a mask that holds for every lane (a window inside the tensor)
         self.mask_stack.append(mask.name)
         try:
             result = body()
@@ -156,6 +161,9 @@ class ExpressionMixin:
         return sym
 
     def op(self, name: str, *args: TV) -> TV:
+        folded = self._folded(name, args)
+        if folded is not None:
+            return folded
         rule = MATH_OPS[name]
         dtype = args[0].dtype if rule == "same" else (torch.bool if rule == "bool" else args[1].dtype)
         src = args[0].dtype
@@ -167,6 +175,34 @@ class ExpressionMixin:
         if r is not None:
             self.value_ranges[tv.name] = r
         return tv
+
+    def _truth(self, truth: bool) -> TV:
+        tv = self.constant(truth, torch.bool)
+        self.known_truth[tv.name] = truth
+        return tv
+
+    def _folded(self, name: str, args: Sequence[TV]) -> TV | None:
+        """The op's value where the operands' ranges decide a comparison, or a known boolean
+        decides a logical op or a select; None to emit the op."""
+        known = [self.known_truth.get(a.name) for a in args]
+        if name == "where" and known[0] is not None and args[1].dtype == args[2].dtype:
+            return args[1] if known[0] else args[2]
+        if name in ("logical_and", "logical_or", "bitwise_and", "bitwise_or") and \
+                all(a.dtype == torch.bool for a in args):
+            short = name.endswith("or")   # the value that decides: True for or, False for and
+            for k, v in enumerate(known):
+                if v is short:
+                    return self._truth(short)
+                if v is not None:
+                    return args[1 - k]
+            return None
+        if name == "logical_not" and known[0] is not None:
+            return self._truth(not known[0])
+        if len(args) == 2:
+            truth = comparison_truth(name, self.value_ranges.get(args[0].name), self.value_ranges.get(args[1].name))
+            if truth is not None:
+                return self._truth(truth)
+        return None
 
     def value_of(self, name: str) -> TV:
         hit = self.scope.node_value(name)

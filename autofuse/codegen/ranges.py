@@ -68,6 +68,22 @@ def op_range(name: str, args: Sequence[Range | None], dtype: torch.dtype) -> Ran
     return r if _fits(r, dtype) else None
 
 
+COMPARISONS = {"lt": lambda a, b: (a[1] < b[0], a[0] >= b[1]), "le": lambda a, b: (a[1] <= b[0], a[0] > b[1]),
+               "gt": lambda a, b: (a[0] > b[1], a[1] <= b[0]), "ge": lambda a, b: (a[0] >= b[1], a[1] < b[0]),
+               "eq": lambda a, b: (a[0] == a[1] == b[0] == b[1], a[1] < b[0] or b[1] < a[0]),
+               "ne": lambda a, b: (a[1] < b[0] or b[1] < a[0], a[0] == a[1] == b[0] == b[1])}
+
+
+def comparison_truth(name: str, a: Range | None, b: Range | None) -> bool | None:
+    """The value of comparison `name` on every pair of operands in ranges a and b, None when the
+    ranges do not decide it. Why: a pooling window's bound checks on an index that cannot leave
+    the tensor (`x % 13 < 13`) are then constants, and the masks built from them fold away."""
+    if a is None or b is None or name not in COMPARISONS:
+        return None
+    always, never = COMPARISONS[name](a, b)
+    return True if always else (False if never else None)
+
+
 def cast_range(r: Range | None, src: torch.dtype, dst: torch.dtype) -> Range | None:
     """The range after a cast: a float to an integer truncates toward zero."""
     if r is None or dst == torch.bool or src == torch.bool:
