@@ -1,7 +1,7 @@
 """Real models end to end: eager, torch.compile (default, max-autotune-no-cudagraphs), autofuse's
 default plan and autofuse tuned (with --db), side by side in one run.
 
-    python3 -m benchmarks.models --out DIR [--models llama,gpt2,bert,vit,resnet50]
+    python3 -m benchmarks.models --out DIR [--models llama,gpt2,bert,vit,resnet50,qwen2,t5,convnext,...]
         [--modes forward,train] [--variants eager,inductor,inductor_max_autotune,autofuse_default,autofuse_tuned]
         [--db PATH | --tune-budget S] [--time-budget S] [--calls N] [--strict]
     python3 -m benchmarks.models --device cpu --tiny --out DIR --models bert --variants eager,autofuse_default
@@ -9,7 +9,10 @@ default plan and autofuse tuned (with --db), side by side in one run.
 Models are built from configs with random weights (no downloads): a LLaMA-style decoder (8 layers,
 hidden 2048, GQA 16/4 heads, RMSNorm, RoPE, SwiGLU; batch 4 x 512 tokens), GPT-2 (12 layers, n_embd
 1024; 4 x 512), BERT-base (16 x 512), ViT-base/16 (32 images of 224²) and torchvision's ResNet-50
-(32 images of 224²). "forward": bf16 inference, no grad. "train": one training step in f32 (forward
+(32 images of 224²); beside them, models the compiler is not tuned on: a Qwen2-style decoder (8
+layers, hidden 1536, GQA 12/2 heads, biased QKV, a 151 936-token vocabulary; 4 x 512), T5-base
+(encoder-decoder, relative position buckets; 16 x 512 in, 16 x 128 out) and torchvision's
+ConvNeXt-T, MobileNet v3 large, EfficientNet-B0 and Swin-T (32 images of 224²). "forward": bf16 inference, no grad. "train": one training step in f32 (forward
 with the loss inside the compiled model, backward, an eager AdamW step) for the decoder and ResNet-50.
 
 Per model, mode and variant: GPU time per call (the profiler's sum of GPU kernel times), wall time
@@ -47,7 +50,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-MODELS = ("llama", "gpt2", "bert", "vit", "resnet50")
+MODELS = ("llama", "gpt2", "bert", "vit", "resnet50", "qwen2", "t5", "convnext", "mobilenet_v3", "efficientnet", "swin")
+VISION = ("resnet50", "convnext", "mobilenet_v3", "efficientnet", "swin")   # torchvision classifiers
 TRAINABLE = ("llama", "resnet50")
 VARIANTS = ("eager", "inductor", "autofuse_rules", "autofuse_default", "autofuse_tuned", "inductor_max_autotune")
 SLEEP_CYCLES_PER_S = 2.0e9   # about the H200's clock: a sleep of s seconds spins s * this many cycles
@@ -83,8 +87,8 @@ def build(name: str, tiny: bool, train: bool, device: str) -> Built:
     inside the model (labels / targets among the inputs)."""
     gen = torch.Generator(device=device).manual_seed(0)
     torch.manual_seed(0)
-    if name == "resnet50":
-        return _resnet(tiny, train, device, gen)
+    if name in VISION:
+        return _vision(name, tiny, train, device, gen)
     tf = transformers_module()
     if name == "llama":
         cfg = tf.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
@@ -110,6 +114,23 @@ def build(name: str, tiny: bool, train: bool, device: str) -> Built:
         model = tf.BertModel(cfg, add_pooling_layer=False)
         ids = _tokens(2, 16, 500, device, gen) if tiny else _tokens(16, 512, cfg.vocab_size, device, gen)
         inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    elif name == "qwen2":
+        cfg = tf.Qwen2Config(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                             num_key_value_heads=2, vocab_size=500, max_position_embeddings=64) if tiny else \
+            tf.Qwen2Config(hidden_size=1536, intermediate_size=8960, num_hidden_layers=8, num_attention_heads=12,
+                           num_key_value_heads=2, vocab_size=151936, max_position_embeddings=4096)
+        cfg.use_cache = False
+        model = tf.Qwen2ForCausalLM(cfg)
+        ids = _tokens(2, 16, 500, device, gen) if tiny else _tokens(4, 512, cfg.vocab_size, device, gen)
+        inputs = {"input_ids": ids, **({"labels": ids} if train else {})}
+    elif name == "t5":
+        cfg = tf.T5Config(d_model=64, d_kv=16, d_ff=128, num_layers=2, num_heads=4, vocab_size=500) if tiny else \
+            tf.T5Config(d_model=768, d_kv=64, d_ff=3072, num_layers=12, num_heads=12, vocab_size=32128)
+        cfg.dropout_rate, cfg.use_cache = 0.0, False
+        model = tf.T5ForConditionalGeneration(cfg)
+        batch, src, tgt = (2, 16, 8) if tiny else (16, 512, 128)
+        inputs = {"input_ids": _tokens(batch, src, cfg.vocab_size, device, gen),
+                  "decoder_input_ids": _tokens(batch, tgt, cfg.vocab_size, device, gen)}
     elif name == "vit":
         cfg = tf.ViTConfig(image_size=32, patch_size=8, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                            intermediate_size=128) if tiny else tf.ViTConfig()
@@ -134,11 +155,19 @@ class WithLoss(nn.Module):
         return logits if labels is None else F.cross_entropy(logits, labels)
 
 
-def _resnet(tiny: bool, train: bool, device: str, gen: torch.Generator) -> Built:
+def _vision(name: str, tiny: bool, train: bool, device: str, gen: torch.Generator) -> Built:
+    """A torchvision classifier (its full architecture; tiny: 10 classes, two 32x32 images, and
+    ResNet with one bottleneck per stage) on 32 images of 224x224."""
     import torchvision
     from torchvision.models.resnet import Bottleneck, ResNet
-    net = ResNet(Bottleneck, [1, 1, 1, 1], num_classes=10) if tiny else torchvision.models.resnet50(weights=None)
-    shape, classes = ((2, 3, 32, 32), 10) if tiny else ((32, 3, 224, 224), 1000)
+    classes = 10 if tiny else 1000
+    if name == "resnet50" and tiny:
+        net = ResNet(Bottleneck, [1, 1, 1, 1], num_classes=classes)
+    else:
+        builder = {"resnet50": "resnet50", "convnext": "convnext_tiny", "mobilenet_v3": "mobilenet_v3_large",
+                   "efficientnet": "efficientnet_b0", "swin": "swin_t"}[name]
+        net = getattr(torchvision.models, builder)(weights=None, num_classes=classes)
+    shape = (2, 3, 32, 32) if tiny else (32, 3, 224, 224)
     inputs: dict[str, Any] = {"pixel_values": torch.randn(shape, generator=gen, device=device)}
     if train:
         inputs["labels"] = torch.randint(0, classes, (shape[0],), generator=gen, device=device)
