@@ -330,3 +330,17 @@ def test_outputs_that_view_one_value_share_its_storage(device):
         want[0].mul_(0)
         for g, w in zip(got, want):
             assert_close(g, w)
+
+
+def test_aten_calls_take_the_torch_binding_where_it_resolves_to_the_same_overload():
+    from autofuse.runtime.wrapper import direct_callable
+    aten = torch.ops.aten
+    assert direct_callable(aten.convolution.default) is torch._C._VariableFunctions.convolution
+    assert direct_callable(aten.mm.default) is torch._C._VariableFunctions.mm   # its dtype overload needs out_dtype
+    # several overloads a binding could pick between by argument types: the overload's own callable
+    assert direct_callable(aten.add.Tensor) is aten.add.Tensor._op
+    assert direct_callable(aten.sort.default) is aten.sort.default._op
+    x, w = torch.randn(2, 3, 5, 4), torch.randn(6, 3, 3, 3)
+    args = (x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
+    torch.testing.assert_close(direct_callable(aten.convolution.default)(*args), aten.convolution.default(*args),
+                               rtol=0, atol=0)
