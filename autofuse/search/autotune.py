@@ -52,7 +52,7 @@ AUTOTUNE_REPS = 30
 # AUTOTUNE_KERNELS of them, measured within AUTOTUNE_BUDGET_S seconds; the others keep their default
 # (a training graph of ResNet-50 holds ~50 distinct ones: measuring all took minutes).
 AUTOTUNE_KERNELS = 8
-AUTOTUNE_BUDGET_S = 15.0
+AUTOTUNE_BUDGET_S = 6.0
 
 
 def autotuned_plan(gm: torch.fx.GraphModule, args: Sequence[Any], options: CompileOptions,
