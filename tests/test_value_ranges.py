@@ -99,12 +99,14 @@ def test_comparisons_the_ranges_decide():
 @pytest.mark.parametrize("include_pad", [False, True])
 def test_pooling_window_checks_the_index_cannot_fail_fold_away(include_pad, device):
     """A 3x3 window at stride 1 with padding 1: of the 36 bound checks only the four that can fail
-    (row - 1 >= 0, col - 1 >= 0, row + 1 < H, col + 1 < W) stay in the kernel."""
+    (row - 1 >= 0, col - 1 >= 0, row + 1 < H, col + 1 < W) stay in the kernel, and the padding's
+    zeros come from the masked loads alone."""
     x = rand((2, 5, 11, 13), device=device).transpose(2, 3)   # non-contiguous
     src = _source(lambda t: F.avg_pool2d(t, 3, 1, 1, count_include_pad=include_pad), x)
     assert src.count(" >= ") == 2, src
     assert len(re.findall(r"= tmp\d+ < tmp\d+", src)) == 2, src
     assert src.count("tl.load(") == 9
+    assert "tl.where" not in src, "a masked load's zeros selected again"
 
 
 def test_a_select_on_a_decided_condition_keeps_one_branch(device):

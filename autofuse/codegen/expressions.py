@@ -145,6 +145,9 @@ class ExpressionMixin:
             result = body()
         finally:
             self.mask_stack.pop()
+        if mask.name in self.masked_loads.get(result.name, ()) and other == 0 and \
+                math.copysign(1.0, float(other)) > 0:
+            return result   # the load's masked-off lanes read 0 already (a pooling window's padding)
         o = self.constant(other, result.dtype)
         return self.cse(f"tl.where({mask}, {result}, {o})", result.dtype)
 

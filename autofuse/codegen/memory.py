@@ -110,7 +110,10 @@ class MemoryMixin:
             text = f"tl.load({ptr} + ({offsets}), rmask, other=0{ep})"
             return self.cse(text + load_cast(dtype), cdt)
         text = f"tl.load({ptr} + ({self._full_shape(offsets, pl.cls)}), {self._mask(pl.cls)}, other=0{ep})"
-        return self.cse(text + load_cast(dtype), cdt)
+        tv = self.cse(text + load_cast(dtype), cdt)
+        if self.mask_stack:
+            self.masked_loads[tv.name] = frozenset(self.mask_stack)
+        return tv
 
     def _varies_along_r_only(self, offsets: str, index: sympy.Expr) -> bool:
         """Do a load's offsets (`index_str`) inside the r block vary along r only (a norm's weight

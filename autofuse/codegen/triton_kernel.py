@@ -65,6 +65,7 @@ class KernelWriter(ExpressionMixin, MemoryMixin, ReductionMixin, LoopedMixin, On
         self.indirect_names: dict[sympy.Symbol, str] = {}
         self.value_ranges: dict[str, Range] = {}   # a value's known (lo, hi), by name (ranges.py)
         self.known_truth: dict[str, bool] = {}     # a boolean value the ranges decide, by name
+        self.masked_loads: dict[str, frozenset[str]] = {}   # a load's name -> the masks it was issued under
         self.direct_reads: set[str] = set()              # buffers loaded at an index of x/r alone
         self.gathers: dict[str, dict[str, int]] = {}     # buffer -> {indirect index: elements it loads}
         self.persistent = config.persistent or not reduction_kernel
