@@ -1,5 +1,5 @@
-"""Compile-time autotuning of reduction and 2-D tiled kernels: the measured best config is used, 1-D
-pointwise kernels keep their default, measurements are stored once, the user's inputs and generators are untouched,
+"""Compile-time autotuning of reduction, 2-D tiled and windowed (pooling) kernels: the measured best
+config is used, other 1-D pointwise kernels keep their default, measurements are stored once, the user's inputs and generators are untouched,
 and a failure leaves the default plan. On the CPU a fake benchmarker stands in for the GPU timer."""
 from __future__ import annotations
 
@@ -140,6 +140,28 @@ def test_a_tiled_pointwise_kernel_is_measured_and_its_fastest_tile_used(tmp_path
     (k,) = arts.kernels
     assert 0 < k.config.YBLOCK < default.kernels[0].config.YBLOCK
     assert k.config.YBLOCK == min(c["config"].get("YBLOCK", 0) or 1 << 30 for c in fb.calls if c["kind"] == "pointwise")
+    assert_close(arts.program(list(args)), [fn(*args)])
+
+
+def _prefer_eight_warps(rec: dict) -> float:
+    return 10.0 - rec["config"]["num_warps"] / 8
+
+
+def test_a_pooling_window_is_measured_and_its_fastest_config_used(tmp_path):
+    def fn(x):
+        return torch.nn.functional.avg_pool2d(x, 3, 1, 1, count_include_pad=False)
+    args = [rand((2, 5, 11, 13))]
+    gm = trace_aten(fn, args)
+    opts = _options(tmp_path, use_db=False)
+    default = compile_graph(gm, args, opts)
+    assert [k.config.YBLOCK for k in default.kernels] == [0]   # a 1-D kernel, not a tiled one
+    fb = FakeBenchmarker(_prefer_eight_warps)
+    plan = autotuned_plan(gm, args, opts, benchmarker=fb)
+    assert plan is not None and any(c["kind"] == "pointwise" for c in fb.calls)
+    arts = compile_graph(gm, args, opts.with_(plan=plan))
+    (k,) = arts.kernels
+    assert k.config.num_warps == max(c["config"]["num_warps"] for c in fb.calls if c["kind"] == "pointwise")
+    assert k.config.num_warps > default.kernels[0].config.num_warps
     assert_close(arts.program(list(args)), [fn(*args)])
 
 

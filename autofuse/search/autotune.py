@@ -9,7 +9,8 @@ machinery: the cost model ranks the kernel's legal configs, the default and the 
 (then a few one-knob neighbours of the fastest) are measured in place, each checked against the
 default config's outputs. A pointwise kernel run as 2-D tiles (a transpose, a layout change) is
 measured too, since its best tile shape depends on both sides' strides, and Inductor's default mode
-times several tile shapes of such kernels; 1-D pointwise kernels keep the size rule's config:
+times several tile shapes of such kernels, and so is a pointwise kernel that reads one buffer
+through a window (a pooling window, a stencil: `windowed_groups`); other 1-D pointwise kernels keep the size rule's config:
 Inductor times two configs of each, and the rule takes its second one where that one wins, for
 reads strided along the innermost dim (docs/defaults.md, "Pointwise blocks").
 Measurements go to the tuning DB, so the next compile of the same kernel measures nothing. The
@@ -79,7 +80,7 @@ def _autotune(gm: torch.fx.GraphModule, args: list, options: CompileOptions, ben
               settings: KernelTuneSettings, on_gpu: bool) -> FusionPlan | None:
     opts = options.with_(plan=None, tuner=None, recorder=None)
     sched = schedule(gm, args, opts)
-    tiled = tiled_groups(sched.groups, opts.heuristics, not on_gpu)
+    tiled = tiled_groups(sched.groups, opts.heuristics, not on_gpu) | windowed_groups(sched.groups)
     if not tiled and not any(g.is_reduction for g in sched.groups if not g.is_extern):
         return None
     plan = plan_from_groups(graph_key(gm, args), sched.groups, [None] * len(sched.groups), sched.strategy,
@@ -106,6 +107,27 @@ def tiled_groups(groups: Sequence[Any], heuristics: Any, interpret: bool) -> fro
     """Indices of the pointwise groups whose default config runs them as 2-D tiles."""
     return frozenset(gi for gi, g in enumerate(groups)
                      if not g.is_extern and not g.is_reduction and default_config(g, heuristics, interpret).YBLOCK)
+
+
+WINDOW_READS = 4   # reads of one buffer at distinct offsets that make a pointwise kernel a window
+
+
+def windowed_groups(groups: Sequence[Any]) -> frozenset[int]:
+    """Indices of the 1-D pointwise groups that read one buffer at WINDOW_READS or more offsets (a
+    pooling window, a stencil). Why: such a kernel issues many loads and index operations per
+    element, and its best block and warp count differ from a streaming kernel's (Inductor's default
+    mode times two configs of every pointwise kernel; `docs/defaults.md`, "Autotuning at compile")."""
+    out = set()
+    for gi, g in enumerate(groups):
+        if g.is_extern or g.is_reduction:
+            continue
+        offsets: dict[str, set] = {}
+        for n in g.nodes:
+            for dep in n.reads:
+                offsets.setdefault(dep.name, set()).add(dep.index)
+        if any(len(v) >= WINDOW_READS for v in offsets.values()):
+            out.add(gi)
+    return frozenset(out)
 
 
 def searched_groups(groups: Sequence[Any], limit: int, tiled: frozenset[int] = frozenset()) -> frozenset[int]:
