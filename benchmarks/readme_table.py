@@ -110,14 +110,15 @@ def update(text: str, block: str, start_marker: str = START, end_marker: str = E
 
 
 # The model benchmark's and the corpus's tables, copied from the markdown their tools wrote for the
-# latest committed run (`benchmarks/results/<date>-<machine>-models|corpus[-…]/results.md`).
-EXTRA_BLOCKS = {"models": "models-table", "corpus": "corpus-table"}
+# latest committed run (`benchmarks/results/<date>-<machine>-models|unseen-models|corpus[-…]/results.md`).
+EXTRA_BLOCKS = {"models": "models-table", "unseen-models": "unseen-models-table", "corpus": "corpus-table"}
 
 
 def latest_results_md(what: str, root: Path = ROOT) -> Path:
     """The results.md of the latest committed run of `what` (folders `<date>-<machine>-<what>[-…]`),
     latest by the time the run recorded (several runs may share a date)."""
-    runs = sorted((root / "benchmarks" / "results").glob(f"*-{what}*/results.md"))
+    runs = sorted(md for md in (root / "benchmarks" / "results").glob(f"*-{what}*/results.md")
+                  if _measures(md.parent.name, what))
     if not runs:
         raise FileNotFoundError(f"no benchmarks/results/*-{what}*/results.md")
 
@@ -125,6 +126,13 @@ def latest_results_md(what: str, root: Path = ROOT) -> Path:
         js = md.with_name("results.json")
         return json.loads(js.read_text()).get("date", "") if js.exists() else ""
     return max(runs, key=lambda md: (recorded(md), md.parent.name))
+
+
+def _measures(folder: str, what: str) -> bool:
+    """Folder `<yyyy>-<mm>-<dd>-<machine>-<what>[-…]` is a run of `what` (not of `unseen-models` when
+    `what` is `models`)."""
+    parts = folder.split("-", 4)
+    return len(parts) == 5 and (parts[4] == what or parts[4].startswith(what + "-"))
 
 
 def extra_block(what: str, root: Path = ROOT) -> str:
