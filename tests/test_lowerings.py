@@ -240,7 +240,7 @@ def test_iterator_strides_match_eager(sa, sb):
 
 @pytest.mark.parametrize("dtype", [F32, F16, BF16])
 @pytest.mark.parametrize("op", [torch.add, torch.mul, torch.le, torch.maximum, torch.logical_and,
-                                torch.remainder])
+                                torch.remainder, torch.logaddexp, torch.logaddexp2, torch.heaviside])
 def test_an_expanded_operand_beside_a_transposed_one_keeps_eager_strides(op, dtype):
     """FakeTensor lays these results out row-major (in half precision it converts the expanded input
     to a contiguous float32 copy first); eager follows the transposed input's order."""
@@ -424,6 +424,16 @@ def test_unary_special_values(device, name):
     """NaN, +-inf, +-0, exact halves (round half to even), tiny and large values."""
     fn, _ = UNARY[name]
     check(fn, specials(F32, device))
+
+
+@pytest.mark.parametrize("dtype", [F32, F16, BF16])
+@pytest.mark.parametrize("op", [torch.logaddexp, torch.logaddexp2, torch.heaviside])
+def test_log_add_and_heaviside_on_every_pair_of_special_values(device, op, dtype):
+    """Lowered whole (not decomposed): the same infinity twice, NaN on either side, +-0, far apart."""
+    s = specials(dtype, device)
+    a, b = s.repeat_interleave(len(s)), s.repeat(len(s))
+    check(op, a, b, ops=[op.__name__])
+    check(op, make((5, 1), dtype, device).expand(5, 7), make((7, 5), dtype, device).t())
 
 
 def test_unary_chain_half_rounding(device):

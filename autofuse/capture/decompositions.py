@@ -4,7 +4,8 @@ Note: starts from PyTorch's core-ATen decompositions and adds the composites the
 (layer_norm, softmax, log_softmax, gelu, silu, cross_entropy / nll_loss, ...). Ops we lower
 directly and whose name should survive into kernel names (mean, relu, var_mean) are not
 decomposed, nor is select_scatter: its core decomposition, where(arange == index, src, x),
-lays the result out like the broadcast src instead of like x as eager does. The CPU
+lays the result out like the broadcast src instead of like x as eager does (logaddexp, logaddexp2
+and heaviside likewise: their decompositions' `where` lays the result out like one input). The CPU
 flash-attention op is not decomposed either: PyTorch's rule for it returns the attention
 weights where its backward expects the logsumexp (Inductor excludes it too), so attention runs
 as an extern kernel on both devices.
@@ -36,7 +37,8 @@ EXTRA_NAMES = (
 NOT_DECOMPOSED = ("_scaled_dot_product_flash_attention_for_cpu",)
 
 KEEP = {aten.mean.dim, aten.mean.default, aten.var_mean.correction, aten.var.correction, aten.relu.default,
-        aten.logsumexp.default, aten.select_scatter.default}
+        aten.logsumexp.default, aten.select_scatter.default, aten.logaddexp.default, aten.logaddexp2.default,
+        aten.heaviside.default}
 
 
 @lru_cache(maxsize=1)

@@ -30,7 +30,7 @@ from torch.utils._pytree import tree_flatten
 REFERENCE_LAYOUT_OPS = frozenset({
     "aten::div.Tensor_mode", "aten::copysign.Tensor", "aten::xlogy.Tensor", "aten::special_xlog1py",
     "aten::logit_backward", "aten::native_dropout_backward", "aten::logical_and", "aten::logical_or",
-    "aten::logical_xor",
+    "aten::logical_xor", "aten::logaddexp", "aten::logaddexp2", "aten::heaviside",
 })
 # ... and those whose FakeTensor strides differ from eager's when an input is expanded in float16 or
 # bfloat16 (TensorIterator's layout matched eager's on all of them)

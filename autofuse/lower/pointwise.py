@@ -229,6 +229,40 @@ def _where(g, cond, a, b):
     return make_pointwise(g, [cond, a, b], lambda ops, c, x, y: ops.where(ops.to_dtype(c, torch.bool), x, y), cd)
 
 
+# Not decomposed (capture/decompositions.py): their decompositions pick between the inputs with
+# `where`, which lays the result out like one input, where eager's TensorIterator orders it by all
+# of them (an expanded row beside a transposed tensor; their FakeTensor strides are re-laid out
+# in lower/eager_strides.py). Lowered here as eager computes them.
+LN2 = 0.6931471805599453
+
+
+def _log_add(base2: bool):
+    def body(ops, x, y, inv_ln2):
+        # eager: a when both are the same infinity, else max + log1p(exp(-|a - b|)) (NaN propagates)
+        d = ops.neg(ops.abs(ops.sub(x, y)))
+        tail = ops.mul(ops.log1p(ops.exp2(d)), inv_ln2) if base2 else ops.log1p(ops.exp(d))
+        same_inf = ops.logical_and(ops.isinf(x), ops.eq(x, y))
+        return ops.where(same_inf, x, ops.add(ops.maximum(x, y), tail))
+
+    def lower(g, a, b):
+        cd = _compute(g)
+        if not cd.is_floating_point:
+            raise Unsupported("logaddexp of a non-float dtype")
+        return make_pointwise(g, [a, b, 1.0 / LN2], body, cd)
+    return lower
+
+
+register(aten.logaddexp)(_log_add(base2=False))
+register(aten.logaddexp2)(_log_add(base2=True))
+
+
+@register(aten.heaviside)
+def _heaviside(g, x, values):
+    cd = _compute(g)
+    return make_pointwise(g, [x, values, 0], lambda ops, a, v, zero: ops.where(
+        ops.eq(a, zero), v, ops.to_dtype(ops.gt(a, zero), cd)), cd)
+
+
 @register(aten.clamp, aten.clamp_min, aten.clamp_max)
 def _clamp(g, x, lo=None, hi=None):
     packet = g.node.target.overloadpacket
