@@ -26,6 +26,7 @@ import numpy as np
 
 from .features import FEATURE_NAMES, FEATURE_SCHEMA, RELATIVE_NAMES, feature_matrix
 from .preprocess import FillEmptyColumns
+from .threads import thread_limit
 from .rank import RANKER_PARAMS, PairRanker, fit_ranker, order_within_groups
 
 MODEL_FORMAT = 2
@@ -157,17 +158,15 @@ def fit_matrix(x: np.ndarray, y_us: np.ndarray, estimator_name: str, seed: int =
                target: str = DEFAULT_TARGET, offset_x: np.ndarray | None = None) -> Any:
     """A fitted estimator from a FEATURE_NAMES matrix and measured µs (see `predict_matrix`);
     `offset_x`: the FEATURE_NAMES matrix when `x` holds other columns."""
-    from threadpoolctl import threadpool_limits
     est = make_estimator(estimator_name, seed)
-    with threadpool_limits(1):  # OpenMP threads make small fits slower, by 10x on a shared machine
+    with thread_limit(1):  # OpenMP threads make small fits slower, by 10x on a shared machine
         est.fit(x, np.log(y_us) - _offset(x if offset_x is None else offset_x, target))
     return est
 
 
 def predict_matrix(est: Any, x: np.ndarray, target: str = DEFAULT_TARGET, columns: np.ndarray | None = None) -> np.ndarray:
     """log(µs) predicted from a FEATURE_NAMES matrix (`columns`: the estimator's own, if they differ)."""
-    from threadpoolctl import threadpool_limits
-    with threadpool_limits(1):
+    with thread_limit(1):
         return np.asarray(est.predict(x if columns is None else columns), dtype=np.float64) + _offset(x, target)
 
 

@@ -28,6 +28,7 @@ from autofuse.codegen.config import FLAGS
 
 from .features import COMPILED_NAMES, RELATIVE_NAMES
 from .preprocess import FillEmptyColumns
+from .threads import thread_limit
 
 # Measured times within 1% of each other are ties: no training pair here, no scored pair in `evaluate`.
 TIE = 0.01
@@ -71,7 +72,6 @@ class PairRanker:
 
     def scores(self, x: np.ndarray, groups: Sequence[Any]) -> np.ndarray:
         """Each row's mean probability of beating the others of its group (NaN: alone in its group)."""
-        from threadpoolctl import threadpool_limits
         out = np.full(x.shape[0], np.nan)
         ixs = group_indices(groups)
         if not ixs:
@@ -83,7 +83,7 @@ class PairRanker:
         # one thread for the few pairs of a measured group (OpenMP start-up costs more than it saves); all
         # cores for a search's ranking of its whole candidate list (160 configs: 25 440 pairs). The
         # probabilities are the same either way: each row's trees are summed alone.
-        with threadpool_limits(1 if len(a) < PARALLEL_PAIRS else None):
+        with thread_limit(1 if len(a) < PARALLEL_PAIRS else None):
             p = self.estimator.predict_proba(self.pair_rows(x, a, b))[:, 1]
         wins = np.zeros(x.shape[0])
         np.add.at(wins, a, p)
@@ -112,14 +112,13 @@ def fit_ranker(x: np.ndarray, log_us: np.ndarray, groups: Sequence[Any], feature
                seed: int = 0) -> PairRanker | None:
     """A PairRanker from a feature matrix and measured log times; None when no pair of both labels exists."""
     from sklearn.ensemble import HistGradientBoostingClassifier
-    from threadpoolctl import threadpool_limits
     from sklearn.pipeline import make_pipeline
     a, b, label = training_pairs(np.asarray(log_us, dtype=np.float64), groups)
     if len(set(label.tolist())) < 2:
         return None
     est = make_pipeline(FillEmptyColumns(), HistGradientBoostingClassifier(**RANKER_PARAMS, random_state=seed))
     ranker = PairRanker(tuple(feature_names), est)
-    with threadpool_limits(1):
+    with thread_limit(1):
         est.fit(ranker.pair_rows(x, a, b), label)
     return ranker
 

@@ -567,3 +567,19 @@ def test_codegen_flags_are_config_features():
     flags = {"online", "fast_tanh", "early_loads"}
     assert flags <= CONFIG_NAMES and flags <= set(FEATURE_NAMES)
     assert [k for k in FEATURE_NAMES if plain[k] != online[k] and plain[k] == plain[k]] == ["online"]
+
+
+def test_thread_limits_scan_the_libraries_once(monkeypatch):
+    """Each prediction limits OpenMP threads; the process's libraries are found once, not per call."""
+    import threadpoolctl
+    from sklearn.utils._openmp_helpers import _openmp_effective_n_threads
+
+    from costmodel import threads
+    made = []
+    real = threadpoolctl.ThreadpoolController
+    monkeypatch.setattr(threads, "_controller", None)
+    monkeypatch.setattr(threadpoolctl, "ThreadpoolController", lambda: made.append(1) or real())
+    for _ in range(3):
+        with threads.thread_limit(1):
+            assert _openmp_effective_n_threads() == 1
+    assert made == [1]
