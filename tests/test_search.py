@@ -135,6 +135,31 @@ class FailingBench(FakeBenchmarker):
         return super().time(fn, what)
 
 
+class _BiasedAttention(torch.nn.Module):
+    """Attention whose additive mask is a parameter (T5's relative position bias)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(64, 192)
+        self.bias = torch.nn.Embedding(32, 4)
+
+    def forward(self, x):
+        n = x.shape[1]
+        q, k, v = self.proj(x).view(x.shape[0], n, 3, 4, 16).permute(2, 0, 3, 1, 4)
+        pos = torch.arange(n, device=x.device)
+        mask = self.bias((pos[None, :] - pos[:, None]).abs()).permute(2, 0, 1)[None].expand(x.shape[0], 4, n, n)
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask.contiguous(), scale=1.0)
+
+
+def test_an_inference_graph_with_parameters_is_tuned_without_recording_gradients(tmp_path, device):
+    """The graph's ATen ops run as captured (no grad): attention refuses a mask that requires grad."""
+    torch.manual_seed(0)
+    model = _BiasedAttention().to(device)
+    x = rand((2, 16, 64), device=device)
+    res = autofuse.tune(model, (x,), settings=settings(tmp_path / "t.db", trials=2), benchmarker=FakeBenchmarker(planted_cost))
+    assert res.errors == [] and len(res.graphs) == 1
+
+
 def test_failing_kernels_scored_infinity_and_reported(tmp_path, device):
     db_path = tmp_path / "t.db"
     fb = FailingBench(planted_cost)
