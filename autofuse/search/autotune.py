@@ -9,10 +9,10 @@ machinery: the cost model ranks the kernel's legal configs, the default and the 
 (then a few one-knob neighbours of the fastest) are measured in place, each checked against the
 default config's outputs. A pointwise kernel run as 2-D tiles (a transpose, a layout change) is
 measured too, since its best tile shape depends on both sides' strides, and Inductor's default mode
-times several tile shapes of such kernels, and so is a pointwise kernel that reads one buffer
-through a window (a pooling window, a stencil: `windowed_groups`); other 1-D pointwise kernels keep the size rule's config:
-Inductor times two configs of each, and the rule takes its second one where that one wins, for
-reads strided along the innermost dim (docs/defaults.md, "Pointwise blocks").
+times several tile shapes of such kernels; so is a pointwise kernel that reads one buffer through a
+window (a pooling window, a stencil: `windowed_groups`). Other 1-D pointwise kernels keep the size
+rule's config: Inductor times two configs of each, and the rule takes its second one where that
+one wins, for reads strided along the innermost dim (docs/defaults.md, "Pointwise blocks").
 Measurements go to the tuning DB, so the next compile of the same kernel measures nothing. The
 grouping is not searched (that is `autofuse tune`). It runs only where kernels can be timed (the
 GPU), and any failure leaves the default plan: it can make a compile slower, never wrong. What it

@@ -89,8 +89,9 @@ class GraphTuner:
         self.db, self.settings, self.benchmarker, self.copy_bw = db, settings, benchmarker, copy_bw
 
     def run(self, gm: torch.fx.GraphModule, args: Sequence[Any], label: str, deadline: float | None = None) -> GraphResult:
-        # a captured graph computes its gradients itself (a backward graph): run with autograd recording,
-        # an ATen op of it would refuse inputs that require grad (attention's mask from a parameter)
+        # a captured graph computes any gradients itself (a backward graph): it runs as it was captured,
+        # without autograd recording, where an ATen op of it would refuse inputs that require grad
+        # (attention's mask computed from a parameter)
         with quiet_optuna(), torch.no_grad():
             search = GraphSearch(self.db, self.settings, self.benchmarker, self.copy_bw, gm, args, label)
             search.open_study()
