@@ -436,6 +436,17 @@ def test_log_add_and_heaviside_on_every_pair_of_special_values(device, op, dtype
     check(op, make((5, 1), dtype, device).expand(5, 7), make((7, 5), dtype, device).t())
 
 
+@pytest.mark.parametrize("op", [torch.lt, torch.eq, torch.add, torch.maximum,
+                                lambda x, s: torch.where(x > 0, s, x)], ids=["lt", "eq", "add", "maximum", "where"])
+def test_a_zero_dim_float16_operand_is_rounded_to_bfloat16_first(device, op):
+    """bf16 tensor op 0-d f16 tensor computes in bf16: eager rounds 1 + 2^-8 (exact in f16) to 1.0
+    before comparing or adding, so 1.0 < it is False."""
+    x = torch.tensor([[1.0, -1.0, 2.0], [1.0078125, 0.5, 1.0]], dtype=BF16, device=device)
+    s = torch.tensor(1.00390625, dtype=F16, device=device)
+    check(op, x, s)
+    check(lambda a, b: op(a.t(), b), x, s)
+
+
 def test_unary_chain_half_rounding(device):
     # every op of a chain on f16 is computed in f32 in the kernel; only the output is rounded
     x = make((7, 13), F16, device, kind="pos")

@@ -26,9 +26,11 @@ def origins_of(*values: Any) -> frozenset[str]:
     return out
 
 
-def broadcast_loader(value: Any, out_size: Sequence[int], dtype: torch.dtype) -> Callable[[Any, Sequence[Expr]], Any]:
+def broadcast_loader(value: Any, out_size: Sequence[int], dtype: torch.dtype,
+                     round_to: torch.dtype | None = None) -> Callable[[Any, Sequence[Expr]], Any]:
     """Loader over `out_size` for a tensor value (right-aligned broadcasting) or a Python scalar,
-    returning values cast to `dtype`."""
+    returning values cast to `dtype`; a float tensor of another dtype than `round_to` is rounded to
+    `round_to` on the way (eager's cast of every operand to the op's common dtype)."""
     if is_tensor_value(value):
         inner = value.loader()
         in_size = tuple(value.size)
@@ -37,10 +39,14 @@ def broadcast_loader(value: Any, out_size: Sequence[int], dtype: torch.dtype) ->
             raise Unsupported("input has more dims than output")
         src_dtype = value.dtype
 
+        rounded = round_to is not None and src_dtype.is_floating_point and src_dtype != round_to
+
         def load(ops, idx):
             sub = [sympy.Integer(0) if s == 1 else idx[lead + k] for k, s in enumerate(in_size)]
             v = inner(ops, sub)
-            return v if upcast(src_dtype) == dtype else ops.to_dtype(v, dtype)
+            if rounded:
+                v = ops.to_dtype(ops.to_dtype(v, round_to), dtype)
+            return v if rounded or upcast(src_dtype) == dtype else ops.to_dtype(v, dtype)
 
         return load
     if isinstance(value, (bool, int, float)):
@@ -67,13 +73,14 @@ def round_scalar(value: bool | int | float, dtype: torch.dtype) -> bool | int | 
 
 
 def make_pointwise(g: Any, inputs: Sequence[Any], fn: Callable[..., Any], compute_dtype: torch.dtype,
-                   out: torch.Tensor | None = None) -> Pointwise:
-    """out[idx] = fn(ops, *inputs[idx]) with inputs cast to compute_dtype, result cast to out's dtype."""
+                   out: torch.Tensor | None = None, round_to: torch.dtype | None = None) -> Pointwise:
+    """out[idx] = fn(ops, *inputs[idx]) with inputs cast to compute_dtype (float tensors of another
+    dtype than `round_to` rounded to it first), result cast to out's dtype."""
     out = g.out if out is None else out
     if not isinstance(out, torch.Tensor):
         raise Unsupported("non-tensor output")
     size = tuple(int(s) for s in out.shape)
-    loaders = [broadcast_loader(v, size, compute_dtype) for v in inputs]
+    loaders = [broadcast_loader(v, size, compute_dtype, round_to) for v in inputs]
     result_dtype = upcast(out.dtype)
     fn_dtype = getattr(fn, "result_dtype", compute_dtype)
 

@@ -18,6 +18,14 @@ def _compute(g: Any) -> torch.dtype:
     return upcast(g.out.dtype)
 
 
+def _elementwise(g: Any, inputs: list, fn: Any, cd: torch.dtype, common: torch.dtype | None = None) -> Pointwise:
+    """make_pointwise for an op whose operands eager casts to one common dtype (the output's unless
+    given) before computing: where that dtype is 16-bit, a float operand of another dtype (a 0-d
+    float16 tensor beside bfloat16 ones) is rounded to it first, not just widened to float32."""
+    common = g.out.dtype if common is None else common
+    return make_pointwise(g, inputs, fn, cd, round_to=common if common in LOW_PRECISION else None)
+
+
 # rounding functions are the identity on integers (eager returns a copy); the Triton ops take floats only
 INTEGER_IDENTITY = ("floor", "ceil", "trunc", "round")
 # + and * of bools are logical or / and in eager (True + True is True)
@@ -44,7 +52,7 @@ def _binary(opname: str):
         fn = (lambda ops, x, y: getattr(ops, name)(x, y))
         if cd == torch.bool and name != opname:
             fn = returns_bool(fn)
-        return make_pointwise(g, [a, b], fn, cd)
+        return _elementwise(g, [a, b], fn, cd)
     return lower
 
 
@@ -76,35 +84,35 @@ def _add_sub(g, a, b, alpha=1):
     if cd == torch.bool:  # bool + bool is logical or (eager rejects bool subtraction)
         if name != "add":
             raise Unsupported("bool subtraction")
-        return make_pointwise(g, [a, b, alpha], returns_bool(
+        return _elementwise(g, [a, b, alpha], returns_bool(
             lambda ops, x, y, al: ops.logical_or(x, ops.logical_and(y, al))), cd)
     if alpha == 1:
-        return make_pointwise(g, [a, b], lambda ops, x, y: getattr(ops, name)(x, y), cd)
-    return make_pointwise(g, [a, b, alpha], lambda ops, x, y, al: getattr(ops, name)(x, ops.mul(y, al)), cd)
+        return _elementwise(g, [a, b], lambda ops, x, y: getattr(ops, name)(x, y), cd)
+    return _elementwise(g, [a, b, alpha], lambda ops, x, y, al: getattr(ops, name)(x, ops.mul(y, al)), cd)
 
 
 @register(aten.rsub)
 def _rsub(g, a, b, alpha=1):
-    return make_pointwise(g, [a, b, alpha], lambda ops, x, y, al: ops.sub(y, ops.mul(x, al)), _compute(g))
+    return _elementwise(g, [a, b, alpha], lambda ops, x, y, al: ops.sub(y, ops.mul(x, al)), _compute(g))
 
 
 @register(aten.div)
 def _div(g, a, b, rounding_mode=None):
     cd = _compute(g)
     if rounding_mode is None:
-        return make_pointwise(g, [a, b], lambda ops, x, y: ops.truediv(x, y), cd)
+        return _elementwise(g, [a, b], lambda ops, x, y: ops.truediv(x, y), cd)
     if cd.is_floating_point:
         if rounding_mode == "floor":
-            return make_pointwise(g, [a, b], lambda ops, x, y: ops.floor(ops.truediv(x, y)), cd)
+            return _elementwise(g, [a, b], lambda ops, x, y: ops.floor(ops.truediv(x, y)), cd)
         out = g.out.dtype
         if out in LOW_PRECISION and not isinstance(b, (int, float)):
             # eager truncates the quotient of two half tensors after rounding it to the half dtype
             # (trunc(Half(a / b))); a Python-scalar divisor takes its f32 path: trunc(float(a) / b)
-            return make_pointwise(g, [a, b], lambda ops, x, y: ops.trunc(
+            return _elementwise(g, [a, b], lambda ops, x, y: ops.trunc(
                 ops.to_dtype(ops.to_dtype(ops.truediv(x, y), out), cd)), cd)
-        return make_pointwise(g, [a, b], lambda ops, x, y: ops.trunc(ops.truediv(x, y)), cd)
+        return _elementwise(g, [a, b], lambda ops, x, y: ops.trunc(ops.truediv(x, y)), cd)
     name = "floordiv" if rounding_mode == "floor" else "truncdiv"
-    return make_pointwise(g, [a, b], lambda ops, x, y: getattr(ops, name)(x, y), cd)
+    return _elementwise(g, [a, b], lambda ops, x, y: getattr(ops, name)(x, y), cd)
 
 
 MAX_EXPANDED_POW = 32  # a constant integral exponent up to this becomes repeated multiplication
@@ -133,7 +141,7 @@ def _pow(g, a, b):
         if isinstance(b, int) and not isinstance(b, bool) and b >= 0 and not isinstance(a, (int, float)):
             return make_pointwise(g, [a], lambda ops, x: _int_pow(ops, x, b, cd), cd)
         raise Unsupported("integer pow with a tensor or negative exponent")
-    return make_pointwise(g, [a, b], lambda ops, x, y: ops.pow(x, y), cd)
+    return _elementwise(g, [a, b], lambda ops, x, y: ops.pow(x, y), cd)
 
 
 def _int_pow(ops, x, e: int, dtype: torch.dtype):
@@ -181,7 +189,7 @@ def _compare(opname: str):
         # a Python scalar is compared after its cast to the common dtype: f16 x == 0.1 compares with
         # f16(0.1), uint8 x < -1 with 255 (the cast of integers happens in broadcast_loader)
         a, b = round_scalar(a, common), round_scalar(b, common)
-        return make_pointwise(g, [a, b], fn, upcast(common))
+        return _elementwise(g, [a, b], fn, upcast(common), common)
     return lower
 
 
@@ -226,7 +234,7 @@ def _isnan_isinf(g, x):
 @register(aten.where)
 def _where(g, cond, a, b):
     cd = _compute(g)
-    return make_pointwise(g, [cond, a, b], lambda ops, c, x, y: ops.where(ops.to_dtype(c, torch.bool), x, y), cd)
+    return _elementwise(g, [cond, a, b], lambda ops, c, x, y: ops.where(ops.to_dtype(c, torch.bool), x, y), cd)
 
 
 # Not decomposed (capture/decompositions.py): their decompositions pick between the inputs with
@@ -248,7 +256,7 @@ def _log_add(base2: bool):
         cd = _compute(g)
         if not cd.is_floating_point:
             raise Unsupported("logaddexp of a non-float dtype")
-        return make_pointwise(g, [a, b, 1.0 / LN2], body, cd)
+        return _elementwise(g, [a, b, 1.0 / LN2], body, cd)
     return lower
 
 
@@ -259,7 +267,7 @@ register(aten.logaddexp2)(_log_add(base2=True))
 @register(aten.heaviside)
 def _heaviside(g, x, values):
     cd = _compute(g)
-    return make_pointwise(g, [x, values, 0], lambda ops, a, v, zero: ops.where(
+    return _elementwise(g, [x, values, 0], lambda ops, a, v, zero: ops.where(
         ops.eq(a, zero), v, ops.to_dtype(ops.gt(a, zero), cd)), cd)
 
 
@@ -279,7 +287,7 @@ def _clamp(g, x, lo=None, hi=None):
             v = ops.minimum(v, bounds.pop(0))
         return v
 
-    return make_pointwise(g, inputs, fn, cd)
+    return _elementwise(g, inputs, fn, cd)
 
 
 def _convert(g, x):
