@@ -382,6 +382,52 @@ def test_ask_tell_skips_a_trial_the_other_worker_finished_first():
         _ask_tell(Study(), broken, 2, None)
 
 
+def test_a_trial_that_reaches_the_deadline_is_dropped_and_the_search_ends():
+    """A kernel search that would start past the time budget ends its trial (failed, not a partial
+    estimate) and the search, without an error."""
+    import optuna
+
+    from autofuse.search.graph_tuner import _ask_tell
+    from autofuse.search.kernels import PastDeadline
+    study = optuna.create_study()
+
+    def objective(trial):
+        if trial.number == 1:
+            raise PastDeadline("kernel k reached after the search's time budget")
+        return float(trial.number)
+
+    _ask_tell(study, objective, 5, None)
+    assert [t.state.name for t in study.get_trials()] == ["COMPLETE", "FAIL"]
+
+
+def test_past_the_deadline_the_default_trial_finishes_and_a_later_one_stops(tmp_path, device, monkeypatch):
+    """The search's first trial (the default plan) runs whatever the time; a later trial raises at its
+    first kernel past the deadline; the default plan is verified and stored."""
+    from autofuse.search import graph_tuner, kernels
+    started = []
+    real = graph_tuner.GraphSearch.objective
+
+    def objective(self, trial):
+        started.append(trial.number)
+        self.deadline = 0.0   # long past: every trial after the first stops at its first new kernel
+        return real(self, trial)
+    monkeypatch.setattr(graph_tuner.GraphSearch, "objective", objective)
+    raised = []
+    real_tune = kernels.KernelTuner.tune
+
+    def tune(self, *a, **k):
+        try:
+            return real_tune(self, *a, **k)
+        except kernels.PastDeadline:
+            raised.append(1)
+            raise
+    monkeypatch.setattr(kernels.KernelTuner, "tune", tune)
+    args = seed_args(device)
+    res = autofuse.tune(seed_fn, args, settings=settings(tmp_path / "t.db", trials=6), benchmarker=FakeBenchmarker(planted_cost))
+    (g,) = res.graphs
+    assert started[:2] == [0, 1] and raised and g.stored_id is not None
+
+
 def test_cli_tune_without_gpu_stores_predicted(tmp_path):
     model = tmp_path / "small.py"
     model.write_text(textwrap.dedent("""

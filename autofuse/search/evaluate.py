@@ -18,7 +18,7 @@ from ..plan.apply import node_id, plan_from_groups
 from ..plan.plan import FusionPlan, KernelPlan
 from ..runtime.precompile import precompile
 from ..runtime.program import ExternCall, KernelLaunch
-from .kernels import KernelChoice, KernelTuner
+from .kernels import KernelChoice, KernelTuner, PastDeadline
 from .records import group_key, kernel_record
 
 
@@ -77,7 +77,7 @@ class PlanEvaluator:
         if key not in self.cache:
             try:
                 self.cache[key] = self._evaluate(without_configs(plan), scheduled)
-            except KeyboardInterrupt:
+            except (KeyboardInterrupt, PastDeadline):
                 raise
             except Exception as e:  # noqa: BLE001 - a plan that cannot be built scores infinity
                 self.cache[key] = PlanEval(plan, math.inf, (), 0.0, f"{type(e).__name__}: {e}")

@@ -28,7 +28,7 @@ from ..plan.plan import FusionPlan
 from ..report import nbytes
 from .evaluate import PlanEval, PlanEvaluator, runner_up_plans, unshared_mutated_inputs
 from .finalists import CONFIRM_MIN_ROUNDS, Finalist, needs_confirmation, pick, time_rounds, verify
-from .kernels import KernelTuner
+from .kernels import KernelTuner, PastDeadline
 from .records import device_traits
 from .progress import Progress
 from .interrupts import deferred_interrupts, stop_requested
@@ -136,6 +136,7 @@ class GraphSearch:
         self.progress: Progress | None = None
         self.interrupted = False
         self.search_s = 0.0   # wall seconds of the trials (where the kernel variants are measured)
+        self.deadline: float | None = None   # time.monotonic() at which the search stops (None: no limit)
 
     def _on_measure(self, rec: dict[str, Any], timing: Any, err: str | None) -> None:
         if err:
@@ -162,6 +163,7 @@ class GraphSearch:
         self.progress = Progress(f"{self.label} graph {self.key[:12]}", self.settings.trials, deadline,
                                  enabled=self.settings.progress)
         t0 = time.perf_counter()
+        self.deadline = deadline
         try:
             _ask_tell(self.study, self.objective, remaining, deadline)
         except KeyboardInterrupt:
@@ -169,6 +171,7 @@ class GraphSearch:
         except Exception as e:  # noqa: BLE001 - the search ends; what it measured and found is kept
             self.failures.append(("search", f"stopped: {type(e).__name__}: {e}"))
         finally:
+            self.kernels.abort_after = None   # the finalists' kernels are tuned whatever the time
             self.search_s = time.perf_counter() - t0
             self.progress.close()
 
@@ -180,6 +183,8 @@ class GraphSearch:
         if plan is None:
             self.done += 1
             return 1e30
+        # the first trial (the default plan's) always finishes; a later one ends at the deadline
+        self.kernels.abort_after = self.deadline if self.done > 0 else None
         ev = self.evaluator.evaluate(plan)
         self.record(trial, ev)
         self.done += 1
@@ -336,6 +341,11 @@ def _ask_tell(study: Any, objective: Any, n_trials: int, deadline: float | None)
                 told = True
         except optuna.exceptions.UpdateFinishedTrialError:
             continue  # the other worker's result stands; the kernels measured here are in the DB
+        except PastDeadline:   # the trial is dropped, the kernels it measured stay in the DB
+            if trial is not None and not told:
+                with deferred_interrupts():
+                    _tell_quietly(study, trial, state=optuna.trial.TrialState.FAIL)
+            return
         except BaseException:  # interrupted or failed: the trial must not stay RUNNING
             if trial is not None and not told:
                 with deferred_interrupts():

@@ -55,6 +55,10 @@ Variant = tuple[Any, Any, dict[str, Any]]   # (launch, kernel info, record) of o
 Result = tuple[float, float, str | None, dict[str, Any]]  # (median µs, spread µs, error, record)
 
 
+class PastDeadline(Exception):
+    """A kernel search would start after the search's deadline: its trial ends unfinished."""
+
+
 class KernelTuner:
     """Tunes each kernel's config once per tune; measurements come from and go to the tuning DB."""
 
@@ -66,6 +70,9 @@ class KernelTuner:
         # select: the group indices searched (None: all); deadline (time.perf_counter()): a kernel
         # reached after it keeps its default config. Both bound the compile-time autotune.
         self.select, self.deadline = select, deadline
+        # abort_after (time.monotonic()): a kernel search that would start after it raises PastDeadline
+        # instead, so that a search's trial ends within one kernel of its time budget
+        self.abort_after: float | None = None
         self.traits, self.graph, self.settings, self.interpret = traits, graph, settings, interpret
         self.choices: dict[tuple, KernelChoice] = {}
         self.on_measure = on_measure
@@ -97,6 +104,8 @@ class KernelTuner:
         if (self.select is not None and gi not in self.select) or \
                 (self.deadline is not None and time.perf_counter() > self.deadline):
             return self._untimed(launch, info, env)
+        if self.abort_after is not None and time.monotonic() > self.abort_after:
+            raise PastDeadline(f"kernel {info.name} reached after the search's time budget")
         t0 = time.perf_counter()
         search = KernelSearch(self, builder, gi, launch, info, env, ids, gkey)
         search.build_candidates(candidate_configs(group, info.config, self.interpret,
