@@ -231,7 +231,10 @@ class KernelSearch:
 
     def build_candidates(self, configs: list[LaunchConfig]) -> None:
         self.candidates = configs
+        abort_after = self.tuner.abort_after
         for cfg in configs:
+            if abort_after is not None and time.monotonic() > abort_after:   # generating 48 sources can take minutes
+                raise PastDeadline(f"kernel {self.info.name}: its configs' sources reached the search's time budget")
             self.build(cfg)
 
     def select(self) -> list[LaunchConfig]:
