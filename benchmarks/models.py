@@ -82,6 +82,19 @@ def _tokens(batch: int, seq: int, vocab: int, device: str, gen: torch.Generator)
     return torch.randint(0, vocab, (batch, seq), generator=gen, device=device)
 
 
+# decoders with rotary positions, RMS norms and grouped-query attention: (config, model, full size)
+DECODERS = {
+    "llama": ("LlamaConfig", "LlamaForCausalLM",
+              dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=8, num_attention_heads=16,
+                   num_key_value_heads=4, vocab_size=32000, max_position_embeddings=2048)),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM",
+              dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=8, num_attention_heads=12,
+                   num_key_value_heads=2, vocab_size=151936, max_position_embeddings=4096)),
+}
+TINY_DECODER = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                    num_key_value_heads=2, vocab_size=500, max_position_embeddings=64)
+
+
 def build(name: str, tiny: bool, train: bool, device: str) -> Built:
     """The model (f32, random weights, on device) and its inputs; in train mode the loss is computed
     inside the model (labels / targets among the inputs)."""
@@ -90,14 +103,12 @@ def build(name: str, tiny: bool, train: bool, device: str) -> Built:
     if name in VISION:
         return _vision(name, tiny, train, device, gen)
     tf = transformers_module()
-    if name == "llama":
-        cfg = tf.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                             num_key_value_heads=2, vocab_size=500, max_position_embeddings=64) if tiny else \
-            tf.LlamaConfig(hidden_size=2048, intermediate_size=5632, num_hidden_layers=8, num_attention_heads=16,
-                           num_key_value_heads=4, vocab_size=32000, max_position_embeddings=2048)
+    if name in DECODERS:
+        cfg_cls, model_cls, full = DECODERS[name]
+        cfg = getattr(tf, cfg_cls)(**(TINY_DECODER if tiny else full))
         cfg.use_cache = False
-        model = tf.LlamaForCausalLM(cfg)
-        ids = _tokens(2, 16, 500, device, gen) if tiny else _tokens(4, 512, 32000, device, gen)
+        model = getattr(tf, model_cls)(cfg)
+        ids = _tokens(2, 16, 500, device, gen) if tiny else _tokens(4, 512, cfg.vocab_size, device, gen)
         inputs = {"input_ids": ids, **({"labels": ids} if train else {})}
     elif name == "gpt2":
         cfg = tf.GPT2Config(n_embd=64, n_layer=2, n_head=4, vocab_size=500, n_positions=64, bos_token_id=0,
@@ -114,15 +125,6 @@ def build(name: str, tiny: bool, train: bool, device: str) -> Built:
         model = tf.BertModel(cfg, add_pooling_layer=False)
         ids = _tokens(2, 16, 500, device, gen) if tiny else _tokens(16, 512, cfg.vocab_size, device, gen)
         inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
-    elif name == "qwen2":
-        cfg = tf.Qwen2Config(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                             num_key_value_heads=2, vocab_size=500, max_position_embeddings=64) if tiny else \
-            tf.Qwen2Config(hidden_size=1536, intermediate_size=8960, num_hidden_layers=8, num_attention_heads=12,
-                           num_key_value_heads=2, vocab_size=151936, max_position_embeddings=4096)
-        cfg.use_cache = False
-        model = tf.Qwen2ForCausalLM(cfg)
-        ids = _tokens(2, 16, 500, device, gen) if tiny else _tokens(4, 512, cfg.vocab_size, device, gen)
-        inputs = {"input_ids": ids, **({"labels": ids} if train else {})}
     elif name == "t5":
         cfg = tf.T5Config(d_model=64, d_kv=16, d_ff=128, num_layers=2, num_heads=4, vocab_size=500) if tiny else \
             tf.T5Config(d_model=768, d_kv=64, d_ff=3072, num_layers=12, num_heads=12, vocab_size=32128)
