@@ -45,8 +45,8 @@ def broadcast_loader(value: Any, out_size: Sequence[int], dtype: torch.dtype,
             sub = [sympy.Integer(0) if s == 1 else idx[lead + k] for k, s in enumerate(in_size)]
             v = inner(ops, sub)
             if rounded:
-                v = ops.to_dtype(ops.to_dtype(v, round_to), dtype)
-            return v if rounded or upcast(src_dtype) == dtype else ops.to_dtype(v, dtype)
+                return ops.to_dtype(ops.to_dtype(v, round_to), dtype)
+            return v if upcast(src_dtype) == dtype else ops.to_dtype(v, dtype)
 
         return load
     if isinstance(value, (bool, int, float)):

@@ -43,13 +43,13 @@ from .kernels import KernelTuner
 from .records import device_traits
 from .settings import KernelTuneSettings
 
-# Per reduction or tiled pointwise kernel: the default, the 3 best-ranked of 48 legal configs, then
+# Per reduction, scan, tiled or windowed pointwise kernel: the default, the 3 best-ranked of 48 legal configs, then
 # up to 3 neighbours of the fastest: at most 7 variants compiled and timed (docs/defaults.md,
 # "Autotuning at compile"). Which pointwise kernels: `searched_groups`.
 AUTOTUNE = KernelTuneSettings(top_k=3, explore=0.0, max_candidates=48, refine=3,
                               kinds=("reduction", "scan", "pointwise"))
 AUTOTUNE_REPS = 30
-# Per graph: the distinct reduction, scan and tiled pointwise kernels with the most elements, at most
+# Per graph: the distinct reduction, scan, tiled and windowed pointwise kernels with the most elements, at most
 # AUTOTUNE_KERNELS of them, measured within AUTOTUNE_BUDGET_S seconds; the others keep their default
 # (a training graph of ResNet-50 holds ~50 distinct ones: measuring all took minutes).
 AUTOTUNE_KERNELS = 8
@@ -80,8 +80,8 @@ def _autotune(gm: torch.fx.GraphModule, args: list, options: CompileOptions, ben
               settings: KernelTuneSettings, on_gpu: bool) -> FusionPlan | None:
     opts = options.with_(plan=None, tuner=None, recorder=None)
     sched = schedule(gm, args, opts)
-    tiled = tiled_groups(sched.groups, opts.heuristics, not on_gpu) | windowed_groups(sched.groups)
-    if not tiled and not any(g.is_reduction for g in sched.groups if not g.is_extern):
+    pointwise = tiled_groups(sched.groups, opts.heuristics, not on_gpu) | windowed_groups(sched.groups)
+    if not pointwise and not any(g.is_reduction for g in sched.groups if not g.is_extern):
         return None
     plan = plan_from_groups(graph_key(gm, args), sched.groups, [None] * len(sched.groups), sched.strategy,
                             sched.decisions, sched.lowering.conv_layout)
@@ -92,7 +92,7 @@ def _autotune(gm: torch.fx.GraphModule, args: list, options: CompileOptions, ben
     traits = device_traits(device, _copy_bw(str(device)) if on_gpu else None)
     tuner = KernelTuner(bench, _predictor(db, dev), None if db is None else BestEffortStore(db), dev, traits,
                         graph_hash(gm, args), settings, interpret=not on_gpu,
-                        select=searched_groups(sched.groups, AUTOTUNE_KERNELS, tiled),
+                        select=searched_groups(sched.groups, AUTOTUNE_KERNELS, pointwise),
                         deadline=time.perf_counter() + AUTOTUNE_BUDGET_S)
     evaluator = PlanEvaluator(gm, unshared_mutated_inputs(gm, args), tuner, opts, time_externs=False)
     on_device = torch.cuda.device(device) if on_gpu else contextlib.nullcontext()  # events on the kernels' device
@@ -130,16 +130,16 @@ def windowed_groups(groups: Sequence[Any]) -> frozenset[int]:
     return frozenset(out)
 
 
-def searched_groups(groups: Sequence[Any], limit: int, tiled: frozenset[int] = frozenset()) -> frozenset[int]:
+def searched_groups(groups: Sequence[Any], limit: int, pointwise: frozenset[int] = frozenset()) -> frozenset[int]:
     """Indices of the groups whose configs the autotune measures: of the reduction and scan groups
-    and the `tiled` pointwise ones, those of the `limit` kernels with the most elements (reduced,
-    for a reduction), where identical kernels (the same nodes at the same sizes: a model's repeated
+    and the `pointwise` ones (tiled or windowed), those of the `limit` kernels with the most
+    elements (reduced, for a reduction), where identical kernels (the same nodes at the same sizes: a model's repeated
     layers) count as one kernel with their elements summed, since they share one measurement and
     the time it saves."""
     weight: dict[tuple, int] = {}
     members: dict[tuple, list[int]] = {}
     for gi, g in enumerate(groups):
-        if g.is_extern or not (gi in tiled or any(n.kind in ("reduction", "scan") for n in g.nodes)):
+        if g.is_extern or not (gi in pointwise or any(n.kind in ("reduction", "scan") for n in g.nodes)):
             continue
         sig = (g.numel, g.rnumel, tuple(sorted((n.kind, n.sizes, n.rsizes) for n in g.nodes)))
         weight[sig] = weight.get(sig, 0) + g.numel * max(g.rnumel, 1)

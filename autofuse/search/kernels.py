@@ -104,8 +104,7 @@ class KernelTuner:
         if (self.select is not None and gi not in self.select) or \
                 (self.deadline is not None and time.perf_counter() > self.deadline):
             return self._untimed(launch, info, env)
-        if self.abort_after is not None and time.monotonic() > self.abort_after:
-            raise PastDeadline(f"kernel {info.name} reached after the search's time budget")
+        self.check_deadline(f"kernel {info.name}")
         t0 = time.perf_counter()
         search = KernelSearch(self, builder, gi, launch, info, env, ids, gkey)
         search.build_candidates(candidate_configs(group, info.config, self.interpret,
@@ -121,6 +120,11 @@ class KernelTuner:
         self.choices[ckey] = choice
         self.seconds["kernels"] += time.perf_counter() - t0
         return choice
+
+    def check_deadline(self, what: str) -> None:
+        """Raise PastDeadline once `abort_after` has passed."""
+        if self.abort_after is not None and time.monotonic() > self.abort_after:
+            raise PastDeadline(f"{what} reached after the search's time budget")
 
     @staticmethod
     def _untimed(launch: Any, info: Any, env: list) -> KernelChoice:
@@ -231,10 +235,8 @@ class KernelSearch:
 
     def build_candidates(self, configs: list[LaunchConfig]) -> None:
         self.candidates = configs
-        abort_after = self.tuner.abort_after
         for cfg in configs:
-            if abort_after is not None and time.monotonic() > abort_after:   # generating 48 sources can take minutes
-                raise PastDeadline(f"kernel {self.info.name}: its configs' sources reached the search's time budget")
+            self.tuner.check_deadline(f"kernel {self.info.name}'s config sources")   # 48 sources can take minutes
             self.build(cfg)
 
     def select(self) -> list[LaunchConfig]:
