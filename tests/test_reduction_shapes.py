@@ -32,6 +32,7 @@ class SmallGpuDefaults(Heuristics):
     split_outer_min_rnumel: int = 128
     split_outer_min_chunk: int = 16
     split_min_elements: int = 1
+    split_outer_min_elements: int = 1
     split_target_warps_per_sm: int = 2
     multipass_min_rnumel: int = 128
 

@@ -246,3 +246,18 @@ def test_a_column_sum_over_few_columns_splits_from_shorter_columns():
     assert outer.split > 1 and 2048 // outer.split >= h.split_outer_min_chunk
     assert h.launch_config("reduction", 2048, 2048, False, outer=False, splittable=True).split == 1
     assert h.launch_config("reduction", 2048, 512, False, outer=True, splittable=True).split == 1
+
+
+def test_batchnorm_statistics_over_few_channels_fill_the_gpu():
+    """BatchNorm's per-channel sums in a channels-last training step (ResNet-50 at batch 32: 512
+    channels of 32 x 7 x 7, 1024 of 32 x 14 x 14, 64 of 32 x 112 x 112): 32 columns per program, and
+    a split into chunks of at least `split_outer_min_chunk` rows that brings the grid near the split
+    target, small reductions included."""
+    h = Heuristics()
+    for channels, rows in ((512, 1568), (1024, 6272), (2048, 1568), (64, 401408)):
+        cfg = h.launch_config("reduction", channels, rows, False, outer=True, splittable=True)
+        assert (cfg.XBLOCK, cfg.RBLOCK, cfg.num_warps) == (32, 32, 4)
+        programs = -(-channels // cfg.XBLOCK) * cfg.split
+        assert programs >= 2 * 132 and rows // cfg.split >= h.split_outer_min_chunk, (channels, rows, cfg)
+    wide = h.launch_config("reduction", 4096, 16384, False, outer=True, splittable=True)
+    assert (wide.XBLOCK, wide.RBLOCK, wide.split) == (64, 16, 16)   # the column sum's measured best

@@ -67,8 +67,13 @@ class Heuristics:
     # gets proportionally more programs. The SM count is the device's (codegen/device.py).
     split_target_warps_per_sm: int = 4 * 8
     split_min_chunk: int = 1024           # r elements per chunk, at least
-    split_outer_min_rnumel: int = 1024    # the same two for an outer reduction (choose_split)
-    split_outer_min_chunk: int = 256
+    # the same three for an outer reduction (choose_split): its chunks step 16-32 rows at a time, so
+    # two steps make a chunk, and a split is one launch with its workspace allocated once, so small
+    # column reductions split too (BatchNorm's statistics over 512 channels of 32 x 7 x 7 ran on 8
+    # programs: 124 us, against 4x less split; docs/defaults.md)
+    split_outer_min_rnumel: int = 1024
+    split_outer_min_chunk: int = 32
+    split_outer_min_elements: int = 1 << 16
     # enough for a whole-tensor reduction to fill a GPU of up to 256 SMs (Inductor splits 2^30
     # elements 8192 ways into a second kernel; here the partials are combined by one program)
     split_max: int = 1024
@@ -108,6 +113,10 @@ class Heuristics:
     outer_persistent_rnumel_max: int = 64
     # ... and up to this many where the kernel reads its columns again after the reduction
     outer_reread_persistent_max: int = 1024
+    # a looped outer reduction over fewer columns than this steps 32 columns by 32 rows (one
+    # 128-byte line of f32 per row), so its split has twice the x blocks to spread; wider ones keep
+    # 64 x 16 (docs/defaults.md)
+    outer_narrow_columns: int = 4096
     # looped rows at least this long that are read again after their reduction step 4096 elements
     # on 16 warps; shorter ones keep the one-pass rows' config (docs/defaults.md)
     multipass_min_rnumel: int = 16384
@@ -254,11 +263,12 @@ class Heuristics:
         columns leave most SMs idle (a weight gradient's sum over 2048 tokens of 2048 features ran
         on 32 programs)."""
         xprograms = -(-max(numel, 1) // cfg.XBLOCK)
-        min_rnumel, min_chunk = ((self.split_outer_min_rnumel, self.split_outer_min_chunk) if outer
-                                 else (self.split_min_rnumel, self.split_min_chunk))
+        min_rnumel, min_chunk, min_elements = (
+            (self.split_outer_min_rnumel, self.split_outer_min_chunk, self.split_outer_min_elements) if outer
+            else (self.split_min_rnumel, self.split_min_chunk, self.split_min_elements))
         if (cfg.persistent or rnumel < min_rnumel
                 or xprograms >= self.split_below_programs_per_sm * device.sm_count
-                or numel * rnumel < self.split_min_elements):
+                or numel * rnumel < min_elements):
             return 1
         limit = min(self.split_max, self.split_combine_max_elements // cfg.XBLOCK,
                     self.split_target_warps_per_sm * device.sm_count // cfg.num_warps // xprograms,
@@ -315,8 +325,9 @@ class Heuristics:
                 xblock = min(next(x for x in (128, 32, 8, 1) if x * rblock_full <= 4096), next_pow2(max(numel, 1)))
                 return LaunchConfig(XBLOCK=xblock, RBLOCK=rblock_full, num_warps=8 if xblock * rblock_full >= 2048
                                     else 4, persistent=True)
-            xblock = min(64, next_pow2(max(numel, 1)))
-            rblock = min(rblock_full, 16)
+            narrow = numel < self.outer_narrow_columns
+            xblock = min(32 if narrow else 64, next_pow2(max(numel, 1)))
+            rblock = min(rblock_full, 32 if narrow else 16)
             return LaunchConfig(XBLOCK=xblock, RBLOCK=rblock, num_warps=4, persistent=rblock == rblock_full)
         if interpret:
             persistent = rblock_full <= 4096
