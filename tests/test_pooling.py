@@ -1,7 +1,7 @@
 """Max and average pooling lowered as pointwise window values (lower/pooling.py), against eager:
 kernel sizes, strides, padding, dilation, ceil mode, eager's divisors, NaN and -inf, bf16, strided
-and channels-last inputs; the op before a pool computed inside its kernel; max pooling with its
-indices used runs as ATen's kernel."""
+and channels-last inputs; the op before a pool computed inside its kernel; max pooling's indices and
+its backward generated (eager's index for ties, NaN and padding), ATen's kernel with dilation."""
 from __future__ import annotations
 
 import pytest
@@ -103,18 +103,68 @@ def test_between_channels_last_convolutions(device):
         assert_close(f(x), fn(x))
 
 
-def test_training_uses_atens_kernel_for_the_indices(device):
-    """The backward reads the argmax indices: the pool runs as ATen's max_pool2d_with_indices."""
-    x = rand((2, 4, 9, 10), device=device).requires_grad_()
-    fn = lambda x: F.max_pool2d(torch.tanh(x), 3, 2, 1)  # noqa: E731
+def _max_pool_step(fn, x, g):
+    """The compiled function's output, indices-driven input gradient and kernels, against eager's."""
     f, rec = _compiled(fn, x)
-    g = rand((2, 4, 5, 5), device=device)
-    f(x).backward(g)
+    out = f(x)
+    assert_close(out, fn(x))
+    out.backward(g)
     got = x.grad.clone()
     x.grad = None
     fn(x).backward(g)
     assert_close(got, x.grad)
-    assert any("max_pool2d_with_indices" in k.aten_ops for k in _kernels(rec) if k.kind == "fallback")
+    return _kernels(rec)
+
+
+TRAIN_POOLS = [p for p in POOLS if p.get("dilation", 1) == 1]
+
+
+@pytest.mark.parametrize("params", TRAIN_POOLS, ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()))
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last", "bf16"])
+def test_training_step_generates_indices_and_backward(params, layout, device):
+    """The forward writes eager's indices and the backward gathers each element's gradients from the
+    windows that chose it, both as generated kernels (ties: many equal values; NaN wins its window)."""
+    dtype = torch.bfloat16 if layout == "bf16" else torch.float32
+    x = rand((2, 5, 11, 10), dtype, device=device)
+    x[0, 1] = x[0, 1].round()              # ties inside windows: the first position keeps its place
+    x[1, 2, 3, 4] = float("nan")
+    if layout == "channels_last":
+        x = x.to(memory_format=torch.channels_last)
+    x.requires_grad_()
+    # f32: a prologue fused into the window; bf16: an exact one, since eager rounds tanh's values to
+    # bf16 before comparing them and a kernel keeps f32, so near-ties may pick another element
+    # (torch.compile alike)
+    fn = (lambda x: F.max_pool2d(-x, **params)) if dtype == torch.bfloat16 else (  # noqa: E731
+        lambda x: F.max_pool2d(torch.tanh(x) * 3, **params))
+    with torch.no_grad():
+        g = rand(tuple(fn(x).shape), dtype, device=device)
+    kernels = _max_pool_step(fn, x, g)
+    assert all(k.kind != "fallback" for k in kernels)
+    assert any("max_pool2d_backward" in k.aten_ops for k in kernels)
+    f, _ = _compiled(lambda x: F.max_pool2d_with_indices(x, **params), x)
+    with torch.no_grad():
+        got, want = f(x), F.max_pool2d_with_indices(x, **params)
+    assert torch.equal(got[1], want[1])
+
+
+def test_padding_only_windows_point_at_their_first_element(device):
+    """A window of -inf values keeps eager's index: its first in-bounds position."""
+    x = torch.full((1, 2, 6, 6), float("-inf"), device=device)
+    x[0, 0, 2, 2] = 1.0
+    f, _ = _compiled(lambda x: F.max_pool2d_with_indices(x, 3, 2, 1), x)
+    with torch.no_grad():
+        got, want = f(x), F.max_pool2d_with_indices(x, 3, 2, 1)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+
+
+def test_dilated_max_pool_training_uses_atens_kernels(device):
+    """With dilation the indices and the backward run as ATen's kernels, still correct."""
+    x = rand((2, 4, 11, 10), device=device).requires_grad_()
+    fn = lambda x: F.max_pool2d(torch.tanh(x), 3, 2, 1, dilation=2)  # noqa: E731
+    with torch.no_grad():
+        g = rand(tuple(fn(x).shape), device=device)
+    kernels = _max_pool_step(fn, x, g)
+    assert any("max_pool2d_with_indices" in k.aten_ops for k in kernels if k.kind == "fallback")
 
 
 def test_strided_windows_take_more_lanes_on_the_gpu():
@@ -132,3 +182,16 @@ def test_strided_windows_take_more_lanes_on_the_gpu():
         (g,) = [g for g in sched.groups if not g.is_extern]
         cfg = default_config(g, Heuristics(), interpret=False)
         assert (cfg.XBLOCK, cfg.num_warps) == (min(expected[0], 1 << (g.numel - 1).bit_length()), expected[1])
+
+
+@pytest.mark.parametrize("pool", ["max", "avg"])
+def test_a_half_precision_pool_feeds_its_consumer_in_float32(pool, device):
+    """A pooled bf16 value reaches the op after it in float32 and is rounded once, at the store, as
+    every lazy value is (an op on a bf16 value itself: Triton's interpreter negated its bits)."""
+    x = rand((2, 3, 8, 9), torch.bfloat16, device=device)
+    fn = (lambda x: -F.max_pool2d(x, 2)) if pool == "max" else (lambda x: -F.avg_pool2d(x, 3, 2, 1))
+    f, rec = _compiled(fn, x)
+    with torch.no_grad():
+        assert_close(f(x), fn(x))
+    (kernel,) = _kernels(rec)
+    assert "_to_bf16(" not in kernel.source.split("tl.store")[0].split("def triton_")[-1]

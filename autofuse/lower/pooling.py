@@ -1,12 +1,14 @@
 """2-D pooling as lazy pointwise values: each output element the max or the mean of its window.
 
 Note: lowered like Inductor's. The window's loads are inline, so the op before the pool is
-computed inside the pooling kernel instead of being written out and read back. Max pooling is
-lowered when nothing reads its indices (inference), so no int64 index tensor is written; padding
-reads as -inf and NaN propagates as in eager (an element that is NaN wins its window). With the
-indices used (a training step's backward reads them) it runs as ATen's kernel. Average pooling
-divides by eager's count: the window clipped to the padded input (`count_include_pad`), or to the
-input itself, or `divisor_override`.
+computed inside the pooling kernel instead of being written out and read back. Max pooling writes
+its int64 indices only where something reads them (a training step's backward); padding reads as
+-inf and NaN propagates as in eager (an element that is NaN wins its window). The index is eager's:
+the window's first in-bounds position, replaced by each larger value or NaN. Its backward gathers
+instead of scattering: each input element sums the gradients of the few windows that can hold it
+(ceil(k / s) per dim) whose index names it, as Inductor's lowering does; ATen's backward scatters
+with atomics. Average pooling divides by eager's count: the window clipped to the padded input
+(`count_include_pad`), or to the input itself, or `divisor_override`.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from typing import Any, Iterator, Sequence
 
 import torch
 
+from ..ir.index import FloorDiv, ModIndex
 from ..ir.values import Pointwise
 from .common import origins_of, upcast
 from .registry import Unsupported, register
@@ -96,24 +99,98 @@ class _Window:
 @register(aten.max_pool2d_with_indices)
 def _max_pool2d(g, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
     for user in g.node.users:
-        if user.target is not operator.getitem or (user.args[1] != 0 and user.users):
-            raise Unsupported("max_pool2d indices are used")
-    values, _ = g.out
+        if user.target is not operator.getitem:
+            raise Unsupported("max_pool2d outputs used whole")
+    wants_indices = any(user.args[1] == 1 and user.users for user in g.node.users)
+    values, indices = g.out
     if not values.dtype.is_floating_point or len(x.size) not in (3, 4):
         raise Unsupported("max_pool2d operands")
+    if wants_indices and _pair(dilation) != (1, 1):
+        raise Unsupported("max_pool2d indices with dilation")
     size = tuple(int(s) for s in values.shape)
     out_dtype = values.dtype
     win = _Window.of(x, size[-2:], out_dtype, kernel_size, stride, padding, dilation)
+    origins = origins_of(x) | frozenset({"max_pool2d"})
 
     def fn(ops, idx):
         best = None
         for v in win.elements(ops, idx, float("-inf")):
             # eager's rule: a larger value or a NaN takes the window's place
-            best = v if best is None else ops.where(ops.logical_or(ops.gt(v, best), ops.isnan(v)), v, best)
-        return best if win.cd == out_dtype else ops.to_dtype(best, out_dtype)
+            best = v if best is None else ops.where(_beats(ops, v, best), v, best)
+        return best   # in upcast(out_dtype), as every lazy value: the store rounds
 
-    pooled = Pointwise(values.device, out_dtype, size, fn, origins_of(x) | frozenset({"max_pool2d"}))
-    return pooled, None
+    def index_fn(ops, idx):
+        hs, ws = win.starts(idx[-2], idx[-1])
+        width = win.in_size[1]
+        zero = ops.constant(0, POS)
+        first = ops.add(ops.mul(ops.maximum(ops.index_expr(hs, POS), zero), ops.constant(width, POS)),
+                        ops.maximum(ops.index_expr(ws, POS), zero))
+        best, where = ops.constant(float("-inf"), win.cd), ops.to_dtype(first, torch.int64)
+        values_ = win.elements(ops, idx, float("-inf"))
+        for i in range(win.kernel[0]):
+            for j in range(win.kernel[1]):
+                v = next(values_)
+                take = _beats(ops, v, best)
+                best = ops.where(take, v, best)
+                where = ops.where(take, ops.index_expr((hs + i) * width + ws + j, torch.int64), where)
+        return where
+
+    pooled = Pointwise(values.device, out_dtype, size, fn, origins)
+    if not wants_indices:
+        return pooled, None
+    return pooled, Pointwise(values.device, indices.dtype, size, index_fn, origins)
+
+
+def _beats(ops: Any, v: Any, best: Any) -> Any:
+    """Eager's max-pooling rule: a larger value, or a NaN, takes the window's place."""
+    return ops.logical_or(ops.gt(v, best), ops.isnan(v))
+
+
+MAX_POOL_BACKWARD_WINDOWS = 25   # windows an input element can lie in, at most (Inductor's limit too)
+
+
+@register(aten.max_pool2d_with_indices_backward)
+def _max_pool2d_backward(g, grad, x, kernel_size, stride, padding, dilation, ceil_mode, indices):
+    out = g.out
+    if not out.dtype.is_floating_point or len(x.size) not in (3, 4) or _pair(dilation) != (1, 1):
+        raise Unsupported("max_pool2d_backward operands")
+    k, p = _pair(kernel_size), _pair(padding)
+    s = _pair(stride, k)
+    reach = (-(-k[0] // s[0]), -(-k[1] // s[1]))   # windows per dim that can hold one input element
+    if reach[0] * reach[1] > MAX_POOL_BACKWARD_WINDOWS:
+        raise Unsupported("max_pool2d_backward: too many windows per element")
+    size = tuple(int(d) for d in out.shape)
+    out_size = (int(grad.size[-2]), int(grad.size[-1]))
+    width = size[-1]
+    grad_load, index_load = grad.loader(), indices.loader()
+    cd = upcast(out.dtype)
+
+    def fn(ops, idx):
+        *lead, h, w = idx
+        here = ops.index_expr(h * width + w, torch.int64)
+        total = ops.constant(0.0, cd)
+        for di in range(reach[0]):
+            for dj in range(reach[1]):
+                oh, ow = FloorDiv(h + p[0], s[0]) - di, FloorDiv(w + p[1], s[1]) - dj
+                conds = []
+                for o, n, off, kk, ss, dd in ((oh, out_size[0], h + p[0], k[0], s[0], di),
+                                              (ow, out_size[1], w + p[1], k[1], s[1], dj)):
+                    iv = ops.index_expr(o, POS)
+                    conds += [ops.ge(iv, ops.constant(0, POS)), ops.lt(iv, ops.constant(n, POS))]
+                    if dd * ss + ss > kk:   # the window ends before this element for some offsets
+                        conds.append(ops.lt(ops.index_expr(ModIndex(off, ss) + dd * ss, POS), ops.constant(kk, POS)))
+                cond = conds[0]
+                for c in conds[1:]:
+                    cond = ops.logical_and(cond, c)
+
+                def picked(oh=oh, ow=ow):
+                    gv = grad_load(ops, [*lead, oh, ow])
+                    gv = gv if grad.dtype == cd else ops.to_dtype(gv, cd)
+                    return ops.where(ops.eq(index_load(ops, [*lead, oh, ow]), here), gv, ops.constant(0.0, cd))
+                total = ops.add(total, ops.masked(cond, picked, 0.0))
+        return total
+
+    return Pointwise(out.device, out.dtype, size, fn, origins_of(grad) | frozenset({"max_pool2d_backward"}))
 
 
 @register(aten.avg_pool2d)
@@ -150,7 +227,6 @@ def _avg_pool2d(g, x, kernel_size, stride=(), padding=0, ceil_mode=False, count_
             else:
                 n = ops.mul(clipped(ops, hs, kh, 0, in_h), clipped(ops, ws, kw, 0, in_w))
             div = ops.to_dtype(n, win.cd)
-        avg = ops.truediv(total, div)
-        return avg if win.cd == out_dtype else ops.to_dtype(avg, out_dtype)
+        return ops.truediv(total, div)
 
     return Pointwise(out.device, out_dtype, size, fn, origins_of(x) | frozenset({"avg_pool2d"}))
