@@ -300,19 +300,22 @@ class GraphLowering:
     def _realize_intermediate(self, value: Pointwise, fake_out: Any, reads: Sequence[str] | None = None) -> TensorValue:
         """A value the graph does not return, realized: in eager's layout, except that in a graph
         whose convolutions run channels-last a value computed from a channels-last buffer of its
-        size is stored channels-last too (`realize_channels_last`), so the activations between
-        convolutions never change layout."""
+        batch and channels (of its size, or pooled or resized from one) is stored channels-last
+        too (`realize_channels_last`), so the activations between convolutions never change
+        layout, nor do the max pool's indices beside its values."""
         size = tuple(int(s) for s in value.size)
         if self.conv_layout == "channels_last" and len(size) in (4, 5):
             if reads is None:  # the value's loads, found only where the answer matters
                 reads = analyze(value.inner_fn, make_vars("i", len(size))).read_names
             layouts = self._layouts_by_name()
-            want = channels_last_strides(size)
-            stored = (size[0], *size[2:], size[1])  # a buffer that `realize_in_order` filled in that order
-            if any((lay := layouts.get(r)) is not None and (
-                    (tuple(lay.size) == size and tuple(lay.stride) == want)
-                    or (tuple(lay.size) == stored and tuple(lay.stride) == contiguous_strides(stored)))
-                   for r in set(reads)):
+
+            def channels_last_of_its_kind(lay: Any) -> bool:
+                have, stride = tuple(int(d) for d in lay.size), tuple(lay.stride)
+                return len(have) == len(size) and (
+                    (have[:2] == size[:2] and stride == channels_last_strides(have))
+                    # a buffer that `realize_in_order` filled in (N, *spatial, C) order
+                    or ((have[0], have[-1]) == size[:2] and stride == contiguous_strides(have)))
+            if any((lay := layouts.get(r)) is not None and channels_last_of_its_kind(lay) for r in set(reads)):
                 return self.realize_channels_last(value)
         return self.realize(value, fake_out if isinstance(fake_out, torch.Tensor) else None)
 
