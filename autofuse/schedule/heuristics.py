@@ -69,8 +69,9 @@ class Heuristics:
     split_min_chunk: int = 1024           # r elements per chunk, at least
     # the same three for an outer reduction (choose_split): its chunks step 16-32 rows at a time, so
     # two steps make a chunk, and a split is one launch with its workspace allocated once, so small
-    # column reductions split too (BatchNorm's statistics over 512 channels of 32 x 7 x 7 ran on 8
-    # programs: 124 us, against 4x less split; docs/defaults.md)
+    # column reductions split too (BatchNorm's gradient sums over 512 channels of 32 x 7 x 7 ran on
+    # 8 programs in 124 us; over 2048 channels of the same rows, at its best split, in 21;
+    # docs/defaults.md)
     split_outer_min_rnumel: int = 1024
     split_outer_min_chunk: int = 32
     split_outer_min_elements: int = 1 << 16
@@ -259,7 +260,7 @@ class Heuristics:
         """A power of two bringing the grid near `split_target_warps_per_sm` warps in flight on every
         SM of `device`; 1 when the x grid is already large enough, the rows too short, the whole
         reduction small (or the kernel persistent). An `outer` reduction (a column sum) splits from
-        shorter columns, in shorter chunks: its x blocks are 64 columns wide, so a few thousand
+        shorter columns, in shorter chunks: its x blocks are 32-64 columns wide, so a few thousand
         columns leave most SMs idle (a weight gradient's sum over 2048 tokens of 2048 features ran
         on 32 programs)."""
         xprograms = -(-max(numel, 1) // cfg.XBLOCK)
