@@ -12,6 +12,7 @@ with atomics. Average pooling divides by eager's count: the window clipped to th
 """
 from __future__ import annotations
 
+import itertools
 import operator
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
@@ -90,10 +91,7 @@ class _Window:
                 if not conds:
                     yield value()
                     continue
-                cond = conds[0]
-                for c in conds[1:]:
-                    cond = ops.logical_and(cond, c)
-                yield ops.masked(cond, value, pad_value)
+                yield ops.masked(_all_of(ops, conds), value, pad_value)
 
 
 @register(aten.max_pool2d_with_indices)
@@ -126,19 +124,25 @@ def _max_pool2d(g, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=F
         first = ops.add(ops.mul(ops.maximum(ops.index_expr(hs, POS), zero), ops.constant(width, POS)),
                         ops.maximum(ops.index_expr(ws, POS), zero))
         best, where = ops.constant(float("-inf"), win.cd), ops.to_dtype(first, torch.int64)
-        values_ = win.elements(ops, idx, float("-inf"))
-        for i in range(win.kernel[0]):
-            for j in range(win.kernel[1]):
-                v = next(values_)
-                take = _beats(ops, v, best)
-                best = ops.where(take, v, best)
-                where = ops.where(take, ops.index_expr((hs + i) * width + ws + j, torch.int64), where)
+        offsets = itertools.product(range(win.kernel[0]), range(win.kernel[1]))   # `elements`' order
+        for (i, j), v in zip(offsets, win.elements(ops, idx, float("-inf"))):
+            take = _beats(ops, v, best)
+            best = ops.where(take, v, best)
+            where = ops.where(take, ops.index_expr((hs + i) * width + ws + j, torch.int64), where)
         return where
 
     pooled = Pointwise(values.device, out_dtype, size, fn, origins)
     if not wants_indices:
         return pooled, None
     return pooled, Pointwise(values.device, indices.dtype, size, index_fn, origins)
+
+
+def _all_of(ops: Any, conds: Sequence[Any]) -> Any:
+    """The conjunction of one or more boolean values."""
+    cond = conds[0]
+    for c in conds[1:]:
+        cond = ops.logical_and(cond, c)
+    return cond
 
 
 def _beats(ops: Any, v: Any, best: Any) -> Any:
@@ -179,15 +183,12 @@ def _max_pool2d_backward(g, grad, x, kernel_size, stride, padding, dilation, cei
                     conds += [ops.ge(iv, ops.constant(0, POS)), ops.lt(iv, ops.constant(n, POS))]
                     if dd * ss + ss > kk:   # the window ends before this element for some offsets
                         conds.append(ops.lt(ops.index_expr(ModIndex(off, ss) + dd * ss, POS), ops.constant(kk, POS)))
-                cond = conds[0]
-                for c in conds[1:]:
-                    cond = ops.logical_and(cond, c)
 
                 def picked(oh=oh, ow=ow):
                     gv = grad_load(ops, [*lead, oh, ow])
                     gv = gv if grad.dtype == cd else ops.to_dtype(gv, cd)
                     return ops.where(ops.eq(index_load(ops, [*lead, oh, ow]), here), gv, ops.constant(0.0, cd))
-                total = ops.add(total, ops.masked(cond, picked, 0.0))
+                total = ops.add(total, ops.masked(_all_of(ops, conds), picked, 0.0))
         return total
 
     return Pointwise(out.device, out.dtype, size, fn, origins_of(grad) | frozenset({"max_pool2d_backward"}))
