@@ -176,6 +176,48 @@ def test_mask_from_user_data_stays(device):
     check(fn, [*qkv(device), keep], folded=False)
 
 
+def _mask_stores(rec):
+    """Element counts of the kernels that compute an attention mask (its comparisons and ands)."""
+    return [k.numel for _, _, art in rec.graphs for k in art.kernels
+            if k.kind == "pointwise" and {"ge", "le", "bitwise_and"} & set(k.aten_ops)]
+
+
+def _attention_with(mask_fn, device, dtype=torch.float32):
+    """Compiled attention over equal query and key lengths (ATen's attention kernel, not the
+    decomposed math) with mask_fn's mask, compared with eager; the recorder of its compile."""
+    def fn(q, k, v, keep):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask_fn(q, keep))
+
+    keep = torch.ones(2, 12, dtype=torch.bool, device=device)
+    keep[1, 7:] = False
+    args = [rand((2, 4, 12, 8), dtype, device) for _ in range(3)] + [keep]
+    rec = Recorder()
+    compiled, _ = compile_watching(fn, rec)
+    with torch.no_grad():
+        assert_close(compiled(*args), fn(*args))
+    return rec
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_padding_mask_stored_without_the_query_positions(device, dtype):
+    """transformers' mask from a padding mask, `keep[b, k] & (q >= 0)` over [B, 1, Q, K], is
+    constant along Q: it is stored as [B, 1, 1, K] and reaches the attention as an expanded view."""
+    def mask(q, keep):
+        i = torch.arange(q.shape[-2], device=q.device)[None, None, :, None]
+        return (keep[:, None, None, :] & (i >= 0)).expand(q.shape[0], 1, q.shape[-2], -1)
+
+    stores = _mask_stores(_attention_with(mask, device, dtype))
+    assert stores and all(n == 2 * 12 for n in stores), stores
+
+
+def test_mask_reading_the_query_positions_stored_whole(device):
+    def mask(q, keep):
+        i = torch.arange(q.shape[-2], device=q.device)
+        return (i[None, :] <= i[:, None]) & keep[:, None, None, :]
+
+    assert _mask_stores(_attention_with(mask, device)) == [2 * 12 * 12]
+
+
 def test_mask_from_buffer_stays(device):
     """A causal mask read from a module buffer: its data can change between calls."""
     class Attention(torch.nn.Module):

@@ -1,4 +1,4 @@
-"""Value ranges of index arithmetic (codegen/ranges.py): an indirect index known to lie in
+"""Value ranges of index arithmetic (ir/ranges.py): an indirect index known to lie in
 [0, size) loses its negative wrap and becomes int32 in an int32 kernel; one that may be negative
 keeps it. Checked on the generated source and against eager."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 import autofuse
 from autofuse.api import Recorder
-from autofuse.codegen.ranges import cast_range, comparison_truth, op_range
+from autofuse.ir.ranges import cast_range, comparison_truth, op_range
 from tests.helpers import assert_close, rand
 
 
@@ -114,3 +114,29 @@ def test_a_select_on_a_decided_condition_keeps_one_branch(device):
     # j < 7 holds for every column: the where keeps x, and no comparison is emitted
     src = _source(lambda t: torch.where(torch.arange(7, device=t.device) < 7, t, -t) * 3, x)
     assert " < tmp" not in src and "tl.where" not in src, src
+
+
+def test_constant_dims_fold_what_ranges_decide():
+    """A dim whose index only feeds comparisons that ranges decide is one the value is constant
+    along; a dim read by a load (directly, or through an index read from memory) or by a comparison
+    that depends on it is not."""
+    from autofuse.ir.dependence import constant_dims
+
+    i64, f32 = torch.int64, torch.float32
+
+    def always(ops, idx):   # keep[i0, i2] where i1 >= 0 (always), 0 elsewhere
+        keep = ops.load("keep", idx[0] * 7 + idx[2])
+        cond = ops.ge(ops.index_expr(idx[1], i64), ops.constant(0, i64))
+        return ops.where(cond, keep, ops.constant(0.0, f32))
+
+    def sometimes(ops, idx):  # i1 < 3 holds for some rows of 5 only
+        cond = ops.lt(ops.index_expr(idx[1], i64), ops.constant(3, i64))
+        return ops.where(cond, ops.load("keep", idx[0] * 7 + idx[2]), ops.constant(0.0, f32))
+
+    def gathered(ops, idx):   # table[index[i0]]: reads i0 through the index, nothing of i1
+        return ops.load("table", ops.indirect(ops.load("index", idx[0]), 10))
+
+    assert constant_dims(always, (4, 5, 7)) == (1,)
+    assert constant_dims(sometimes, (4, 5, 7)) == ()
+    assert constant_dims(gathered, (4, 5)) == (1,)
+    assert constant_dims(always, (4, 1, 7)) == ()   # a dim of one element is no broadcast

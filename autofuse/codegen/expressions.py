@@ -20,7 +20,7 @@ from ..schedule.loops import Placement
 from ..schedule.nodes import SchedulerNode
 from .emitter import TV
 from .printer import tl_dtype
-from .ranges import cast_range, comparison_truth, op_range
+from ..ir.ranges import cast_range, comparison_truth, fold, op_range
 from .scan import scan_value
 
 REDUCTION_DEFAULTS = {"sum": 0, "prod": 1, "any": 0, "all": 1}
@@ -186,26 +186,13 @@ class ExpressionMixin:
 
     def _folded(self, name: str, args: Sequence[TV]) -> TV | None:
         """The op's value where the operands' ranges decide a comparison, or a known boolean
-        decides a logical op or a select; None to emit the op."""
-        known = [self.known_truth.get(a.name) for a in args]
-        if name == "where" and known[0] is not None and args[1].dtype == args[2].dtype:
-            return args[1] if known[0] else args[2]
-        if name in ("logical_and", "logical_or", "bitwise_and", "bitwise_or") and \
-                all(a.dtype == torch.bool for a in args):
-            short = name.endswith("or")   # the value that decides: True for or, False for and
-            for k, v in enumerate(known):
-                if v is short:
-                    return self._truth(short)
-                if v is not None:
-                    return args[1 - k]
+        decides a logical op or a select (`ir/ranges.fold`); None to emit the op."""
+        decided = fold(name, [self.known_truth.get(a.name) for a in args],
+                       [self.value_ranges.get(a.name) for a in args], [a.dtype for a in args])
+        if decided is None:
             return None
-        if name == "logical_not" and known[0] is not None:
-            return self._truth(not known[0])
-        if len(args) == 2:
-            truth = comparison_truth(name, self.value_ranges.get(args[0].name), self.value_ranges.get(args[1].name))
-            if truth is not None:
-                return self._truth(truth)
-        return None
+        kind, v = decided
+        return args[int(v)] if kind == "arg" else self._truth(bool(v))
 
     def value_of(self, name: str) -> TV:
         hit = self.scope.node_value(name)

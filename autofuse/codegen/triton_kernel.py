@@ -29,7 +29,7 @@ from .looped import LoopedMixin
 from .memory import MemoryMixin
 from .online import OnlineMixin, online_pairs
 from .options import KernelView, why_not_options
-from .ranges import Range
+from ..ir.ranges import Range
 from .reduction import ReductionMixin
 from .split import SplitMixin, split_chunk
 from .tiling import choose_tiling

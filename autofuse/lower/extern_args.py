@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import sympy
 import torch
 
-from ..ir.values import ComputedBuffer, Layout, PointwiseBody, is_tensor_value
+from ..ir.dependence import constant_dims
+from ..ir.values import ComputedBuffer, Layout, Pointwise, PointwiseBody, ReinterpretView, is_tensor_value
 
 aten = torch.ops.aten
 ALIGN_ELEMENTS = 16
@@ -21,6 +23,18 @@ ALIGN_ELEMENTS = 16
 ALIGNED_OPERANDS: dict[object, tuple[int, ...]] = {
     aten._scaled_dot_product_efficient_attention.default: (3,),
     aten._scaled_dot_product_efficient_attention_backward.default: (4,),
+}
+
+
+# op -> positions (or keyword names) of operands the kernel reads through their strides: a value
+# constant along some dims is stored without them and passed as a view that expands them (stride 0).
+# An attention mask built from a padding mask is constant along the query positions: stored whole,
+# it costs a write of B x Q x K elements and slows the attention kernel that reads it (see
+# docs/design.md, "Capture")
+BROADCAST_OPERANDS: dict[object, tuple[int | str, ...]] = {
+    aten._scaled_dot_product_efficient_attention.default: (3,),
+    aten._scaled_dot_product_cudnn_attention.default: (3,),
+    aten._scaled_dot_product_flash_attention_for_cpu.default: ("attn_mask",),
 }
 
 
@@ -62,3 +76,40 @@ def align_operands(g: Any, target: object, args: tuple) -> tuple:
                              getattr(v, "origins", frozenset()))
         out[i] = g.add_computed(buf)
     return tuple(out)
+
+
+def store_broadcast(g: Any, value: Pointwise, aligned: bool = False) -> ReinterpretView | None:
+    """The value stored without the dims it is constant along and read as a view that expands them
+    (stride 0); None where it depends on every dim. `aligned`: rows padded as ALIGNED_OPERANDS needs."""
+    dims = constant_dims(value.inner_fn, value.size)
+    if not dims:
+        return None
+    size = tuple(int(s) for s in value.size)
+    small = tuple(1 if d in dims else s for d, s in enumerate(size))
+    load, zero = value.loader(), sympy.Integer(0)
+
+    def inner(ops: Any, idx: Sequence[Any]) -> Any:
+        return load(ops, [zero if d in dims else i for d, i in enumerate(idx)])
+
+    layout = padded_layout(value.device, value.dtype, small) if aligned else \
+        Layout.contiguous(value.device, value.dtype, small)
+    buf = g.add_computed(ComputedBuffer(g.new_name(), layout, PointwiseBody(small, inner),
+                                        getattr(value, "origins", frozenset())))
+    stride = tuple(0 if d in dims else st for d, st in enumerate(layout.stride))
+    return ReinterpretView(buf, Layout(value.device, value.dtype, size, stride))
+
+
+def broadcast_operands(g: Any, target: object, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """`args` and `kwargs` with each lazy operand at a BROADCAST_OPERANDS position that is constant
+    along some dims stored without them (`store_broadcast`)."""
+    where = BROADCAST_OPERANDS.get(target)
+    if not where:
+        return args, kwargs
+    args, kwargs = list(args), dict(kwargs)
+    aligned = ALIGNED_OPERANDS.get(target, ())
+    for key in where:
+        holder = args if isinstance(key, int) else kwargs
+        v = (args[key] if key < len(args) else None) if isinstance(key, int) else kwargs.get(key)
+        if isinstance(v, Pointwise) and (view := store_broadcast(g, v, key in aligned)) is not None:
+            holder[key] = view
+    return tuple(args), kwargs

@@ -29,7 +29,7 @@ from ..ir.values import (
 from .eager_strides import with_eager_strides
 from .convolution import channels_last_strides
 from .conv_layout import conv_sites, is_training_graph
-from .extern_args import align_operands
+from .extern_args import align_operands, broadcast_operands
 from .registry import LOWERINGS, Unsupported
 
 
@@ -135,7 +135,8 @@ class GraphLowering:
                 return r
             return v
 
-        args = tree_map(prep, align_operands(self, target, tuple(args)))
+        args, kwargs = broadcast_operands(self, target, tuple(args), kwargs)
+        args = tree_map(prep, align_operands(self, target, args))
         kwargs = tree_map(prep, kwargs)
         fake_out = self._fake_for_layouts(target, args, kwargs, fake_out)
         name = self.new_name("extern")

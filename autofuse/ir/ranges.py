@@ -84,6 +84,31 @@ def comparison_truth(name: str, a: Range | None, b: Range | None) -> bool | None
     return True if always else (False if never else None)
 
 
+def fold(name: str, known: Sequence[bool | None], ranges: Sequence[Range | None],
+         dtypes: Sequence[torch.dtype]) -> tuple[str, int | bool] | None:
+    """What decides math op `name` before it runs, from its operands' known truths and ranges:
+    ("arg", k) where its value is operand k's (a select on a known condition, a logical op with one
+    operand known), ("truth", t) where it is a known boolean, None where it must be computed. Code
+    generation emits the folded value; `ir/dependence.py` reads which indices it still depends on."""
+    if name == "where" and known[0] is not None and dtypes[1] == dtypes[2]:
+        return ("arg", 1 if known[0] else 2)
+    if name in ("logical_and", "logical_or", "bitwise_and", "bitwise_or") and all(d == torch.bool for d in dtypes):
+        short = name.endswith("or")   # the value that decides: True for or, False for and
+        for k, v in enumerate(known):
+            if v is short:
+                return ("truth", short)
+            if v is not None:
+                return ("arg", 1 - k)
+        return None
+    if name == "logical_not" and known[0] is not None:
+        return ("truth", not known[0])
+    if len(ranges) == 2:
+        truth = comparison_truth(name, ranges[0], ranges[1])
+        if truth is not None:
+            return ("truth", truth)
+    return None
+
+
 def cast_range(r: Range | None, src: torch.dtype, dst: torch.dtype) -> Range | None:
     """The range after a cast: a float to an integer truncates toward zero."""
     if r is None or dst == torch.bool or src == torch.bool:
