@@ -9,11 +9,11 @@ seed. Run it with `python3 -m benchmarks.programs --out DIR` (see `runner.py`).
 """
 from __future__ import annotations
 
-from . import convgemm, generated, layers, losses, norms, pointwise, reductions
+from . import chains, convgemm, generated, layers, losses, norms, pointwise, reductions
 from .base import In, Program
 
 PROGRAMS: list[Program] = (reductions.programs() + losses.programs() + norms.programs() + pointwise.programs()
-                           + convgemm.programs() + layers.programs() + generated.programs())
+                           + convgemm.programs() + chains.programs() + layers.programs() + generated.programs())
 
 
 def categories() -> list[str]:
