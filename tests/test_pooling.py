@@ -1,4 +1,4 @@
-"""Max and average pooling lowered as pointwise window values (lower/pooling.py), against eager:
+"""Max and average pooling (2-D and 3-D) lowered as pointwise window values (lower/pooling.py), against eager:
 kernel sizes, strides, padding, dilation, ceil mode, eager's divisors, NaN and -inf, bf16, strided
 and channels-last inputs; the op before a pool computed inside its kernel; max pooling's indices and
 its backward generated (eager's index for ties, NaN and padding), ATen's kernel with dilation."""
@@ -165,6 +165,46 @@ def test_dilated_max_pool_training_uses_atens_kernels(device):
         g = rand(tuple(fn(x).shape), device=device)
     kernels = _max_pool_step(fn, x, g)
     assert any("max_pool2d_with_indices" in k.aten_ops for k in kernels if k.kind == "fallback")
+
+
+POOLS_3D = [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1), dict(kernel_size=(1, 3, 2), stride=(1, 2, 2)),
+            dict(kernel_size=3, stride=2, ceil_mode=True), dict(kernel_size=(2, 3, 3), stride=2, padding=(0, 1, 1))]
+
+
+@pytest.mark.parametrize("params", POOLS_3D, ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()))
+def test_3d_pools_in_one_kernel(params, device):
+    """max_pool3d and avg_pool3d (count_include_pad both ways) after a pointwise op, one kernel each."""
+    x = rand((2, 3, 7, 9, 10), device=device)
+    x[0, 1, 2, 3, 4] = float("nan")
+    _assert_one_pooling_kernel(lambda x: F.max_pool3d(torch.relu(x) - 0.5, **params), x, "max_pool3d")
+    _assert_one_pooling_kernel(lambda x: F.avg_pool3d(torch.relu(x) - 0.5, **params), x, "avg_pool3d")
+    if params.get("padding"):
+        _assert_one_pooling_kernel(lambda x: F.avg_pool3d(x * 2, **params, count_include_pad=False), x, "avg_pool3d")
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last", "unbatched"])
+def test_3d_max_pool_training_step(layout, device):
+    """3-D max pooling's indices (flat over depth, height and width, as eager's) and its backward
+    as generated kernels, ties and NaN included."""
+    x = rand((2, 3, 7, 9, 8), device=device)
+    x[0, 1] = x[0, 1].round()
+    x[1, 2, 3, 4, 5] = float("nan")
+    if layout == "channels_last":
+        x = x.to(memory_format=torch.channels_last_3d)
+    elif layout == "unbatched":
+        x = x[0]
+    x.requires_grad_()
+    fn = lambda x: F.max_pool3d(torch.tanh(x) * 3, 3, 2, 1)  # noqa: E731
+    with torch.no_grad():
+        g = rand(tuple(fn(x).shape), device=device)
+    kernels = _max_pool_step(fn, x, g)
+    assert all(k.kind != "fallback" for k in kernels)
+    assert any("max_pool3d_backward" in k.aten_ops for k in kernels)
+    f, _ = _compiled(lambda x: F.max_pool3d_with_indices(x, (2, 3, 3), 2, (1, 1, 0)), x)
+    with torch.no_grad():
+        got, want = f(x), F.max_pool3d_with_indices(x, (2, 3, 3), 2, (1, 1, 0))
+    assert_close(got[0], want[0])
+    assert torch.equal(got[1], want[1])
 
 
 def test_strided_windows_take_more_lanes_on_the_gpu():
