@@ -392,3 +392,17 @@ def test_norm_weight_and_bias_load_one_row_per_block():
     assert len(row_loads) == 2, src
     compiled = compile_traced(fn, [x, w, b], CompileOptions(strict=True, use_db=False, poison=True))
     assert_close(compiled(x, w, b)[0], fn(x, w, b))
+
+
+def test_a_sum_over_a_channels_last_activation_reads_channels_innermost():
+    """A sum over the channels and positions of each image, after a convolution lowered
+    channels-last (eager's layout there is NCHW): its r loop runs in the order autofuse stored the
+    activation, channels innermost, reading contiguous memory."""
+    x, w = rand((4, 3, 20, 18), device="cpu"), rand((16, 3, 3, 3), device="cpu")
+    fn = lambda x, w: torch.relu(F.conv2d(x, w)).sum((1, 2, 3))  # noqa: E731
+    heur = Heuristics(conv_layout="channels_last")
+    sched = schedule(trace_aten(fn, [x, w]), [x, w], CompileOptions(strict=True, use_db=False, heuristics=heur))
+    (red,) = [n for g in sched.groups if not g.is_extern for n in g.nodes if n.kind == "reduction"]
+    (read,) = [d for d in red.reads if d.index.has(red.rvars[-1])]
+    assert read.index.coeff(red.rvars[-1]) == 1, read
+    compiled_sources(fn, [x, w], heuristics=heur, tol=(1e-3, 1e-3))

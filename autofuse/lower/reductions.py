@@ -11,6 +11,8 @@ from typing import Any, Callable, Sequence
 import sympy
 import torch
 
+from ..ir.index import make_vars
+from ..ir.ops import analyze
 from ..ir.values import ComputedBuffer, Layout, Pointwise, PointwiseBody, ReductionBody
 from .common import make_pointwise, norm_dim, origins_of, upcast
 from .registry import Unsupported, register
@@ -30,16 +32,34 @@ def _dims(x: Any, dims: Any) -> list[int]:
 ORDER_FREE = frozenset({"sum", "prod", "max", "min", "any", "all"})
 
 
-def _memory_order(g: Any, in_size: tuple[int, ...], dims: list[int], rtype: str) -> list[int]:
-    """The reduced dims in the memory order of the reduction's input (as eager lays it out), so the
-    innermost r variable walks contiguous memory: a sum over a transposed tensor then reads it
-    row by row. Only for reductions whose result does not depend on the order they visit."""
+def _memory_order(g: Any, x: Any, in_size: tuple[int, ...], dims: list[int], rtype: str) -> list[int]:
+    """The reduced dims in the memory order of what the reduction reads, so the innermost r variable
+    walks contiguous memory: a sum over a transposed tensor then reads it row by row, and a sum over
+    channels and positions of a channels-last activation reads channels innermost. The order is
+    that of the input's reads where one moves linearly along every reduced dim (the layout autofuse
+    stored, which may differ from eager's), else eager's layout of the input. Only for reductions
+    whose result does not depend on the order they visit."""
     if len(dims) < 2 or rtype not in ORDER_FREE:
         return dims
-    stride = _input_strides(g, in_size)
+    stride = _read_strides(x, in_size, dims) or _input_strides(g, in_size)
     if stride is None:
         return dims
     return sorted(dims, key=lambda d: (-stride[d] if in_size[d] != 1 else 0, d))
+
+
+def _read_strides(x: Any, in_size: tuple[int, ...], dims: Sequence[int]) -> list[int] | None:
+    """The steps of x's first read that moves linearly along every reduced dim of more than one
+    element (a pooled value's window loads do), per dim; None where no read does."""
+    idx = make_vars("i", len(in_size))
+    moving = [idx[d] for d in dims if in_size[d] != 1]
+    for _, index in analyze(x.loader(), idx).loads:
+        e = sympy.expand(sympy.sympify(index))
+        steps = [e.coeff(v) for v in idx]
+        rest = e - sum(c * v for c, v in zip(steps, idx))
+        if all(c.is_Integer for c in steps) and all(steps[d] != 0 for d in dims if in_size[d] != 1) \
+                and not rest.free_symbols & set(moving):
+            return [int(c) for c in steps]
+    return None
 
 
 def _input_strides(g: Any, in_size: tuple[int, ...]) -> Sequence[int] | None:
@@ -67,7 +87,7 @@ def reduce(g: Any, x: Any, dims: Sequence[int], keepdim: bool, rtype: str, acc_d
            map_fn: Callable[..., Any] | None = None, out_dtype: torch.dtype | None = None) -> Any:
     """A realized reduction of x over dims (stored as acc/out dtype), viewed with or without keepdim."""
     in_size = tuple(x.size)
-    dims = _memory_order(g, in_size, list(dims), rtype)
+    dims = _memory_order(g, x, in_size, list(dims), rtype)
     kept = [k for k in range(len(in_size)) if k not in dims]
     rsize = tuple(in_size[d] for d in dims)
     out_size = tuple(1 if k in dims else s for k, s in enumerate(in_size)) if keepdim else tuple(in_size[k] for k in kept)
