@@ -11,7 +11,7 @@ import torch
 from autofuse.capture.trace import trace_aten
 from autofuse.compiler import compile_graph
 from autofuse.options import CompileOptions
-from autofuse.schedule.loops import reordered_dims
+from autofuse.schedule.loops import reordered_dims, reorderings
 from autofuse.search.candidates import _family, candidate_configs
 from tests.helpers import assert_close, rand
 
@@ -22,6 +22,9 @@ CASES = {
     "center_columns": (lambda x: x - x.mean(0), (300, 17)),
     "normalize_columns": (lambda x: torch.nn.functional.normalize(x, dim=0), (100, 37)),
     "softmax_first_transposed": (lambda x: torch.softmax(x.transpose(0, 1), 0), (33, 64)),
+    # channels, height and width of one size: the reads of the row's max and sum name the r dim
+    "softmax_channels_equal_sizes": (lambda x: torch.sigmoid(torch.softmax(x, 1) * 2.0), (3, 8, 8, 8)),
+    "log_softmax_middle_equal_sizes": (lambda x: torch.log_softmax(x, 1) + 1.0, (5, 6, 6)),
 }
 
 
@@ -74,3 +77,4 @@ def test_reordered_dims():
     assert reordered_dims((1, 64, 1, 7), 7, 64) == ((0, 2, 3, 1), 3)   # size-1 dims stay in x
     assert reordered_dims((8, 8, 5), 40, 8) is None                     # two ways: which one is unknown
     assert reordered_dims((6, 50), 7, 50) is None                       # no way
+    assert reorderings((8, 8, 5), 40, 8) == [((1, 2, 0), 2), ((0, 2, 1), 2)]

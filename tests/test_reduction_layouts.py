@@ -406,3 +406,15 @@ def test_a_sum_over_a_channels_last_activation_reads_channels_innermost():
     (read,) = [d for d in red.reads if d.index.has(red.rvars[-1])]
     assert read.index.coeff(red.rvars[-1]) == 1, read
     compiled_sources(fn, [x, w], heuristics=heur, tol=(1e-3, 1e-3))
+
+
+def test_a_column_sum_of_row_softmax_values_runs_its_lanes_along_the_columns():
+    """softmax(x, -1).sum(-2): the sum reads the whole matrix down its columns and each row's max and
+    sum along them; the strided reads outweigh the others, so its lanes run along x (a column
+    sum's config) though its columns fit a persistent kernel."""
+    x = rand((3, 300, 257), device="cpu")
+    fn = lambda x: torch.softmax(x * 0.125, -1).sum(1)  # noqa: E731
+    sched = schedule(trace_aten(fn, [x]), [x], CompileOptions(strict=True, use_db=False))
+    groups = [g for g in sched.groups if g.is_reduction]
+    assert [is_outer_reduction(g) for g in groups] == [False, True]
+    compiled_sources(fn, [x], tol=(1e-4, 1e-4))

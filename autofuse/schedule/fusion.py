@@ -109,8 +109,15 @@ def is_outer_reduction(g: FusionGroup, persistent_max: int = 1024) -> bool:
         # operand in 16-element runs, whole sectors still); a row that fits a persistent kernel
         # (`persistent_max`, Heuristics.persistent_rnumel_max) keeps its lanes along r, where it
         # is read once from registers (a bf16 softmax of 1000-element rows mixing the two ran at
-        # 0.87x torch.compile's time so, 2.07x with lanes along x)
-        return any(strided) and next_pow2(max(g.rnumel, 1)) > persistent_max
+        # 0.87x torch.compile's time so, 2.07x with lanes along x), unless the strided reads
+        # outweigh the others STRIDED_DOMINATES times (a column sum of a row softmax's values
+        # reads the rows' max and sum, one value per row, beside the whole matrix down columns)
+        if not any(strided):
+            return False
+        if next_pow2(max(g.rnumel, 1)) > persistent_max:
+            return True
+        weight = {s: sum(dep.footprint() for dep, t in zip(tiles, strided) if t is s) for s in (True, False)}
+        return weight[True] >= STRIDED_DOMINATES * weight[False]
     return False
 
 
@@ -144,6 +151,9 @@ def writes_along_r(g: FusionGroup) -> bool:
 
 # a read whose innermost stride lies in this range walks a pooling window's stride, not a transpose
 STRIDED_READ_MAX = 8
+# elements read strided along r, against those read along it, from which a persistent row's
+# lanes run along x
+STRIDED_DOMINATES = 64
 
 
 def reads_strided(g: FusionGroup) -> bool:

@@ -77,38 +77,57 @@ def placement(node: SchedulerNode, numel: int, rnumel: int, is_reduction_kernel:
     if not is_reduction_kernel:
         return Placement("x", len(node.sizes)) if node.numel == numel else None
     if rnumel > 1 and node.numel == numel * rnumel:
+        ways = reorderings(node.sizes, numel, rnumel)
+        if len(ways) > 1:   # equal sizes: the node's reads of the reduction's results name the r dims
+            named = [w for w in ways if _reads_one_value_per_row(node, w, numel)]
+            if len(named) == 1:
+                order, split = named[0]
+                return Placement("r", split, None if order == tuple(range(len(order))) else order)
         acc = 1
         for k in range(len(node.sizes) + 1):
             if acc == numel and prod(node.sizes[k:]) == rnumel:
                 return Placement("r", k)
             if k < len(node.sizes):
                 acc *= node.sizes[k]
-        reordered = reordered_dims(node.sizes, numel, rnumel)
-        if reordered is not None:
-            return Placement("r", reordered[1], reordered[0])
+        if len(ways) == 1:
+            return Placement("r", ways[0][1], ways[0][0])
     if node.numel == numel:
         return Placement("x", len(node.sizes))
     return None
 
 
-def reordered_dims(sizes: Sequence[int], numel: int, rnumel: int) -> tuple[tuple[int, ...], int] | None:
-    """The one way to take some of `sizes`' dims (kept in order) as an r extent of `rnumel` and the
+def reorderings(sizes: Sequence[int], numel: int, rnumel: int) -> list[tuple[tuple[int, ...], int]]:
+    """Every way to take some of `sizes`' dims (kept in order) as an r extent of `rnumel` and the
     rest as an x extent of `numel`: (the dims in kernel order, x dims first; how many are x dims).
-    None when there is no such way or more than one (then which dims meet the reduction's r loop is
-    not known from sizes alone). Dims of size 1 stay in x."""
+    Dims of size 1 stay in x."""
     big = [d for d, s in enumerate(sizes) if s != 1]
     if len(big) > MAX_REORDERED_DIMS:
-        return None
-    found: tuple[tuple[int, ...], int] | None = None
+        return []
+    ways = []
     for mask in range(1, 1 << len(big)):
         r = [d for i, d in enumerate(big) if mask >> i & 1]
-        if prod([sizes[d] for d in r]) != rnumel or prod([sizes[d] for d in big if d not in r]) != numel:
-            continue
-        if found is not None:
-            return None
-        x = [d for d in range(len(sizes)) if d not in r]
-        found = (tuple(x + r), len(x))
-    return found
+        if prod([sizes[d] for d in r]) == rnumel and prod([sizes[d] for d in big if d not in r]) == numel:
+            x = [d for d in range(len(sizes)) if d not in r]
+            ways.append((tuple(x + r), len(x)))
+    return ways
+
+
+def reordered_dims(sizes: Sequence[int], numel: int, rnumel: int) -> tuple[tuple[int, ...], int] | None:
+    """The one way of `reorderings`; None when there is no such way or more than one (then which
+    dims meet the reduction's r loop is not known from sizes alone)."""
+    ways = reorderings(sizes, numel, rnumel)
+    return ways[0] if len(ways) == 1 else None
+
+
+def _reads_one_value_per_row(node: SchedulerNode, way: tuple[tuple[int, ...], int], numel: int) -> bool:
+    """Does the node read a value of `numel` elements (a reduction's result) that moves with every
+    x dim of `way` and with none of its r dims? A softmax's last step over channels of [N, C, H, W]
+    with H = W = C reads the row's max and sum at (n, h, w): that names the r dim among equal sizes."""
+    order, split = way
+    xs = {node.vars[d] for d in order[:split] if node.sizes[d] != 1}
+    rs = {node.vars[d] for d in order[split:]}
+    return any(not d.is_indirect and d.footprint() == numel and xs <= d.index.free_symbols
+               and not rs & d.index.free_symbols for d in node.reads)
 
 
 def refine(a: Sequence[int], b: Sequence[int]) -> list[int] | None:
