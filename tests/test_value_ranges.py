@@ -140,3 +140,13 @@ def test_constant_dims_fold_what_ranges_decide():
     assert constant_dims(sometimes, (4, 5, 7)) == ()
     assert constant_dims(gathered, (4, 5)) == (1,)
     assert constant_dims(always, (4, 1, 7)) == ()   # a dim of one element is no broadcast
+
+
+def test_a_views_digits_join_back_into_the_position():
+    """m*(x // m) + x % m is x: a view of a view reads its position again, linear in each variable."""
+    import sympy
+    from autofuse.ir.index import FloorDiv, ModIndex, simplify_index
+    i, r = sympy.symbols("i r", integer=True, nonnegative=True)
+    assert simplify_index(62 * FloorDiv(r, 62) + ModIndex(r, 62) + 7 * i, {i: 5, r: 3844}) == r + 7 * i
+    assert simplify_index(14 * FloorDiv(i + 3 * r, 7) + 2 * ModIndex(i + 3 * r, 7) + 5, {i: 100, r: 5}) == 2 * i + 6 * r + 5
+    assert simplify_index(7 * FloorDiv(r, 6) + ModIndex(r, 6), {r: 100}) != r     # other divisors stay

@@ -137,7 +137,30 @@ def _simplify_index(expr: Expr, range_items: tuple[tuple[sympy.Symbol, int], ...
             return _drop_low_digits(e, ranges)
         return e
 
-    return sympy.expand(visit(expr))
+    return _merge_digits(sympy.expand(visit(expr)))
+
+
+def _merge_digits(expr: Expr) -> Expr:
+    """c*m*(x // m) + c*(x % m) == c*x: the digits of a position split by a view and joined by the
+    next (GroupNorm's [N, G, C/G*H*W] read back as [N, C, H, W]: (h*W + w) // W and % W) read as
+    the position again, so its step along each variable shows."""
+    if not isinstance(expr, sympy.Add):
+        return expr
+    terms = dict(expr.as_coefficients_dict())
+    changed = True
+    while changed:
+        changed = False
+        for mod, c in list(terms.items()):
+            if not isinstance(mod, ModIndex) or not mod.args[1].is_Integer:
+                continue
+            div = FloorDiv(*mod.args)
+            if terms.get(div) == c * mod.args[1]:
+                del terms[mod], terms[div]
+                for t, k in sympy.expand(c * mod.args[0]).as_coefficients_dict().items():
+                    terms[t] = terms.get(t, 0) + k
+                changed = True
+                break
+    return sympy.expand(sympy.Add(*(k * t for t, k in terms.items())))
 
 
 def _drop_low_digits(e: Expr, ranges: Mapping[sympy.Symbol, int]) -> Expr:
