@@ -48,7 +48,7 @@ def test_corpus_covers_the_categories():
     assert len({p.name for p in PROGRAMS}) == len(PROGRAMS)
     need = {"norm_whole", "loss", "layernorm_multi", "norm", "conv_norm", "softmax", "attention", "reduction",
             "argreduce", "scan", "broadcast", "gather", "gelu_tanh", "activation", "conv_epilogue",
-            "gemm_epilogue", "rope", "pooling", "optimizer", "generated"}
+            "gemm_epilogue", "conv_chain", "gemm_chain", "rope", "pooling", "optimizer", "generated"}
     assert need <= set(categories())
     assert any(p.dtype == torch.bfloat16 for p in PROGRAMS)
 

@@ -419,17 +419,3 @@ def test_a_column_sum_of_row_softmax_values_runs_its_lanes_along_the_columns():
     assert [is_outer_reduction(g) for g in groups] == [False, True]
     compiled_sources(fn, [x], tol=(1e-4, 1e-4))
 
-
-def test_group_norm_statistics_over_nchw_read_rows():
-    """GroupNorm's statistics after a convolution whose bias is added in the kernel read
-    [N, G, C/G*H*W] views of a lazy [N, C, H, W] value: the views' digits ((h*W + w) // W and % W)
-    join back into positions, so each group's read is the contiguous row it is and gets a row
-    reduction's config, not a column sum's."""
-    from autofuse.compiler import default_config
-    x, w, b = rand((4, 3, 32, 33), device="cpu"), rand((12, 3, 3, 3), device="cpu"), rand((12,), device="cpu")
-    fn = lambda x, w, b: F.group_norm(F.conv2d(x, w, b), 3)  # noqa: E731
-    sched = schedule(trace_aten(fn, [x, w, b]), [x, w, b], CompileOptions(strict=True, use_db=False))
-    (g,) = [g for g in sched.groups if g.is_reduction]
-    assert not is_outer_reduction(g)
-    assert default_config(g, Heuristics(), interpret=False).XBLOCK == 1
-    compiled_sources(fn, [x, w, b], tol=(1e-3, 1e-3))

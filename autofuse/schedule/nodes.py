@@ -7,7 +7,7 @@ from typing import Any
 import sympy
 import torch
 
-from ..ir.index import make_vars, prod, simplify_index
+from ..ir.index import make_vars, prod
 from ..ir.ops import analyze
 from ..ir.values import ComputedBuffer, ExternKernel, ReductionBody, ScanBody
 
@@ -90,10 +90,7 @@ def node_for_buffer(buf: ComputedBuffer, order: int) -> SchedulerNode:
                          sizes=sizes, rsizes=rsizes, origins=buf.origins, outputs=(buf.name,))
     ranges = tuple(zip(node.vars, sizes)) + tuple(zip(node.rvars, rsizes))
     info = analyze(lambda ops: node.run_body(ops))
-    # indices with the divisions and remainders the ranges make trivial dropped, so a read's step
-    # along each variable shows (what layout and fusion decisions read)
-    node.reads = tuple(dict.fromkeys(MemoryDep(n, simplify_index(sympy.sympify(i), dict(ranges)), ranges)
-                                     for n, i in info.loads))
+    node.reads = tuple(dict.fromkeys(MemoryDep(n, sympy.expand(i), ranges) for n, i in info.loads))
     node.read_names = frozenset(n for n, _ in info.loads)
     wranges = tuple(zip(node.vars, sizes))
     position = body.position(node.vars) if is_scan else node.vars
