@@ -142,8 +142,8 @@ def _simplify_index(expr: Expr, range_items: tuple[tuple[sympy.Symbol, int], ...
 
 def _merge_digits(expr: Expr) -> Expr:
     """c*m*(x // m) + c*(x % m) == c*x: the digits of a position split by a view and joined by the
-    next (GroupNorm's [N, G, C/G*H*W] read back as [N, C, H, W]: (h*W + w) // W and % W) read as
-    the position again, so its step along each variable shows."""
+    next (GroupNorm's [N, G, C/G*H*W] read back as [N, C, H, W]: (h*W + w) // W and % W) are the
+    position again, one multiply-add where the kernel computed a division and a remainder."""
     if not isinstance(expr, sympy.Add):
         return expr
     terms = dict(expr.as_coefficients_dict())
