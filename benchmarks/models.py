@@ -50,6 +50,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .run import gpu_profile
+
 MODELS = ("llama", "gpt2", "bert", "vit", "resnet50", "qwen2", "t5", "convnext", "mobilenet_v3", "efficientnet", "swin")
 VISION = ("resnet50", "convnext", "mobilenet_v3", "efficientnet", "swin")   # torchvision classifiers
 TRAINABLE = ("llama", "resnet50")
@@ -403,32 +405,6 @@ def wall_round(call: Callable[[], Any], calls: int) -> float:
         call()
     torch.cuda.synchronize()
     return (time.perf_counter() - t0) / calls * 1e3
-
-
-def gpu_profile(call: Callable[[], Any], calls: int, top: int = 0) -> dict[str, Any]:
-    """GPU milliseconds per call (the profiler's sum of kernel, copy and fill times) and GPU
-    operations per call; with `top`, also the `top` GPU operations with the most time per call
-    (name, microseconds per call, launches per call), to see where two variants differ."""
-    from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile
-    call()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            call()
-        torch.cuda.synchronize()
-    # a user annotation (the optimizer's `Optimizer.step#AdamW.step`) spans kernels on the GPU's
-    # timeline as well: counted, it would add the optimizer's kernels a second time
-    gpu = [e for e in prof.events() if e.device_type == DeviceType.CUDA and not getattr(e, "is_user_annotation", False)]
-    out: dict[str, Any] = {"gpu_ms": sum(e.time_range.elapsed_us() for e in gpu) / calls / 1e3,
-                           "kernels_per_call": len(gpu) / calls}
-    if top:
-        by_name: dict[str, list[float]] = {}
-        for e in gpu:
-            by_name.setdefault(e.name, []).append(e.time_range.elapsed_us())
-        ranked = sorted(by_name.items(), key=lambda kv: -sum(kv[1]))[:top]
-        out["gpu_ops"] = [f"{sum(ts) / calls:9.1f} us {len(ts) / calls:5.1f}x  {name[:120]}" for name, ts in ranked]
-    return out
 
 
 def host_round(call: Callable[[], Any], wall: float, kernels: float) -> dict[str, Any]:

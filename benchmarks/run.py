@@ -101,6 +101,32 @@ def _per_call_us(fn: Callable[..., Any], args: tuple, calls: int, warmup: int, u
 HOST_VARIANTS = ("inductor", "autofuse_inductor_plan", "autofuse_tuned")
 
 
+def gpu_profile(call: Callable[[], Any], calls: int, top: int = 0) -> dict[str, Any]:
+    """GPU milliseconds per call (the profiler's sum of kernel, copy and fill times) and GPU
+    operations per call; with `top`, also the `top` GPU operations with the most time per call
+    (name, microseconds per call, launches per call), to see where two variants differ."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+    call()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            call()
+        torch.cuda.synchronize()
+    # a user annotation (the optimizer's `Optimizer.step#AdamW.step`) spans kernels on the GPU's
+    # timeline as well: counted, it would add the optimizer's kernels a second time
+    gpu = [e for e in prof.events() if e.device_type == DeviceType.CUDA and not getattr(e, "is_user_annotation", False)]
+    out: dict[str, Any] = {"gpu_ms": sum(e.time_range.elapsed_us() for e in gpu) / calls / 1e3,
+                           "kernels_per_call": len(gpu) / calls}
+    if top:
+        by_name: dict[str, list[float]] = {}
+        for e in gpu:
+            by_name.setdefault(e.name, []).append(e.time_range.elapsed_us())
+        ranked = sorted(by_name.items(), key=lambda kv: -sum(kv[1]))[:top]
+        out["gpu_ops"] = [f"{sum(ts) / calls:9.1f} us {len(ts) / calls:5.1f}x  {name[:120]}" for name, ts in ranked]
+    return out
+
+
 def suite_tolerance(dtype: torch.dtype) -> tuple[float, float]:
     """(rtol, atol) of the suite's check against eager: its cases reduce rows of thousands of elements."""
     return (3e-2, 3e-2) if dtype in (torch.bfloat16, torch.float16) else (1e-3, 1e-3)

@@ -126,3 +126,25 @@ def test_runner_tuned_variant_on_the_cpu(tmp_path):
     assert "error" not in row["tune"], row["tune"]
     assert row["variants"]["autofuse_tuned"]["correct"] is True, row["variants"]["autofuse_tuned"]
     assert (tmp_path / "tuning.db").exists()
+
+
+def test_results_list_the_gpu_operations_of_slow_programs():
+    """With --gpu-ops, results.md lists each slow program's costliest GPU operations per variant;
+    programs at torch.compile's speed and runs without profiles add nothing."""
+    from benchmarks.programs.runner import markdown, parse
+    assert parse(["--out", "x", "--gpu-ops", "6"]).gpu_ops == 6
+    ops = {"inductor": ["   10.0 us   1.0x  triton_red_fused_sum_0"], "autofuse_default": ["   15.0 us   1.0x  triton_red_x"]}
+
+    def row(name, ratio, with_ops=True):
+        v = {n: {"correct": True, "ms": 0.01 * (ratio if n != "inductor" else 1), "vs_inductor": ratio if n != "inductor" else 1.0,
+                 **({"gpu_ops": ops[n]} if with_ops else {})} for n in ops}
+        return {"program": name, "category": "reduction", "min_bytes": 10**8, "variants": v}
+
+    results = {"device": "d", "torch": "t", "triton": "tr", "date": "now", "command": "c", "variants": list(ops),
+               "timed": True, "programs": [row("slow_one", 1.5), row("fast_one", 0.9), row("slow_unprofiled", 1.4, False)]}
+    text = markdown(results)
+    section = text[text.index("GPU operations per call"):]
+    assert "slow_one:" in section and "triton_red_x" in section and "triton_red_fused_sum_0" in section
+    assert "fast_one" not in section and "slow_unprofiled" not in section
+    results["programs"] = [row("fast_one", 0.9)]
+    assert "GPU operations per call" not in markdown(results)

@@ -3,7 +3,7 @@ autofuse's default plan and autofuse tuned with a small budget.
 
     python3 -m benchmarks.programs --out DIR [--variants eager,inductor,autofuse_default]
         [--only CATEGORY ...] [--names NAME ...] [--max-programs N] [--time-budget S]
-        [--tune-trials N --tune-budget S] [--reps R --rounds K]
+        [--tune-trials N --tune-budget S] [--reps R --rounds K] [--gpu-ops N]
     python3 -m benchmarks.programs --device cpu --shrink --out DIR     (CPU check, no timing: eager,
         autofuse_default and, if asked for, autofuse_tuned)
 
@@ -12,8 +12,9 @@ run with poisoned buffers); a variant that fails to compile or differs is record
 Timing reuses `benchmarks/run.py`: CUDA events per call behind a GPU sleep, the variants taking
 turns over interleaved rounds, inputs rotated when a program fits the L2 several times. Writes
 DIR/results.json (after every program, so a cut-short run keeps what it measured), results.md
-(per-program rows, per-category geomeans of each variant's time ÷ torch.compile default's) and
-results.png (when matplotlib imports). Programs are taken in an order interleaved across
+(per-program rows, per-category geomeans of each variant's time ÷ torch.compile default's; with
+--gpu-ops, each slow program's costliest GPU operations per variant) and results.png (when
+matplotlib imports). Programs are taken in an order interleaved across
 categories, so a run stopped by --time-budget or --max-programs still covers every category.
 """
 from __future__ import annotations
@@ -32,7 +33,7 @@ from typing import Any, Callable
 
 import torch
 
-from ..run import L2_BYTES, copy_bandwidth, host_us, time_interleaved
+from ..run import L2_BYTES, copy_bandwidth, gpu_profile, host_us, time_interleaved
 from . import categories, select
 from .base import Program
 from .check import float64_outputs, mismatch
@@ -40,6 +41,7 @@ from .check import float64_outputs, mismatch
 ALL_VARIANTS = ("eager", "inductor", "inductor_max_autotune", "autofuse_rules", "autofuse_default", "autofuse_tuned")
 DEFAULT_VARIANTS = "eager,inductor,autofuse_default"
 BASELINE = "inductor"
+PROFILE_CALLS = 5   # calls under the profiler with --gpu-ops
 
 
 def _nbytes(v: Any) -> int:
@@ -166,6 +168,8 @@ def _time(p: Program, row: dict[str, Any], ok: dict[str, Callable[..., Any]], ar
                     entry["host_us"] = host_us(ok[name], args)
                 except Exception as e:  # noqa: BLE001
                     entry["host_error"] = _error(e)
+            if opts.gpu_ops:   # where the GPU time goes: the costliest operations of a call
+                entry["gpu_ops"] = gpu_profile(lambda f=ok[name]: f(*args), PROFILE_CALLS, opts.gpu_ops)["gpu_ops"]
     base = row["variants"].get(BASELINE, {}).get("ms")
     for entry in row["variants"].values():
         if base and entry.get("ms"):
@@ -232,7 +236,25 @@ def markdown(results: dict[str, Any]) -> str:
         lines.append(f"| {r['program']} | {r['category']} | {r['min_bytes'] / 1e6:.0f} | " + " | ".join(cells) + " |")
     if results.get("not_run"):
         lines += ["", "Not run: " + ", ".join(results["not_run"])]
+    lines += _gpu_ops_section(progs, names)
     return "\n".join(lines) + "\n"
+
+
+def _gpu_ops_section(progs: list[dict[str, Any]], names: list[str]) -> list[str]:
+    """The costliest GPU operations per call of each program below 0.97x torch.compile's speed
+    (with --gpu-ops), every variant's side by side: where the time goes."""
+    slow = [r for r in progs if any(r["variants"].get(n, {}).get("vs_inductor", 0) > 1 / 0.97 for n in names)
+            and any("gpu_ops" in r["variants"].get(n, {}) for n in names)]
+    if not slow:
+        return []
+    out = ["", "GPU operations per call of the programs below 0.97× torch.compile default's speed:"]
+    for r in slow:
+        out.append(f"\n{r['program']}:")
+        for n in names:
+            ops = r["variants"].get(n, {}).get("gpu_ops")
+            if ops:
+                out += [f"- {n}:", "```", *ops, "```"]
+    return out
 
 
 def plot(results: dict[str, Any], path: Path) -> str | None:
@@ -279,6 +301,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     p.add_argument("--shrink", action="store_true", help="CPU sizes")
     p.add_argument("--list", action="store_true", help="print the selected programs and exit")
+    p.add_argument("--gpu-ops", type=int, default=0, metavar="N",
+                   help="profile each timed variant and record its N costliest GPU operations per call "
+                        "(listed in results.md for the programs below 0.97x torch.compile's speed)")
     opts = p.parse_args(argv)
     opts.variants = [v for v in opts.variants.split(",") if v]
     bad = [v for v in opts.variants if v not in ALL_VARIANTS]
