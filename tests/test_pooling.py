@@ -254,3 +254,48 @@ def test_a_sum_over_pooled_positions_reads_along_the_rows_on_the_gpu():
     f, _ = _compiled(fn, x)
     with torch.no_grad():
         assert_close(f(x), fn(x))
+
+
+ADAPTIVE = [((13, 11), (7, 7)), ((14, 12), (7, 4)), ((5, 6), (7, 9)), ((9, 10), (2, 3))]
+
+
+@pytest.mark.parametrize("sizes", ADAPTIVE, ids=lambda s: f"{s[0]}-to-{s[1]}")
+def test_adaptive_pools_in_one_kernel(sizes, device):
+    """Adaptive average and max pooling (windows of varying lengths where the sizes do not divide,
+    overlapping ones where the output is larger) after a pointwise op, one kernel each; max
+    pooling's indices equal eager's."""
+    (h, w), out = sizes
+    x = rand((2, 3, h, w), device=device)
+    x[0, 1, 2, 3] = float("nan")
+    x[1, 0] = x[1, 0].round()   # ties
+    _assert_one_pooling_kernel(lambda x: F.adaptive_avg_pool2d(torch.relu(x) - 0.5, out), x, "adaptive_avg_pool2d")
+    _assert_one_pooling_kernel(lambda x: F.adaptive_max_pool2d(torch.tanh(x), out), x, "adaptive_max_pool2d")
+    f, _ = _compiled(lambda x: F.adaptive_max_pool2d(x, out, return_indices=True), x)
+    with torch.no_grad():
+        got, want = f(x), F.adaptive_max_pool2d(x, out, return_indices=True)
+    assert_close(got[0], want[0])
+    assert torch.equal(got[1], want[1])
+
+
+def test_adaptive_3d_pools_and_training(device):
+    """3-D adaptive pools; a training step through adaptive max pooling (its indices generated, its
+    backward ATen's kernel reading them) gives eager's gradients."""
+    x = rand((2, 3, 5, 6, 7), device=device)
+    _assert_one_pooling_kernel(lambda x: F.adaptive_avg_pool3d(x * 2, (3, 3, 4)), x, "adaptive_avg_pool3d")
+    _assert_one_pooling_kernel(lambda x: F.adaptive_max_pool3d(x * 2, (2, 4, 3)), x, "adaptive_max_pool3d")
+    y = rand((2, 4, 9, 10), device=device).requires_grad_()
+    fn = lambda y: F.adaptive_max_pool2d(torch.tanh(y) * 3, (4, 3))  # noqa: E731
+    with torch.no_grad():
+        g = rand(tuple(fn(y).shape), device=device)
+    kernels = _max_pool_step(fn, y, g)
+    assert any("adaptive_max_pool2d" in k.aten_ops for k in kernels if k.kind == "pointwise")
+
+
+def test_long_adaptive_windows_keep_atens_kernel(device):
+    """A window of more than ADAPTIVE_WINDOW_MAX elements (a 13 x 13 plane pooled to 2 x 2: 7 x 7)
+    runs ATen's kernel, still correct."""
+    x = rand((2, 3, 13, 13), device=device)
+    f, rec = _compiled(lambda x: F.adaptive_max_pool2d(torch.relu(x), 2), x)
+    with torch.no_grad():
+        assert_close(f(x), F.adaptive_max_pool2d(torch.relu(x), 2))
+    assert any(k.kind == "fallback" for k in _kernels(rec))

@@ -1,4 +1,5 @@
-"""2-D and 3-D pooling as lazy pointwise values: each output element the max or the mean of its window.
+"""2-D and 3-D pooling, fixed and adaptive, as lazy pointwise values: each output element the max or
+the mean of its window.
 
 Note: lowered like Inductor's. The window's loads are inline, so the op before the pool is
 computed inside the pooling kernel instead of being written out and read back. Max pooling writes
@@ -8,7 +9,10 @@ the window's first in-bounds position, replaced by each larger value or NaN. Its
 instead of scattering: each input element sums the gradients of the few windows that can hold it
 (ceil(k / s) per dim) whose index names it, as Inductor's lowering does; ATen's backward scatters
 with atomics. Average pooling divides by eager's count: the window clipped to the padded input
-(`count_include_pad`), or to the input itself, or `divisor_override`.
+(`count_include_pad`), or to the input itself, or `divisor_override`. Adaptive pooling's window
+for output o of n over an input of length L is [o*L // n, ceil((o+1)*L / n)), as eager's: where
+the lengths differ between windows the kernel visits the longest and masks the rest (Inductor's
+lowering too), up to ADAPTIVE_WINDOW_MAX elements; longer windows keep ATen's kernel.
 """
 from __future__ import annotations
 
@@ -251,3 +255,120 @@ def _avg_pool(g, x, kernel_size, stride=(), padding=0, ceil_mode=False, count_in
         return ops.truediv(total, div)
 
     return Pointwise(out.device, out_dtype, size, fn, origins_of(x) | frozenset({f"avg_pool{nd}d"}))
+
+
+ADAPTIVE_WINDOW_MAX = 25   # elements an adaptive window may visit (Inductor's limit too)
+
+
+@dataclass(frozen=True)
+class _AdaptiveDim:
+    """One dim of an adaptive pool: output o covers [o*L // n, ceil((o+1)*L / n)) of the input."""
+
+    length: int   # L, the input's
+    out: int      # n, the output's
+
+    def start(self, o: Any) -> Any:
+        return FloorDiv(o * self.length, self.out)
+
+    def end(self, o: Any) -> Any:
+        return FloorDiv((o + 1) * self.length + self.out - 1, self.out)
+
+    @property
+    def lengths(self) -> set[int]:
+        L, n = self.length, self.out
+        return {-(-(o + 1) * L // n) - o * L // n for o in range(n)}
+
+    @property
+    def longest(self) -> int:
+        return max(self.lengths)
+
+    @property
+    def varies(self) -> bool:
+        return len(self.lengths) > 1
+
+
+def _adaptive(x: Any, out_size: Sequence[int]) -> tuple[list[_AdaptiveDim], Any]:
+    nd = len(out_size)
+    if len(x.size) not in (nd + 1, nd + 2):
+        raise Unsupported("adaptive pooling operands")
+    dims = [_AdaptiveDim(int(L), int(n)) for L, n in zip(x.size[-nd:], out_size)]
+    if any(d.out == 0 or d.length == 0 for d in dims) or math.prod(d.longest for d in dims) > ADAPTIVE_WINDOW_MAX:
+        raise Unsupported("adaptive pooling: windows longer than ADAPTIVE_WINDOW_MAX elements")
+    return dims, x.loader()
+
+
+def _adaptive_elements(ops: Any, idx: Sequence[Any], dims: Sequence[_AdaptiveDim], load: Any, src: torch.dtype,
+                       cd: torch.dtype, pad_value: float) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """(position, value) over the longest window, in eager's order; `pad_value` past a shorter
+    window's end."""
+    nd = len(dims)
+    lead, outs = list(idx[:-nd]), idx[-nd:]
+    starts = [d.start(o) for d, o in zip(dims, outs)]
+    for off in itertools.product(*(range(d.longest) for d in dims)):
+        at = tuple(st + k for st, k in zip(starts, off))
+        conds = [ops.lt(ops.index_expr(a, POS), ops.index_expr(d.end(o), POS))
+                 for a, d, o, k in zip(at, dims, outs, off) if d.varies and k >= min(d.lengths)]
+
+        def value(at=at):
+            v = load(ops, [*lead, *at])
+            return v if upcast(src) == cd else ops.to_dtype(v, cd)
+        yield at, (ops.masked(_all_of(ops, conds), value, pad_value) if conds else value())
+
+
+@register(aten._adaptive_avg_pool2d, aten._adaptive_avg_pool3d)
+def _adaptive_avg_pool(g, x, output_size):
+    out = g.out
+    if not out.dtype.is_floating_point:
+        raise Unsupported("adaptive average pooling operands")
+    size = tuple(int(s) for s in out.shape)
+    nd = 3 if g.node.target.overloadpacket is aten._adaptive_avg_pool3d else 2
+    dims, load = _adaptive(x, size[-nd:])
+    cd = upcast(out.dtype)
+
+    def fn(ops, idx):
+        total = None
+        for _, v in _adaptive_elements(ops, idx, dims, load, x.dtype, cd, 0.0):
+            total = v if total is None else ops.add(total, v)
+        n = None
+        for d, o in zip(dims, idx[-nd:]):
+            length = ops.index_expr(d.end(o) - d.start(o), POS) if d.varies else ops.constant(d.longest, POS)
+            n = length if n is None else ops.mul(n, length)
+        return ops.truediv(total, ops.to_dtype(n, cd))
+
+    return Pointwise(out.device, out.dtype, size, fn, origins_of(x) | frozenset({f"adaptive_avg_pool{nd}d"}))
+
+
+@register(aten.adaptive_max_pool2d, aten.adaptive_max_pool3d)
+def _adaptive_max_pool(g, x, output_size):
+    values, indices = g.out
+    if not values.dtype.is_floating_point:
+        raise Unsupported("adaptive max pooling operands")
+    for user in g.node.users:
+        if user.target is not operator.getitem:
+            raise Unsupported("adaptive max pooling outputs used whole")
+    size = tuple(int(s) for s in values.shape)
+    nd = 3 if g.node.target.overloadpacket is aten.adaptive_max_pool3d else 2
+    dims, load = _adaptive(x, size[-nd:])
+    cd = upcast(values.dtype)
+    in_size = [d.length for d in dims]
+    origins = origins_of(x) | frozenset({f"adaptive_max_pool{nd}d"})
+
+    def fn(ops, idx):
+        best = None
+        for _, v in _adaptive_elements(ops, idx, dims, load, x.dtype, cd, float("-inf")):
+            best = v if best is None else ops.where(_beats(ops, v, best), v, best)
+        return best
+
+    def index_fn(ops, idx):   # eager's: the window's first position, replaced by a larger value or NaN
+        starts = [d.start(o) for d, o in zip(dims, idx[-nd:])]
+        best = ops.constant(float("-inf"), cd)
+        where = ops.index_expr(_flat(starts, in_size), torch.int64)
+        for at, v in _adaptive_elements(ops, idx, dims, load, x.dtype, cd, float("-inf")):
+            take = _beats(ops, v, best)
+            best = ops.where(take, v, best)
+            where = ops.where(take, ops.index_expr(_flat(at, in_size), torch.int64), where)
+        return where
+
+    wants_indices = any(user.args[1] == 1 and user.users for user in g.node.users)
+    pooled = Pointwise(values.device, values.dtype, size, fn, origins)
+    return pooled, (Pointwise(values.device, indices.dtype, size, index_fn, origins) if wants_indices else None)
