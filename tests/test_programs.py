@@ -95,7 +95,7 @@ def test_timed_rows_give_ratios_and_category_geomeans(monkeypatch):
     times = {"eager": [2.0], "inductor": [1.0], "autofuse_default": [0.5]}
     monkeypatch.setattr(runner, "time_interleaved", lambda fns, sets, reps, rounds: {n: times[n] for n in fns})
     monkeypatch.setattr(runner, "host_us", lambda fn, args: 7.0)
-    opts = argparse.Namespace(device="cpu", shrink=True, reps=1, rounds=1)
+    opts = argparse.Namespace(device="cpu", shrink=True, reps=1, rounds=1, gpu_ops=0)
     rows = []
     for name, af in (("act_relu_f32", 0.5), ("act_tanh_f32", 2.0), ("cumsum_last_f32", 1.0)):
         times["autofuse_default"] = [af]
