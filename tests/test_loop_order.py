@@ -1,6 +1,6 @@
 """Loops reordered to fuse: a pointwise node whose sizes put a reduction's r extent before its x
 extent (softmax over a leading dim, centring columns) joins the reduction's kernel with its loops
-reordered (schedule/loops.py `reordered_dims`), as Inductor reorders loops after fusion."""
+reordered (schedule/loops.py `reorderings`), as Inductor reorders loops after fusion."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -11,7 +11,7 @@ import torch
 from autofuse.capture.trace import trace_aten
 from autofuse.compiler import compile_graph
 from autofuse.options import CompileOptions
-from autofuse.schedule.loops import reordered_dims, reorderings
+from autofuse.schedule.loops import reorderings
 from autofuse.search.candidates import _family, candidate_configs
 from tests.helpers import assert_close, rand
 
@@ -71,10 +71,10 @@ def test_a_reduction_the_gpu_would_split_keeps_its_consumer_apart():
     assert len(kernels) == 2
 
 
-def test_reordered_dims():
-    assert reordered_dims((64, 9, 33), 9 * 33, 64) == ((1, 2, 0), 2)
-    assert reordered_dims((6, 50, 33), 6 * 33, 50) == ((0, 2, 1), 2)
-    assert reordered_dims((1, 64, 1, 7), 7, 64) == ((0, 2, 3, 1), 3)   # size-1 dims stay in x
-    assert reordered_dims((8, 8, 5), 40, 8) is None                     # two ways: which one is unknown
-    assert reordered_dims((6, 50), 7, 50) is None                       # no way
+def test_reorderings():
+    assert reorderings((64, 9, 33), 9 * 33, 64) == [((1, 2, 0), 2)]
+    assert reorderings((6, 50, 33), 6 * 33, 50) == [((0, 2, 1), 2)]
+    assert reorderings((1, 64, 1, 7), 7, 64) == [((0, 2, 3, 1), 3)]   # size-1 dims stay in x
+    assert reorderings((6, 50), 7, 50) == []                           # no way
+    # two ways: sizes alone do not say which; a consumer's reads decide (`placement`)
     assert reorderings((8, 8, 5), 40, 8) == [((1, 2, 0), 2), ((0, 2, 1), 2)]

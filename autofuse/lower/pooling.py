@@ -85,9 +85,9 @@ class _Window:
         """The window's positions relative to its start, in eager's order (the last dim fastest)."""
         return itertools.product(*(range(k) for k in self.kernel))
 
-    def elements(self, ops: Any, idx: Sequence[Any], pad_value: float) -> Iterator[Any]:
-        """The window's values in the compute dtype (`offsets`' order), `pad_value` where it lies
-        outside the input."""
+    def elements(self, ops: Any, idx: Sequence[Any], pad_value: float) -> Iterator[tuple[tuple[Any, ...], Any]]:
+        """(position, value) over the window in `offsets`' order, the value in the compute dtype,
+        `pad_value` where the window lies outside the input."""
         lead, starts = list(idx[:-self.nd]), self.starts(idx[-self.nd:])
         for off in self.offsets():
             at = tuple(st + o * dd for st, o, dd in zip(starts, off, self.dilation))
@@ -100,14 +100,45 @@ class _Window:
                         conds.append(ops.ge(iv, ops.constant(0, POS)))
                     if hi:
                         conds.append(ops.lt(iv, ops.constant(self.in_size[a], POS)))
+            yield at, _load_at(ops, self.load, lead, at, conds, self.src, self.cd, pad_value)
 
-            def value(at=at):
-                v = self.load(ops, [*lead, *at])
-                return v if upcast(self.src) == self.cd else ops.to_dtype(v, self.cd)
-            if not conds:
-                yield value()
-                continue
-            yield ops.masked(_all_of(ops, conds), value, pad_value)
+
+def _load_at(ops: Any, load: Any, lead: Sequence[Any], at: Sequence[Any], conds: Sequence[Any], src: torch.dtype,
+             cd: torch.dtype, pad_value: float) -> Any:
+    """The input at (*lead, *at) in the compute dtype; `pad_value` where one of `conds` fails."""
+    def value():
+        v = load(ops, [*lead, *at])
+        return v if upcast(src) == cd else ops.to_dtype(v, cd)
+    return ops.masked(_all_of(ops, conds), value, pad_value) if conds else value()
+
+
+def _window_max(ops: Any, elements: Iterator[tuple[Any, Any]]) -> Any:
+    """The window's max by eager's rule (a larger value or a NaN takes the window's place)."""
+    best = None
+    for _, v in elements:
+        best = v if best is None else ops.where(_beats(ops, v, best), v, best)
+    return best   # in the compute dtype, as every lazy value: the store rounds
+
+
+def _window_argmax(ops: Any, first: Any, elements: Iterator[tuple[Any, Any]], in_size: Sequence[int],
+                   cd: torch.dtype) -> Any:
+    """Eager's max-pooling index (int64, flat over the pooled dims): `first` (the window's first
+    position in the input), replaced by the position of each larger value or NaN."""
+    best, where = ops.constant(float("-inf"), cd), first
+    for at, v in elements:
+        take = _beats(ops, v, best)
+        best = ops.where(take, v, best)
+        where = ops.where(take, ops.index_expr(_flat(at, in_size), torch.int64), where)
+    return where
+
+
+def _indices_wanted(g: Any) -> bool:
+    """Does the graph read a max pool's indices (a training step's backward)? Its two outputs must be
+    taken apart (getitem) for the values to be lowered without them."""
+    for user in g.node.users:
+        if user.target is not operator.getitem:
+            raise Unsupported("max pooling outputs used whole")
+    return any(user.args[1] == 1 and user.users for user in g.node.users)
 
 
 def _flat(position: Sequence[Any], size: Sequence[int]) -> Any:
@@ -121,10 +152,7 @@ def _flat(position: Sequence[Any], size: Sequence[int]) -> Any:
 @register(aten.max_pool2d_with_indices, aten.max_pool3d_with_indices)
 def _max_pool(g, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
     nd = 3 if g.node.target.overloadpacket is aten.max_pool3d_with_indices else 2
-    for user in g.node.users:
-        if user.target is not operator.getitem:
-            raise Unsupported("max pooling outputs used whole")
-    wants_indices = any(user.args[1] == 1 and user.users for user in g.node.users)
+    wants_indices = _indices_wanted(g)
     values, indices = g.out
     if not values.dtype.is_floating_point or len(x.size) not in (nd + 1, nd + 2):
         raise Unsupported("max pooling operands")
@@ -136,26 +164,16 @@ def _max_pool(g, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=Fal
     origins = origins_of(x) | frozenset({f"max_pool{nd}d"})
 
     def fn(ops, idx):
-        best = None
-        for v in win.elements(ops, idx, float("-inf")):
-            # eager's rule: a larger value or a NaN takes the window's place
-            best = v if best is None else ops.where(_beats(ops, v, best), v, best)
-        return best   # in upcast(out_dtype), as every lazy value: the store rounds
+        return _window_max(ops, win.elements(ops, idx, float("-inf")))
 
     def index_fn(ops, idx):
-        starts = win.starts(idx[-nd:])
         zero = ops.constant(0, POS)
         first = None   # the window's first in-bounds position
-        for st, n in zip(starts, win.in_size):
+        for st, n in zip(win.starts(idx[-nd:]), win.in_size):
             at = ops.maximum(ops.index_expr(st, POS), zero)
             first = at if first is None else ops.add(ops.mul(first, ops.constant(n, POS)), at)
-        best, where = ops.constant(float("-inf"), win.cd), ops.to_dtype(first, torch.int64)
-        for off, v in zip(win.offsets(), win.elements(ops, idx, float("-inf"))):
-            take = _beats(ops, v, best)
-            best = ops.where(take, v, best)
-            at = _flat([st + o for st, o in zip(starts, off)], win.in_size)
-            where = ops.where(take, ops.index_expr(at, torch.int64), where)
-        return where
+        return _window_argmax(ops, ops.to_dtype(first, torch.int64), win.elements(ops, idx, float("-inf")),
+                              win.in_size, win.cd)
 
     pooled = Pointwise(values.device, out_dtype, size, fn, origins)
     if not wants_indices:
@@ -240,7 +258,7 @@ def _avg_pool(g, x, kernel_size, stride=(), padding=0, ceil_mode=False, count_in
 
     def fn(ops, idx):
         total = None
-        for v in win.elements(ops, idx, 0.0):
+        for _, v in win.elements(ops, idx, 0.0):
             total = v if total is None else ops.add(total, v)
         if divisor_override:
             div = ops.constant(float(divisor_override), win.cd)
@@ -308,11 +326,7 @@ def _adaptive_elements(ops: Any, idx: Sequence[Any], dims: Sequence[_AdaptiveDim
         at = tuple(st + k for st, k in zip(starts, off))
         conds = [ops.lt(ops.index_expr(a, POS), ops.index_expr(d.end(o), POS))
                  for a, d, o, k in zip(at, dims, outs, off) if d.varies and k >= min(d.lengths)]
-
-        def value(at=at):
-            v = load(ops, [*lead, *at])
-            return v if upcast(src) == cd else ops.to_dtype(v, cd)
-        yield at, (ops.masked(_all_of(ops, conds), value, pad_value) if conds else value())
+        yield at, _load_at(ops, load, lead, at, conds, src, cd, pad_value)
 
 
 @register(aten._adaptive_avg_pool2d, aten._adaptive_avg_pool3d)
@@ -343,9 +357,7 @@ def _adaptive_max_pool(g, x, output_size):
     values, indices = g.out
     if not values.dtype.is_floating_point:
         raise Unsupported("adaptive max pooling operands")
-    for user in g.node.users:
-        if user.target is not operator.getitem:
-            raise Unsupported("adaptive max pooling outputs used whole")
+    wants_indices = _indices_wanted(g)
     size = tuple(int(s) for s in values.shape)
     nd = 3 if g.node.target.overloadpacket is aten.adaptive_max_pool3d else 2
     dims, load = _adaptive(x, size[-nd:])
@@ -354,21 +366,12 @@ def _adaptive_max_pool(g, x, output_size):
     origins = origins_of(x) | frozenset({f"adaptive_max_pool{nd}d"})
 
     def fn(ops, idx):
-        best = None
-        for _, v in _adaptive_elements(ops, idx, dims, load, x.dtype, cd, float("-inf")):
-            best = v if best is None else ops.where(_beats(ops, v, best), v, best)
-        return best
+        return _window_max(ops, _adaptive_elements(ops, idx, dims, load, x.dtype, cd, float("-inf")))
 
-    def index_fn(ops, idx):   # eager's: the window's first position, replaced by a larger value or NaN
-        starts = [d.start(o) for d, o in zip(dims, idx[-nd:])]
-        best = ops.constant(float("-inf"), cd)
-        where = ops.index_expr(_flat(starts, in_size), torch.int64)
-        for at, v in _adaptive_elements(ops, idx, dims, load, x.dtype, cd, float("-inf")):
-            take = _beats(ops, v, best)
-            best = ops.where(take, v, best)
-            where = ops.where(take, ops.index_expr(_flat(at, in_size), torch.int64), where)
-        return where
+    def index_fn(ops, idx):
+        first = _flat([d.start(o) for d, o in zip(dims, idx[-nd:])], in_size)
+        return _window_argmax(ops, ops.index_expr(first, torch.int64),
+                              _adaptive_elements(ops, idx, dims, load, x.dtype, cd, float("-inf")), in_size, cd)
 
-    wants_indices = any(user.args[1] == 1 and user.users for user in g.node.users)
     pooled = Pointwise(values.device, values.dtype, size, fn, origins)
     return pooled, (Pointwise(values.device, indices.dtype, size, index_fn, origins) if wants_indices else None)

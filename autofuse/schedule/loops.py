@@ -9,6 +9,7 @@ refined variables; equal expressions then mean the same memory element at the sa
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -100,23 +101,22 @@ def reorderings(sizes: Sequence[int], numel: int, rnumel: int) -> list[tuple[tup
     """Every way to take some of `sizes`' dims (kept in order) as an r extent of `rnumel` and the
     rest as an x extent of `numel`: (the dims in kernel order, x dims first; how many are x dims).
     Dims of size 1 stay in x."""
+    return list(_reorderings(tuple(int(s) for s in sizes), numel, rnumel))
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _reorderings(sizes: tuple[int, ...], numel: int, rnumel: int) -> tuple[tuple[tuple[int, ...], int], ...]:
+    """`reorderings`, cached: fusion asks it of every node against every reduction kernel."""
     big = [d for d, s in enumerate(sizes) if s != 1]
     if len(big) > MAX_REORDERED_DIMS:
-        return []
+        return ()
     ways = []
     for mask in range(1, 1 << len(big)):
         r = [d for i, d in enumerate(big) if mask >> i & 1]
         if prod([sizes[d] for d in r]) == rnumel and prod([sizes[d] for d in big if d not in r]) == numel:
             x = [d for d in range(len(sizes)) if d not in r]
             ways.append((tuple(x + r), len(x)))
-    return ways
-
-
-def reordered_dims(sizes: Sequence[int], numel: int, rnumel: int) -> tuple[tuple[int, ...], int] | None:
-    """The one way of `reorderings`; None when there is no such way or more than one (then which
-    dims meet the reduction's r loop is not known from sizes alone)."""
-    ways = reorderings(sizes, numel, rnumel)
-    return ways[0] if len(ways) == 1 else None
+    return tuple(ways)
 
 
 def _reads_one_value_per_row(node: SchedulerNode, way: tuple[tuple[int, ...], int], numel: int) -> bool:
