@@ -2,6 +2,9 @@
 
 Used by tests and the random-graph generator: make_fx (+ functionalization) with the same
 decomposition table the Dynamo backend hands to AOTAutograd, so the compiler sees the same ops.
+It traces on fake tensors, as Dynamo does: an op whose eager code reads a value (one_hot checks its
+indices' range with `.item()`) traces to its computation instead of failing; tensors the function
+closes over (a module's parameters) enter the graph as constants.
 """
 from __future__ import annotations
 
@@ -18,7 +21,8 @@ from .decompositions import decomposition_table
 def trace_aten(fn: Callable[..., Any], args: Sequence[Any]) -> torch.fx.GraphModule:
     functional = torch.func.functionalize(fn, remove="mutations")
     with torch.no_grad():
-        return make_fx(functional, decomposition_table=decomposition_table())(*args)
+        return make_fx(functional, decomposition_table=decomposition_table(), tracing_mode="fake",
+                       _allow_non_fake_inputs=True)(*args)
 
 
 def compile_traced(fn: Callable[..., Any], args: Sequence[Any], options: CompileOptions | None = None) -> Callable[..., Any]:
