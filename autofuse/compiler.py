@@ -14,6 +14,7 @@ from .codegen.tiling import choose_tiling
 from .codegen.triton_kernel import KernelSource, KernelWriter, kernel_name
 from .ir.values import Buffer, ComputedBuffer, ExternBuffer, ReinterpretView, is_tensor_value
 from .lower import GraphLowering
+from .lower.extern_args import IN_PLACE_FORMS
 from .options import CompileOptions
 from .runtime.loader import load_kernel, warn_interpreter_once
 from .runtime.aliasing import aliased_slots
@@ -189,7 +190,7 @@ class ProgramBuilder:
         for gi, g in enumerate(self.groups):
             if g.is_extern:
                 self.used_configs.append(None)
-                steps.append(self._extern_step(g.nodes[0]))
+                steps.append(self._extern_step(g.nodes[0], self._updates_in_place(g.nodes[0].extern, gi, readers)))
                 kernels.append(KernelInfo(g.nodes[0].extern.name, "fallback", tuple(sorted(g.nodes[0].origins)),
                                           (g.nodes[0].name,), reads=tuple(sorted(g.nodes[0].read_names)),
                                           writes=g.nodes[0].outputs))
@@ -227,7 +228,22 @@ class ProgramBuilder:
                                                                   v.layout.stride, 0))
         return v
 
-    def _extern_step(self, node: Any) -> ExternCall:
+    def _updates_in_place(self, k: Any, gi: int, readers: dict[str, set[int]]) -> bool:
+        """Can extern k (an op with an in-place form) update its first operand instead of a copy? Only a
+        buffer of this program (not an input, not returned) that no other step reads or passes twice,
+        stored in the layout of k's result."""
+        if k.op not in IN_PLACE_FORMS or not k.args:
+            return False
+        first, out = k.args[0], k.outputs
+        if not isinstance(first, (ComputedBuffer, ExternBuffer)) or not isinstance(out, ExternBuffer):
+            return False
+        from torch.utils._pytree import tree_leaves
+        names = [a.name if isinstance(a, Buffer) else a.buffer.name
+                 for a in tree_leaves((k.args, k.kwargs), is_leaf=is_tensor_value) if is_tensor_value(a)]
+        return (first.name not in self.graph.graph_outputs and readers.get(first.name) == {gi}
+                and names.count(first.name) == 1 and first.layout == out.layout)
+
+    def _extern_step(self, node: Any, in_place: bool = False) -> ExternCall:
         k = node.extern
         from torch.utils._pytree import tree_map
         is_leaf = lambda x: is_tensor_value(x)  # noqa: E731
@@ -244,7 +260,7 @@ class ProgramBuilder:
                 return [slots_of(x) for x in o]
             return None
 
-        return ExternCall(k.name, k.op, args, kwargs, slots_of(k.outputs), layouts)
+        return ExternCall(k.name, IN_PLACE_FORMS[k.op] if in_place else k.op, args, kwargs, slots_of(k.outputs), layouts)
 
     def _kernel_step(self, g: FusionGroup, stored: set[str], index: int,
                      config: LaunchConfig | None) -> tuple[KernelLaunch, KernelInfo]:

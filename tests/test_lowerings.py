@@ -1480,7 +1480,7 @@ def test_misc_decomposed_pointwise(device):
 # ---------------------------------------------------------------------------------------------
 FALLBACKS = {
     "mm": (lambda a, b: torch.mm(a.sin() * 2, b + 1).relu() - a[:, :5].mean(), "mm"),
-    "cummax": (lambda a, b: torch.cummax(a * 2 - 1, dim=1)[1].float() + a, "cummax"),
+    "kthvalue": (lambda a, b: torch.kthvalue(a * 2 - 1, 3, dim=1, keepdim=True)[0] + a, "kthvalue"),
     "sort": (lambda a, b: torch.sort(a.abs() + 1, dim=1)[0] * 3 + a, "sort"),
     "topk": (lambda a, b: torch.topk(a * 2, 3, dim=1).values.sum(1) + 1, "topk"),
 }

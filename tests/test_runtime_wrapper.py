@@ -344,3 +344,42 @@ def test_aten_calls_take_the_torch_binding_where_it_resolves_to_the_same_overloa
     args = (x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
     torch.testing.assert_close(direct_callable(aten.convolution.default)(*args), aten.convolution.default(*args),
                                rtol=0, atol=0)
+
+
+def _extern_ops(prog) -> list:
+    return [s.op for s in prog.steps if isinstance(s, ExternCall)]
+
+
+def test_a_scatter_into_a_buffer_nothing_else_reads_updates_it_in_place():
+    """scatter_add / index_put into a fresh buffer call the in-place form (no copy of the buffer);
+    a buffer also read elsewhere, returned, or an input keeps the functional form."""
+    aten = torch.ops.aten
+    idx = torch.randint(0, 7, (5, 9), generator=torch.Generator().manual_seed(0))
+    src, x = rand((5, 9)), rand((7, 9))
+
+    def fresh(src, idx):
+        return torch.zeros(7, 9).scatter_add(0, idx, src) * 2
+
+    def read_twice(src, idx):
+        z = torch.zeros(7, 9) + 1
+        return z.scatter_add(0, idx, src) + z
+
+    def returned(src, idx):
+        z = torch.zeros(7, 9) + 1
+        return z.scatter_add(0, idx, src), z
+
+    def of_input(x, src, idx):
+        return x.scatter_add(0, idx, src)
+
+    def accumulate(x, src, idx):
+        return torch.ops.aten.index_put(torch.relu(x), [idx[:, 0]], src, True)
+
+    for fn, args, op in [(fresh, [src, idx], aten.scatter_add_.default),
+                         (read_twice, [src, idx], aten.scatter_add.default),
+                         (returned, [src, idx], aten.scatter_add.default),
+                         (of_input, [x, src, idx], aten.scatter_add.default),
+                         (accumulate, [x, src, idx], aten.index_put_.default)]:
+        gm = trace_aten(fn, args)
+        prog = _compile(gm, args)
+        assert _extern_ops(prog) == [op], (fn.__name__, _extern_ops(prog))
+        _check(prog, gm, args)

@@ -142,14 +142,28 @@ def test_cummax_cummin_values():
     check_both(lambda x: torch.cummax(x, -1)[0], [rand((3, 100), torch.int32)], kernels=1)
 
 
-def test_cummax_indices_fall_back():
-    x = rand((4, 50))
+def test_cummax_cummin_indices():
+    """Values and indices in one kernel, persistent and looped; a tie goes to the later element and
+    each NaN is the max / min from its position on, as in eager."""
+    x = rand((5, 150))
+    x[1, 40] = x[1, 70] = float("nan")
+    x[2] = x[2].round()                         # ties across the row and across 64-element chunks
+    check_both(lambda x: torch.cummax(x, -1), [x], kernels=1)
+    check_both(lambda x: torch.cummin(x * 2, 0), [rand((99, 3))], kernels=1)
+    check_both(lambda x: torch.cummax(x, 1)[1], [torch.randint(-3, 3, (3, 100, 2), dtype=torch.int32)], kernels=1)
+    b = (rand((7, 130)) * 3).round().to(torch.bfloat16)
+    check_both(lambda x: torch.cummin(x, -1), [b], kernels=1)
+
+
+def test_cummax_indices_of_a_size_one_dim_are_zero():
+    fn = lambda x: torch.cummax(x + 1, 1)[1] + 1  # noqa: E731
+    x = rand((6, 1))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        compiled = compile_traced(lambda x: torch.cummax(x, -1), [x], OPTIONS)
+        compiled = compile_traced(fn, [x], OPTIONS)
         actual = compiled(x)
-    assert_close(list(actual), list(torch.cummax(x, -1)))
-    assert [k.kind for k in kernels_of(compiled)] == ["fallback"]
+    assert_close(actual[0], fn(x))
+    assert [k.kind for k in kernels_of(compiled)] == ["pointwise"]
 
 
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.bool, torch.uint8])

@@ -73,6 +73,12 @@ class Emitter:
         self.scope.cache[key] = tv
         return tv
 
+    def fresh(self, dtype: torch.dtype) -> TV:
+        """A new temporary's name, for a line that assigns several at once (a tuple's halves)."""
+        tv = TV(f"tmp{self.counter}", dtype)
+        self.counter += 1
+        return tv
+
     def push_scope(self) -> None:
         self.scope = Scope(self.scope, self.scope.indent + 1)
 

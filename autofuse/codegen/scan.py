@@ -6,6 +6,9 @@ chunks before it in scan order (a reverse scan's loop walks the chunks from the 
 `reverse_loop`); the carry then becomes the result's last lane in scan order. Lanes outside the
 row hold the combine's identity, so the padding a reverse scan meets first adds nothing. Values
 are combined in the scan's accumulation dtype (f32 for half inputs, int64 for integers).
+
+cummax's and cummin's indices ("argmax", "argmin") scan (value, position) pairs: the later element
+wins a tie and a NaN wins over any number, as in eager; such a scan's carry is a pair.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from .printer import tl_dtype
 
 COMBINE_FNS = {"sum": "_sum_combine", "prod": "_prod_combine", "logaddexp": "_logaddexp_combine",
                "max": "_max_combine", "min": "_min_combine"}
+INDEX_COMBINE_FNS = {"argmax": "_cummax_index_combine", "argmin": "_cummin_index_combine"}
 
 # jit helpers a scan kernel needs beyond the prelude (only scan kernels carry them, so every other
 # kernel's source, and the measurements keyed by it, stay as they are)
@@ -28,6 +32,19 @@ def _logaddexp_combine(a, b):
     m = tl.maximum(a, b)
     d = tl.where(a == b, 0.0, tl.abs(a - b))
     return m + _log1p(tl.exp(-d))
+
+
+@triton.jit
+def _cummax_index_combine(av, ai, bv, bi):
+    # b comes later: it wins a tie, and a NaN wins over everything
+    take = (bv != bv) | ((av == av) & (bv >= av))
+    return tl.where(take, bv, av), tl.where(take, bi, ai)
+
+
+@triton.jit
+def _cummin_index_combine(av, ai, bv, bi):
+    take = (bv != bv) | ((av == av) & (bv <= av))
+    return tl.where(take, bv, av), tl.where(take, bi, ai)
 '''
 
 
@@ -41,7 +58,7 @@ def identity(combine: str, dtype: torch.dtype) -> str:
         return "0.0" if dtype.is_floating_point else "0"
     if combine == "prod":
         return "1.0" if dtype.is_floating_point else "1"
-    low = combine in ("max", "logaddexp")
+    low = combine in ("max", "logaddexp", "argmax")
     if dtype.is_floating_point:
         return 'float("-inf")' if low else 'float("inf")'
     info = torch.iinfo(dtype)
@@ -53,10 +70,19 @@ def carry_name(node: Any) -> str:
 
 
 def carry_init(node: Any) -> str:
-    """The line that starts a looped scan's carry at the identity, before the r loop."""
+    """The line that starts a looped scan's carry at the identity, before the r loop (an index
+    scan's carry: the identity's value and position 0)."""
     body = node.buffer.body
-    return (f"{carry_name(node)} = tl.full([XBLOCK, 1], {identity(body.combine, body.acc_dtype)}, "
+    line = (f"{carry_name(node)} = tl.full([XBLOCK, 1], {identity(body.combine, body.acc_dtype)}, "
             f"{tl_dtype(body.acc_dtype)})")
+    if body.combine in INDEX_COMBINE_FNS:
+        line += f"; {carry_name(node)}_i = tl.full([XBLOCK, 1], 0, tl.int64)"
+    return line
+
+
+def _last_lane(r: str, lane: str) -> str:
+    """A [XBLOCK, 1] column of `r`'s values at `lane`."""
+    return f"tl.reduce(tl.where(tl.arange(0, RBLOCK)[None, :] == {lane}, {r}, 0), 1, _fast_sum)[:, None]"
 
 
 def reverse_loop(members: Sequence[tuple[Any, Any]]) -> bool:
@@ -68,14 +94,34 @@ def scan_value(w: Any, node: Any) -> Any:
     """Emit node's scan into the KernelWriter `w` (its current node is `node`); the [XBLOCK, RBLOCK]
     value of the scan at this block's r positions."""
     body = node.buffer.body
-    acc, fn = body.acc_dtype, COMBINE_FNS[body.combine]
+    acc = body.acc_dtype
     v = w.to_dtype(node.run_body(w), acc)
     v = w.cse(f"tl.where(xrmask, tl.broadcast_to({v}, [XBLOCK, RBLOCK]), {identity(body.combine, acc)})", acc)
+    if body.combine in INDEX_COMBINE_FNS:
+        return _index_scan_value(w, node, v)
+    fn = COMBINE_FNS[body.combine]
     s = w.cse(f"tl.associative_scan({v}, 1, {fn}{', reverse=True' if body.reverse else ''})", acc)
     if w.persistent:
         return s
     carry = carry_name(node)
     r = w.cse(f"{fn}({carry}, {s})", acc)
     lane = "0" if body.reverse else "RBLOCK - 1"
-    w.emit(f"{carry} = tl.reduce(tl.where(tl.arange(0, RBLOCK)[None, :] == {lane}, {r}, 0), 1, _fast_sum)[:, None]")
+    w.emit(f"{carry} = {_last_lane(r, lane)}")
     return r
+
+
+def _index_scan_value(w: Any, node: Any, v: Any) -> Any:
+    """The positions an index scan picks: (value, position) pairs scanned together (never in reverse)."""
+    body = node.buffer.body
+    fn = INDEX_COMBINE_FNS[body.combine]
+    pos = w.cse("tl.broadcast_to(rindex.to(tl.int64), [XBLOCK, RBLOCK])", torch.int64)
+    values, picked = w.fresh(body.acc_dtype), w.fresh(torch.int64)
+    w.emit(f"{values}, {picked} = tl.associative_scan(({v}, {pos}), 1, {fn})")
+    if w.persistent:
+        return picked
+    carry = carry_name(node)
+    rv, ri = w.fresh(body.acc_dtype), w.fresh(torch.int64)
+    w.emit(f"{rv}, {ri} = {fn}({carry}, {carry}_i, {values}, {picked})")
+    w.emit(f"{carry} = {_last_lane(rv, 'RBLOCK - 1')}")
+    w.emit(f"{carry}_i = {_last_lane(ri, 'RBLOCK - 1')}")
+    return ri

@@ -110,7 +110,8 @@ class ReductionBody:
 @dataclass(frozen=True)
 class ScanBody:
     """out[idx] = combine of inner_fn(ops, j) over the positions j along `dim` up to idx's (from idx's
-    on when `reverse`), in `acc_dtype`. `combine`: "sum", "prod", "logaddexp", "max" or "min".
+    on when `reverse`), in `acc_dtype`. `combine`: "sum", "prod", "logaddexp", "max" or "min"; or
+    "argmax" / "argmin": the position along `dim` of that max / min (cummax's and cummin's indices).
     A scan iterates its tensor with `dim` moved last (`iter_size`): the kernel's rows are the other
     dims and its r loop runs along `dim`."""
 

@@ -26,6 +26,22 @@ ALIGNED_OPERANDS: dict[object, tuple[int, ...]] = {
 }
 
 
+# out-of-place ops whose result is their first operand updated: ATen's functional form copies that
+# operand first (a scatter into a fresh zeros buffer pays a full device-to-device copy). Where the
+# operand is a buffer of the program that nothing else reads, the program calls the in-place form
+# on it instead (compiler.ProgramBuilder)
+IN_PLACE_FORMS: dict[object, object] = {
+    aten.scatter_add.default: aten.scatter_add_.default,
+    aten.scatter.src: aten.scatter_.src,
+    aten.scatter.value: aten.scatter_.value,
+    aten.scatter_reduce.two: aten.scatter_reduce_.two,
+    aten.index_put.default: aten.index_put_.default,
+    aten.index_add.default: aten.index_add_.default,
+    aten.index_copy.default: aten.index_copy_.default,
+    aten.masked_scatter.default: aten.masked_scatter_.default,
+}
+
+
 # op -> positions (or keyword names) of operands the kernel reads through their strides: a value
 # constant along some dims is stored without them and passed as a view that expands them (stride 0).
 # An attention mask built from a padding mask is constant along the query positions: stored whole,

@@ -1,4 +1,4 @@
-"""Scan lowerings: cumsum, cumprod, logcumsumexp, and the values of cummax / cummin.
+"""Scan lowerings: cumsum, cumprod, logcumsumexp, cummax / cummin (values, and indices when read).
 
 Note: a scan is a realized buffer with a `ScanBody` whose body is the input's loader, so a lazy
 input (casts, masks, shifts, flips) is computed inside the scan kernel, and pointwise consumers
@@ -56,10 +56,12 @@ def scan(g: Any, x: Any, dim: int, combine: str, acc: torch.dtype) -> Any:
         raise Unsupported("scan input and output sizes differ")
     if any(s == 0 for s in size):
         raise Unsupported("scan of no elements")
-    if not size or size[norm_dim(dim, len(size))] == 1:  # each element its own prefix
+    if not size or size[norm_dim(dim, len(size))] == 1:  # each element its own prefix (at position 0)
+        if combine in ("argmax", "argmin"):
+            return Pointwise(x.device, out.dtype, size, lambda ops, idx: ops.constant(0, out.dtype))
         return make_pointwise(g, [x], lambda ops, a: a, acc)
     d = norm_dim(dim, len(size))
-    flipped = _flipped_source(g, d)
+    flipped = _flipped_source(g, d) if combine not in ("argmax", "argmin") else None
     source, reverse = (flipped, True) if flipped is not None else (x, False)
     loader, src = source.loader(), upcast(source.dtype)
 
@@ -103,17 +105,21 @@ def _logcumsumexp(g, x, dim):
 
 @register(aten.cummax, aten.cummin)
 def _cummax(g, x, dim):
-    """The values only, when nothing reads the indices (a values-and-indices scan is not lowered)."""
-    for user in g.node.users:
-        if user.target is not operator.getitem or (user.args[1] != 0 and user.users):
-            raise Unsupported("cummax/cummin indices are used")
-    values, _ = g.out
+    """Two scans of x: the values, and (when read) the indices, a scan of (value, position) pairs."""
+    values, indices = g.out
     if values.dtype == torch.bool:
         raise Unsupported("cummax of bool")
     combine = "max" if g.node.target.overloadpacket is aten.cummax else "min"
+    read = {u.args[1] for u in g.node.users if u.target is operator.getitem and u.users}
+    if any(u.target is not operator.getitem for u in g.node.users):
+        read = {0, 1}
     saved = g.out
-    g.out = values
     try:
-        return (scan(g, x, dim, combine, upcast(values.dtype)), None)
+        g.out = values
+        out_values = scan(g, x, dim, combine, upcast(values.dtype))
+        if 1 not in read:
+            return (out_values, None)
+        g.out = indices
+        return (out_values, scan(g, x, dim, "arg" + combine, upcast(values.dtype)))
     finally:
         g.out = saved
