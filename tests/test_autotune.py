@@ -1,4 +1,4 @@
-"""Compile-time autotuning of reduction, 2-D tiled and windowed (pooling) kernels: the measured best
+"""Compile-time autotuning of reduction, 2-D tiled, windowed (pooling) and strided-read kernels: the measured best
 config is used, other 1-D pointwise kernels keep their default, measurements are stored once, the user's inputs and generators are untouched,
 and a failure leaves the default plan. On the CPU a fake benchmarker stands in for the GPU timer."""
 from __future__ import annotations
@@ -162,6 +162,27 @@ def test_a_pooling_window_is_measured_and_its_fastest_config_used(tmp_path):
     (k,) = arts.kernels
     assert k.config.num_warps == max(c["config"]["num_warps"] for c in fb.calls if c["kind"] == "pointwise")
     assert k.config.num_warps > default.kernels[0].config.num_warps
+    assert_close(arts.program(list(args)), [fn(*args)])
+
+
+def _prefer_four_warps(rec: dict) -> float:
+    return abs(rec["config"]["num_warps"] - 4) + rec["config"]["XBLOCK"] / 4096
+
+
+def test_a_kernel_reading_with_a_small_stride_is_measured_and_its_fastest_config_used(tmp_path):
+    def fn(x):
+        return torch.tanh(x[:, ::2]) + x.narrow(1, 1, x.shape[1] // 2)
+    args = [rand((9, 74))]
+    gm = trace_aten(fn, args)
+    opts = _options(tmp_path, use_db=False)
+    fb = FakeBenchmarker(_prefer_four_warps)
+    plan = autotuned_plan(gm, args, opts, benchmarker=fb)
+    assert plan is not None and any(c["kind"] == "pointwise" for c in fb.calls)
+    arts = compile_graph(gm, args, opts.with_(plan=plan))
+    (k,) = arts.kernels
+    timed = [c["config"] for c in fb.calls if c["kind"] == "pointwise"]
+    assert (k.config.num_warps, k.config.XBLOCK) == min(((c["num_warps"], c["XBLOCK"]) for c in timed),
+                                                         key=lambda w: abs(w[0] - 4) + w[1] / 4096)
     assert_close(arts.program(list(args)), [fn(*args)])
 
 

@@ -10,9 +10,10 @@ machinery: the cost model ranks the kernel's legal configs, the default and the 
 default config's outputs. A pointwise kernel run as 2-D tiles (a transpose, a layout change) is
 measured too, since its best tile shape depends on both sides' strides, and Inductor's default mode
 times several tile shapes of such kernels; so is a pointwise kernel that reads one buffer through a
-window (a pooling window, a stencil: `windowed_groups`). Other 1-D pointwise kernels keep the size
-rule's config: Inductor times two configs of each, and the rule takes its second one where that
-one wins, for reads strided along the innermost dim (docs/defaults.md, "Pointwise blocks").
+window (a pooling window, a stencil: `windowed_groups`), and one whose reads are strided along the
+innermost dim (`strided_groups`: the size rule's config for them wins on some and loses on others).
+Other 1-D pointwise kernels keep the size rule's config: Inductor times two configs of each, and
+the rule's one is the faster on streaming kernels (docs/defaults.md, "Pointwise blocks").
 Measurements go to the tuning DB, so the next compile of the same kernel measures nothing. The
 grouping is not searched (that is `autofuse tune`). It runs only where kernels can be timed (the
 GPU), and any failure leaves the default plan: it can make a compile slower, never wrong. What it
@@ -38,6 +39,7 @@ from ..measure.timing import Benchmarker, CudaEventBenchmarker, copy_bandwidth
 from ..options import CompileOptions
 from ..plan.apply import graph_key, plan_from_groups
 from ..plan.plan import FusionPlan
+from ..schedule.fusion import reads_strided
 from .evaluate import PlanEvaluator, unshared_mutated_inputs
 from .kernels import KernelTuner
 from .records import device_traits
@@ -80,7 +82,8 @@ def _autotune(gm: torch.fx.GraphModule, args: list, options: CompileOptions, ben
               settings: KernelTuneSettings, on_gpu: bool) -> FusionPlan | None:
     opts = options.with_(plan=None, tuner=None, recorder=None)
     sched = schedule(gm, args, opts)
-    pointwise = tiled_groups(sched.groups, opts.heuristics, not on_gpu) | windowed_groups(sched.groups)
+    pointwise = (tiled_groups(sched.groups, opts.heuristics, not on_gpu) | windowed_groups(sched.groups)
+                 | strided_groups(sched.groups))
     if not pointwise and not any(g.is_reduction for g in sched.groups if not g.is_extern):
         return None
     plan = plan_from_groups(graph_key(gm, args), sched.groups, [None] * len(sched.groups), sched.strategy,
@@ -128,6 +131,14 @@ def windowed_groups(groups: Sequence[Any]) -> frozenset[int]:
         if any(len(v) >= WINDOW_READS for v in offsets.values()):
             out.add(gi)
     return frozenset(out)
+
+
+def strided_groups(groups: Sequence[Any]) -> frozenset[int]:
+    """Indices of the 1-D pointwise groups whose size rule takes the strided-read config (2 elements a
+    lane, `schedule.fusion.reads_strided`). Why: that config wins where strided reads dominate
+    (pooling) and loses where contiguous 16-bit traffic does: `x[:, ::2]` plus a contiguous half of a
+    bf16 row ran 1.25x torch.compile's time under it (docs/defaults.md, "Pointwise blocks")."""
+    return frozenset(gi for gi, g in enumerate(groups) if not g.is_extern and not g.is_reduction and reads_strided(g))
 
 
 def searched_groups(groups: Sequence[Any], limit: int, pointwise: frozenset[int] = frozenset()) -> frozenset[int]:
