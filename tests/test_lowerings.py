@@ -1526,3 +1526,26 @@ def test_complex_values_run_as_aten_and_real_parts_around_them_are_lowered(devic
         return torch.view_as_real(c * c + 1).sum(-1) * 2, torch.fft.rfft(a).abs() + 1
     ks = check(f, make((5, 12), device=device), make((5, 12), device=device), ops=("sum",), allow_fallback=True)
     assert {"complex", "fft_r2c"} <= {op for k in ks if k.kind == "fallback" for op in k.aten_ops}
+
+
+# ---------------------------------------------------------------------------------------------
+# The realize rule's op count
+# ---------------------------------------------------------------------------------------------
+def test_op_count_counts_a_value_read_several_times_once():
+    """Inductor counts distinct operations: a lazy exp read three times by one `where` (leaky
+    activation of an exp) adds its ops once, not three times."""
+    from autofuse.ir.ops import analyze
+    from autofuse.ir.index import make_vars
+
+    def exp_of(ops, idx):
+        return ops.exp(ops.mul(ops.load("x", idx[0]), ops.constant(2.0, torch.float32)))
+
+    def leaky(ops, idx):
+        e = exp_of(ops, idx)
+        return ops.where(ops.gt(exp_of(ops, idx), ops.constant(0.0, torch.float32)), e,
+                         ops.mul(exp_of(ops, idx), ops.constant(0.1, torch.float32)))
+
+    once = analyze(exp_of, make_vars("i", 1)).op_count        # load, constant, mul, exp
+    assert once == 4
+    # + constant 0, gt, constant 0.1, mul, where: the exp's four counted once
+    assert analyze(leaky, make_vars("i", 1)).op_count == once + 5

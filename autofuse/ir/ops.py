@@ -64,35 +64,46 @@ class OpsHandler:
 
 class AnalysisHandler(OpsHandler):
     """Records every load (buffer, index), counts ops and names the math ops used, without
-    generating code."""
+    generating code.
+
+    Note: the count is of distinct operations, as Inductor's `inner_fn_opcount` counts them: each op
+    returns an id for the op and its operands' ids, and an op already seen (a lazy value read by
+    several consumers inside one expression, `where(x > 0, x, 0.1 * x)` of an `exp`) counts once.
+    Counted per use, a chain whose values are each read two or three times reads as several times
+    its size, and the realize rule (`Heuristics.should_realize`) stored values Inductor inlines and
+    inlined the ones it stores."""
 
     _ids = itertools.count()
 
     def __init__(self) -> None:
         self.loads: list[tuple[str, Expr]] = []
-        self.op_count = 0
         self.op_names: set[str] = set()
         self.indirect_symbols: list[sympy.Symbol] = []
+        self._ids_of: dict[tuple, int] = {}   # op and operand ids -> this value's id
+
+    @property
+    def op_count(self) -> int:
+        return len(self._ids_of)
+
+    def _count(self, key: tuple) -> int:
+        """The value's id (operands are ids, so keys stay flat however deep the expression)."""
+        return self._ids_of.setdefault(key, len(self._ids_of))
 
     def load(self, name: str, index: Expr) -> object:
         self.loads.append((name, index))
-        self.op_count += 1
-        return None
+        return self._count(("load", name, index))
 
     def constant(self, value, dtype) -> object:
-        return None
+        return self._count(("constant", value, dtype))
 
     def index_expr(self, expr, dtype) -> object:
-        self.op_count += 1
-        return None
+        return self._count(("index_expr", expr, dtype))
 
     def to_dtype(self, value, dtype) -> object:
-        return None
+        return self._count(("to_dtype", value, dtype))
 
     def masked(self, mask, body, other) -> object:
-        body()
-        self.op_count += 1
-        return None
+        return self._count(("masked", mask, body(), other))
 
     def indirect(self, value, size) -> sympy.Symbol:
         sym = sympy.Symbol(f"ind{next(self._ids)}", integer=True)
@@ -100,9 +111,8 @@ class AnalysisHandler(OpsHandler):
         return sym
 
     def op(self, name, *args) -> object:
-        self.op_count += 1
         self.op_names.add(name)
-        return None
+        return self._count((name, *args))
 
     @property
     def read_names(self) -> list[str]:
