@@ -419,3 +419,31 @@ def test_a_column_sum_of_row_softmax_values_runs_its_lanes_along_the_columns():
     assert [is_outer_reduction(g) for g in groups] == [False, True]
     compiled_sources(fn, [x], tol=(1e-4, 1e-4))
 
+
+
+def _r_loads(sources: list[str]) -> list[str]:
+    return [line.strip() for src in sources for line in src.splitlines() if "tl.load" in line and "rindex" in line]
+
+
+@pytest.mark.parametrize("looped", [False, True])
+def test_group_norm_of_a_channels_last_activation_reads_channels_innermost(looped):
+    """F.group_norm's statistics reduce [N, G, C/G, H*W]; over a channels-last input the view's
+    digits joined back make the read linear, and the r loop walks a group's channels innermost."""
+    x = rand((3, 16, 7, 9)).to(memory_format=torch.channels_last)
+    w, b = rand((16,)), rand((16,))
+    config = dict(persistent=False, RBLOCK=16) if looped else {}
+    loads = _r_loads(compiled_sources(lambda x, w, b: F.group_norm(x, 4, w, b), [x, w, b], **config))
+    assert loads and all("(16 * (rindex // 4))" in ld and "(rindex % 4)" in ld for ld in loads if "in_ptr0" in ld), loads
+
+
+@pytest.mark.parametrize("op", ["var_mean", "sum"])
+def test_a_flattened_group_is_visited_position_major(op):
+    """x.view(N, G, -1) of a channels-last activation reduced over its last dim: one r dim of
+    (channel, position) digits, visited position-major so a group's channels are read together."""
+    x = rand((2, 12, 5, 7)).to(memory_format=torch.channels_last)
+
+    def fn(x):
+        v = x.reshape(2, 3, -1)
+        return torch.var_mean(v, -1) if op == "var_mean" else v.sum(-1)
+    loads = _r_loads(compiled_sources(fn, [x]))
+    assert loads and all("(12 * (rindex // 4))" in ld and "(rindex % 4)" in ld for ld in loads if "in_ptr0" in ld), loads
