@@ -6,6 +6,7 @@ from typing import Any, Sequence
 
 import torch
 import torch.fx
+from torch.utils._pytree import tree_leaves
 
 from .codegen.config import LaunchConfig
 from .codegen.device import device_facts
@@ -237,7 +238,6 @@ class ProgramBuilder:
         first, out = k.args[0], k.outputs
         if not isinstance(first, (ComputedBuffer, ExternBuffer)) or not isinstance(out, ExternBuffer):
             return False
-        from torch.utils._pytree import tree_leaves
         names = [a.name if isinstance(a, Buffer) else a.buffer.name
                  for a in tree_leaves((k.args, k.kwargs), is_leaf=is_tensor_value) if is_tensor_value(a)]
         return (first.name not in self.graph.graph_outputs and readers.get(first.name) == {gi}

@@ -69,11 +69,11 @@ def _digit_orders(x: Any, in_size: tuple[int, ...], dims: Sequence[int], rtype: 
     """Reduced dims to visit in another order: {dim: (C, D)} where x's first read of the dim splits it
     into a quotient (i // D, C values) and a remainder (i % D) and the quotient steps through memory
     by less than the remainder does. Such a dim is visited remainder-major, quotient-minor. Why: a
-    group norm over a channels-last activation reduces the view [N, G, C/G * H * W], whose flat r
-    index is (channel, position) with channels 1 apart in memory and positions C apart; walked in
-    that order, each 32-byte sector of a group's channels is read once per channel, thousands of
-    elements apart (a conv's group-norm statistics ran at 4x torch.compile's time). Only for
-    reductions whose result does not depend on the order they visit."""
+    group norm written as `x.view(N, G, -1)` over a channels-last activation reduces one flat r dim
+    of (channel, position) digits, channels 1 apart in memory and positions C apart; walked in that
+    order, each 32-byte sector of a group's channels is read once per channel, thousands of elements
+    apart (the same walk over F.group_norm's 4-D view ran its statistics at 4x Inductor's time,
+    docs/defaults.md). Only for reductions whose result does not depend on the order they visit."""
     if rtype not in ORDER_FREE:
         return {}
     idx = make_vars("i", len(in_size))
