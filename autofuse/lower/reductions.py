@@ -32,7 +32,16 @@ def _dims(x: Any, dims: Any) -> list[int]:
 ORDER_FREE = frozenset({"sum", "prod", "max", "min", "any", "all"})
 
 
-def _memory_order(g: Any, x: Any, in_size: tuple[int, ...], dims: list[int], rtype: str) -> list[int]:
+def _simplified_reads(x: Any, in_size: tuple[int, ...]) -> tuple[list[sympy.Symbol], list[sympy.Expr]]:
+    """x's index variables and the indices of its loads, simplified with the variables' ranges (a
+    view's digits joined back, `ir/index.simplify_index`): what the r order is read from."""
+    idx = make_vars("i", len(in_size))
+    ranges = dict(zip(idx, in_size))
+    return idx, [simplify_index(sympy.sympify(index), ranges) for _, index in analyze(x.loader(), idx).loads]
+
+
+def _memory_order(g: Any, reads: tuple[list[sympy.Symbol], list[sympy.Expr]], in_size: tuple[int, ...],
+                  dims: list[int], rtype: str) -> list[int]:
     """The reduced dims in the memory order of what the reduction reads, so the innermost r variable
     walks contiguous memory: a sum over a transposed tensor then reads it row by row, and a sum over
     channels and positions of a channels-last activation reads channels innermost. The order is
@@ -41,22 +50,21 @@ def _memory_order(g: Any, x: Any, in_size: tuple[int, ...], dims: list[int], rty
     whose result does not depend on the order they visit."""
     if len(dims) < 2 or rtype not in ORDER_FREE:
         return dims
-    stride = _read_strides(x, in_size, dims) or _input_strides(g, in_size)
+    stride = _read_strides(reads, in_size, dims) or _input_strides(g, in_size)
     if stride is None:
         return dims
     return sorted(dims, key=lambda d: (-stride[d] if in_size[d] != 1 else 0, d))
 
 
-def _read_strides(x: Any, in_size: tuple[int, ...], dims: Sequence[int]) -> list[int] | None:
+def _read_strides(reads: tuple[list[sympy.Symbol], list[sympy.Expr]], in_size: tuple[int, ...],
+                  dims: Sequence[int]) -> list[int] | None:
     """The steps of x's first read that moves linearly along every reduced dim of more than one
     element (a pooled value's window loads do; a group norm's [N, G, C/G, H*W] view of a
     channels-last activation does once the view's digits are joined back), per dim; None where no
     read does."""
-    idx = make_vars("i", len(in_size))
+    idx, loads = reads
     moving = [idx[d] for d in dims if in_size[d] != 1]
-    ranges = dict(zip(idx, in_size))
-    for _, index in analyze(x.loader(), idx).loads:
-        e = simplify_index(sympy.sympify(index), ranges)   # a view's digits joined back
+    for e in loads:
         steps = [e.coeff(v) for v in idx]
         rest = e - sum(c * v for c, v in zip(steps, idx))
         if all(c.is_Integer for c in steps) and all(steps[d] != 0 for d in dims if in_size[d] != 1) \
@@ -65,7 +73,8 @@ def _read_strides(x: Any, in_size: tuple[int, ...], dims: Sequence[int]) -> list
     return None
 
 
-def _digit_orders(x: Any, in_size: tuple[int, ...], dims: Sequence[int], rtype: str) -> dict[int, tuple[int, int]]:
+def _digit_orders(reads: tuple[list[sympy.Symbol], list[sympy.Expr]], in_size: tuple[int, ...],
+                  dims: Sequence[int]) -> dict[int, tuple[int, int]]:
     """Reduced dims to visit in another order: {dim: (C, D)} where x's first read of the dim splits it
     into a quotient (i // D, C values) and a remainder (i % D) and the quotient steps through memory
     by less than the remainder does. Such a dim is visited remainder-major, quotient-minor. Why: a
@@ -74,11 +83,7 @@ def _digit_orders(x: Any, in_size: tuple[int, ...], dims: Sequence[int], rtype: 
     order, each 32-byte sector of a group's channels is read once per channel, thousands of elements
     apart (the same walk over F.group_norm's 4-D view ran its statistics at 4x Inductor's time,
     docs/defaults.md). Only for reductions whose result does not depend on the order they visit."""
-    if rtype not in ORDER_FREE:
-        return {}
-    idx = make_vars("i", len(in_size))
-    ranges = dict(zip(idx, in_size))
-    loads = [simplify_index(sympy.sympify(index), ranges) for _, index in analyze(x.loader(), idx).loads]
+    idx, loads = reads
     out: dict[int, tuple[int, int]] = {}
     for d in dims:
         v, size = idx[d], in_size[d]
@@ -125,7 +130,8 @@ def reduce(g: Any, x: Any, dims: Sequence[int], keepdim: bool, rtype: str, acc_d
            map_fn: Callable[..., Any] | None = None, out_dtype: torch.dtype | None = None) -> Any:
     """A realized reduction of x over dims (stored as acc/out dtype), viewed with or without keepdim."""
     in_size = tuple(x.size)
-    dims = _memory_order(g, x, in_size, list(dims), rtype)
+    reads = _simplified_reads(x, in_size) if rtype in ORDER_FREE else ([], [])
+    dims = _memory_order(g, reads, in_size, list(dims), rtype)
     kept = [k for k in range(len(in_size)) if k not in dims]
     rsize = tuple(in_size[d] for d in dims)
     out_size = tuple(1 if k in dims else s for k, s in enumerate(in_size)) if keepdim else tuple(in_size[k] for k in kept)
@@ -135,7 +141,7 @@ def reduce(g: Any, x: Any, dims: Sequence[int], keepdim: bool, rtype: str, acc_d
     if 0 in rsize:
         return _empty_reduction(x, out_size, rtype, store_dtype, g)
 
-    digits = _digit_orders(x, in_size, dims, rtype)
+    digits = _digit_orders(reads, in_size, dims) if rtype in ORDER_FREE else {}
 
     def inner(ops, idx, ridx):
         full = [None] * len(in_size)

@@ -42,6 +42,11 @@ ALL_VARIANTS = ("eager", "inductor", "inductor_max_autotune", "autofuse_rules", 
 DEFAULT_VARIANTS = "eager,inductor,autofuse_default"
 BASELINE = "inductor"
 PROFILE_CALLS = 5   # calls under the profiler with --gpu-ops
+TARGET_SPEED = 0.97  # a program below this share of torch.compile default's speed is listed as slow
+
+
+def _slow(row: dict[str, Any], variant: str) -> bool:
+    return row["variants"].get(variant, {}).get("vs_inductor", 0) > 1 / TARGET_SPEED
 
 
 def _nbytes(v: Any) -> int:
@@ -216,7 +221,7 @@ def markdown(results: dict[str, Any]) -> str:
             cells = [f"{m[n][0]:.3f} ({m[n][1]})" if n in m else "—" for n in timed]
             lines.append(f"| {'**all**' if cat == 'all' else cat} | " + " | ".join(cells) + " |")
         for n in timed:
-            slow = [r["program"] for r in progs if r["variants"].get(n, {}).get("vs_inductor", 0) > 1 / 0.97]
+            slow = [r["program"] for r in progs if _slow(r, n)]
             if n != BASELINE and slow:
                 lines.append(f"\n{n}: {len(slow)} programs below 0.97× torch.compile default's speed.")
     lines += ["", "| program | category | MB | " + " | ".join(f"{n} ms (÷ ind, % bw)" if results.get("timed") else n
@@ -243,8 +248,8 @@ def markdown(results: dict[str, Any]) -> str:
 def _gpu_ops_section(progs: list[dict[str, Any]], names: list[str]) -> list[str]:
     """The costliest GPU operations per call of each program below 0.97x torch.compile's speed
     (with --gpu-ops), every variant's side by side: where the time goes."""
-    slow = [r for r in progs if any(r["variants"].get(n, {}).get("vs_inductor", 0) > 1 / 0.97 for n in names)
-            and any("gpu_ops" in r["variants"].get(n, {}) for n in names)]
+    slow = [r for r in progs
+            if any(_slow(r, n) for n in names) and any("gpu_ops" in r["variants"].get(n, {}) for n in names)]
     if not slow:
         return []
     out = ["", "GPU operations per call of the programs below 0.97× torch.compile default's speed:"]
