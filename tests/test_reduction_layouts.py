@@ -427,13 +427,19 @@ def _r_loads(sources: list[str]) -> list[str]:
 
 @pytest.mark.parametrize("looped", [False, True])
 def test_group_norm_of_a_channels_last_activation_reads_channels_innermost(looped):
-    """F.group_norm's statistics reduce [N, G, C/G, H*W]; over a channels-last input the view's
-    digits joined back make the read linear, and the r loop walks a group's channels innermost."""
-    x = rand((3, 16, 7, 9)).to(memory_format=torch.channels_last)
+    """F.group_norm's statistics reduce [N, G, C/G, H*W]; over a convolution computed channels-last
+    (eager's strides for it are NCHW) the view's digits joined back make the read linear, and the r
+    loop walks a group's channels innermost."""
+    x, wc = rand((3, 5, 9, 11)), rand((16, 5, 3, 3))
     w, b = rand((16,)), rand((16,))
+
+    def fn(x, wc, w, b):
+        return F.group_norm(F.conv2d(x, wc), 4, w, b)
     config = dict(persistent=False, RBLOCK=16) if looped else {}
-    loads = _r_loads(compiled_sources(lambda x, w, b: F.group_norm(x, 4, w, b), [x, w, b], **config))
-    assert loads and all("(16 * (rindex // 4))" in ld and "(rindex % 4)" in ld for ld in loads if "in_ptr0" in ld), loads
+    loads = _r_loads(compiled_sources(fn, [x, wc, w, b], heuristics=Heuristics(conv_layout="channels_last"),
+                                      tol=(1e-3, 1e-3), **config))
+    reads = [ld for ld in loads if "(rindex // 4)" in ld or "(rindex % 4)" in ld]
+    assert reads and all("(16 * (rindex // 4))" in ld and "(rindex % 4)" in ld for ld in reads), loads
 
 
 @pytest.mark.parametrize("op", ["var_mean", "sum"])
@@ -446,4 +452,5 @@ def test_a_flattened_group_is_visited_position_major(op):
         v = x.reshape(2, 3, -1)
         return torch.var_mean(v, -1) if op == "var_mean" else v.sum(-1)
     loads = _r_loads(compiled_sources(fn, [x]))
-    assert loads and all("(12 * (rindex // 4))" in ld and "(rindex % 4)" in ld for ld in loads if "in_ptr0" in ld), loads
+    reads = [ld for ld in loads if "in_ptr0" in ld]
+    assert reads and all("(12 * (rindex // 4))" in ld and "(rindex % 4)" in ld for ld in reads), loads
