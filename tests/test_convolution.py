@@ -33,11 +33,18 @@ def _no_tf32():
 
 
 def _check(fn, args, layout: str, **tol) -> list:
+    """Compiled against eager. ATen's CPU convolution sums in an order that depends on the layout and
+    the CPU's vector width, so an output that cancels to near zero carries a rounding of the size of
+    its terms: the absolute tolerance scales with the largest output unless one is given."""
     compiled = _compile(fn, args, layout)
     expected = fn(*args)
     actual = compiled(*args)
     expected = list(expected) if isinstance(expected, (list, tuple)) else [expected]
-    assert_close(list(actual), expected, **tol)
+    actual = list(actual)
+    for a, e in zip(actual, expected):
+        atol = tol.get("atol", max(1e-5, 1e-6 * e.abs().max().item()) if e.dtype == torch.float32 else None)
+        assert_close(a, e, **{**tol, "atol": atol})
+    assert len(actual) == len(expected)
     return kernels_of(compiled)
 
 
