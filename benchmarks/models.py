@@ -383,15 +383,18 @@ def interleaved(calls: dict[str, Callable[[], Any]], entries: dict[str, dict[str
                 hosts[n].append(host_round(calls[n], statistics.median(walls[n]), e.get("kernels_per_call", 0)))
             except Exception as exc:  # noqa: BLE001 - one variant failing leaves the others
                 e["wall_error"] = _error(exc)
-    for n in names:
-        if record is not None and n not in record or not walls[n] or not hosts[n]:
+    medians = {n: {"wall_ms": statistics.median(walls[n]), "host_ms": statistics.median(h["ms"] for h in hosts[n])}
+               for n in names if walls[n] and hosts[n]}
+    for n in medians:
+        if record is not None and n not in record:
             continue
         e = entries[n]
-        e["wall_ms"] = statistics.median(walls[n])
-        e["host_ms"] = statistics.median(h["ms"] for h in hosts[n])
+        e.update(medians[n])
         e["host_calls"] = hosts[n][0]["calls"]
         e["host_exact"] = all(h["exact"] for h in hosts[n])
         e["host_blocked"] = any(h["blocked"] for h in hosts[n])
+        if record is not None:   # the others' times in these rounds: the basis of this variant's ratios
+            e["beside"] = {m: t for m, t in medians.items() if m not in record}
 
 
 ROUNDS = 5  # wall and host times are the median of this many rounds: the host's speed drifts
@@ -470,13 +473,16 @@ def expected_seconds(row: dict[str, Any], variant: str) -> float:
 
 
 def annotate(results: dict[str, Any]) -> None:
-    """Ratios to torch.compile default: wall time, host time, compile time, and error."""
+    """Ratios to torch.compile default: wall time, host time, compile time, and error. A variant timed in
+    rounds of its own (max-autotune) takes its wall and host ratios from torch.compile default's times in
+    those rounds, since the host's speed drifts between rounds."""
     for r in results["runs"]:
         ind = r["variants"].get("inductor", {})
         for e in r["variants"].values():
             for key in ("wall_ms", "host_ms", "gpu_ms", "compile_s", "error"):
-                if key in e and ind.get(key):
-                    e[f"{key}_vs_inductor"] = e[key] / ind[key]
+                base = e.get("beside", {}).get("inductor", {}).get(key) or ind.get(key)
+                if key in e and base:
+                    e[f"{key}_vs_inductor"] = e[key] / base
 
 
 def markdown(results: dict[str, Any]) -> str:

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from benchmarks.models import markdown, plan, parse
+from benchmarks.models import annotate, markdown, plan, parse
 
 
 def test_tiny_bert_forward_runs_and_matches_the_reference(tmp_path):
@@ -41,3 +41,16 @@ def test_markdown_shows_failures_and_ratios():
     assert "| gpt2 | forward | inductor | 2.00 (1.00) |" in md
     assert "✗ LoweringError: get_attr / x" in md
     assert "Not run (time budget): vit forward eager" in md
+
+
+def test_a_variant_timed_in_its_own_rounds_takes_its_ratios_from_those_rounds():
+    """max-autotune is timed beside torch.compile default in later rounds: its wall and host ratios use
+    torch.compile's times from those rounds, its GPU and compile ratios the main row's."""
+    res = {"runs": [{"model": "bert", "mode": "forward", "variants": {
+        "inductor": {"wall_ms": 6.0, "host_ms": 6.0, "gpu_ms": 3.0, "compile_s": 10.0},
+        "inductor_max_autotune": {"wall_ms": 4.5, "host_ms": 4.4, "gpu_ms": 4.0, "compile_s": 60.0,
+                                  "beside": {"inductor": {"wall_ms": 4.0, "host_ms": 4.0}}}}}]}
+    annotate(res)
+    ma = res["runs"][0]["variants"]["inductor_max_autotune"]
+    assert ma["wall_ms_vs_inductor"] == pytest.approx(1.125) and ma["host_ms_vs_inductor"] == pytest.approx(1.1)
+    assert ma["gpu_ms_vs_inductor"] == pytest.approx(4 / 3) and ma["compile_s_vs_inductor"] == pytest.approx(6.0)
