@@ -22,8 +22,8 @@ from .runtime.aliasing import aliased_slots
 from .runtime.program import Alloc, ConstOutput, ExternCall, Free, KernelLaunch, Program, SlotOutput, StridedArg
 from .plan.apply import apply_plan, graph_key, plan_from_groups
 from .plan.plan import FusionPlan, PlanError
-from .schedule.fusion import (FusionGroup, FusionLog, fuse_nodes, is_outer_reduction, singleton, topological_groups,
-                              reads_strided, writes_along_r)
+from .schedule.fusion import (FusionGroup, FusionLog, fuse_nodes, is_outer_reduction, lane_order, singleton,
+                              topological_groups, reads_strided, writes_along_r)
 from .schedule.heuristics import Heuristics
 from .schedule.loops import r_passes
 from .schedule.nodes import itemsize
@@ -282,7 +282,7 @@ class ProgramBuilder:
         dtypes = {k: v.dtype for k, v in self.layouts.items()}
         spans = {k: v.storage_span() for k, v in self.layouts.items()}
         writer = KernelWriter(fn_name, g.placements(), g.numel, g.rnumel, g.is_reduction, stored, dtypes, spans,
-                              config, interpret)
+                              config, interpret, lane_order(g, self.options.heuristics.persistent_rnumel_max))
         src: KernelSource = writer.generate()
         fn = load_kernel(fn_name, src.source, interpret)
         sp = src.split  # a split reduction's workspaces and counters (codegen/split.py)

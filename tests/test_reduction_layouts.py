@@ -17,7 +17,7 @@ from autofuse.codegen.config import LaunchConfig
 from autofuse.codegen.options import KernelView, default_legality
 from autofuse.codegen.triton_kernel import KernelWriter
 from autofuse.compiler import compile_graph, schedule
-from autofuse.schedule.fusion import is_outer_reduction
+from autofuse.schedule.fusion import is_outer_reduction, lane_order
 from autofuse.schedule.heuristics import Heuristics
 from tests.helpers import assert_close, compile_and_compare, kernels_of, rand
 
@@ -60,7 +60,7 @@ def gpu_sources(fn, args):
                                          splittable=legal["split"], online=legal["online"], hints=legal["cache_hints"])
         stored = {n.name for n in g.nodes}
         src = KernelWriter("k", g.placements(), g.numel, g.rnumel, g.is_reduction, stored, dtypes, {}, cfg,
-                           False).generate().source
+                           False, lane_order(g)).generate().source
         out.append((cfg, src[src.rindex("@triton.jit"):]))
     return out
 
@@ -317,6 +317,51 @@ def test_mixed_reads_run_lanes_along_x_in_looped_rows():
     assert _outer(lambda a: a.sum(-1), long[:1]) == [False]
     compile_and_compare(fn, long)
     compile_and_compare(fn, short)
+
+
+# ---- the order the lanes walk x ----------------------------------------------------------------------
+def _lane_orders(fn, args):
+    sched = schedule(trace_aten(fn, args), args, CompileOptions(strict=True, use_db=False))
+    return [lane_order(g) for g, _ in sched.placed if not g.is_extern and g.is_reduction]
+
+
+def _cl(shape, dtype=torch.float32):
+    fmt = torch.channels_last if len(shape) == 4 else torch.channels_last_3d
+    return rand(shape, dtype).contiguous(memory_format=fmt)
+
+
+LANE_CASES = {   # fn, its channels-last input's shape, the lanes' x digits and their order
+    "layer_norm_last_5d": (lambda x: F.gelu(F.layer_norm(x, x.shape[-1:])), (2, 12, 3, 5, 7),
+                           ((2, 12, 3, 5), (0, 2, 3, 1))),
+    "sum_last_4d": (lambda x: x.sum(-1), (3, 20, 5, 9), ((3, 20, 5), (0, 2, 1))),
+    "amax_height_4d": (lambda x: x.amax(2) * 2.0, (2, 13, 9, 5), ((2, 13, 5), (0, 2, 1))),
+    "softmax_last_4d": (lambda x: torch.softmax(x, -1), (2, 11, 3, 10), ((2, 11, 3), (0, 2, 1))),
+}
+LANE_CONFIGS = [{}, {"XBLOCK": 4, "RBLOCK": 4, "persistent": False}, {"XBLOCK": 16, "RBLOCK": 16, "persistent": True}]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("config", range(len(LANE_CONFIGS)))
+@pytest.mark.parametrize("case", sorted(LANE_CASES))
+def test_outer_reduction_lanes_walk_the_contiguous_kept_dim(case, config, dtype):
+    """A reduction over a dim of a channels-last tensor that leaves the channels kept reads its
+    tile with lanes along channels (x in the order (n, ..., c)), persistent or looped, and matches
+    eager; where the input is contiguous the lanes keep x's logical order."""
+    fn, shape, (sizes, order) = LANE_CASES[case]
+    x = _cl(shape, dtype)
+    (lanes,) = _lane_orders(fn, [x])
+    assert lanes is not None and (lanes.sizes, lanes.order) == (sizes, order)
+    sources = compiled_sources(fn, [x], **LANE_CONFIGS[config])
+    assert any(f"xindex % {shape[1]}" in s for s in sources)
+    assert _lane_orders(fn, [x.contiguous()]) == [None]
+
+
+def test_split_outer_reduction_in_lane_order():
+    """A split column reduction keeps its partials per lane: the workspace is indexed by the lanes'
+    x, which the combining program reads back in the same order."""
+    x = _cl((2, 20, 7, 300))
+    assert _lane_orders(lambda x: x.sum(-1), [x])[0] is not None
+    compiled_sources(lambda x: x.sum(-1), [x], split=3, XBLOCK=8, RBLOCK=16, persistent=False)
 
 
 # ---- arg-reductions as the GPU writes them ---------------------------------------------------------

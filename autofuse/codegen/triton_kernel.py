@@ -18,7 +18,7 @@ import sympy
 import torch
 
 from ..ir.ops import OpsHandler
-from ..schedule.loops import Placement
+from ..schedule.loops import Placement, XOrder
 from ..schedule.nodes import SchedulerNode
 from .assembly import AssemblyMixin, KernelSource, kernel_name
 from .config import LaunchConfig
@@ -47,7 +47,7 @@ class KernelWriter(ExpressionMixin, MemoryMixin, ReductionMixin, LoopedMixin, On
 
     def __init__(self, name: str, members: Sequence[tuple[SchedulerNode, Placement]], numel: int, rnumel: int,
                  reduction_kernel: bool, stored: set[str], dtypes: dict[str, torch.dtype], spans: dict[str, int],
-                 config: LaunchConfig, interpret: bool) -> None:
+                 config: LaunchConfig, interpret: bool, x_order: XOrder | None = None) -> None:
         Emitter.__init__(self)
         self.name = name
         self.members = list(members)
@@ -58,6 +58,7 @@ class KernelWriter(ExpressionMixin, MemoryMixin, ReductionMixin, LoopedMixin, On
         self.dtypes = dtypes
         self.config = config
         self.interpret = interpret
+        self.x_order = x_order if reduction_kernel else None   # the lanes' walk over x (schedule/loops.py)
         self.inputs: list[str] = []
         self.outputs: list[str] = []
         self.mask_stack: list[str] = []

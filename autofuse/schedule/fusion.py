@@ -14,8 +14,9 @@ import sympy
 
 from ..codegen.config import next_pow2
 from ..codegen.tiling import access_strides
+from ..ir.index import FloorDiv, ModIndex
 from ..logs import logger
-from .loops import Placement, placement, same_point
+from .loops import Placement, XOrder, placement, same_point
 from .nodes import MemoryDep, SchedulerNode, itemsize
 from .scheduler import SchedulerGraph
 
@@ -119,6 +120,37 @@ def is_outer_reduction(g: FusionGroup, persistent_max: int = 1024) -> bool:
         weight = {s: sum(dep.footprint() for dep, t in zip(tiles, strided) if t is s) for s in (True, False)}
         return weight[True] >= STRIDED_DOMINATES * weight[False]
     return False
+
+
+def lane_order(g: FusionGroup, persistent_max: int = 1024) -> XOrder | None:
+    """The x order an outer reduction's lanes take (`XOrder`), None to keep the logical one: the x
+    digit that its largest tile read steps through memory by the least goes innermost, where that
+    step is below the last digit's. Lanes along x then read neighbouring addresses, as a column
+    sum's do."""
+    if not g.is_reduction or not is_outer_reduction(g, persistent_max):
+        return None
+    red = next((n for n in g.nodes if n.kind == "reduction" and n.rvars), None)
+    if red is None:
+        return None
+    dims = [k for k, s in enumerate(red.sizes) if s != 1]
+    xvars = [red.vars[k] for k in dims]
+    tiles = [dep for dep in red.reads if not dep.is_indirect and dep.index.has(red.rvars[-1])
+             and any(dep.index.has(v) for v in xvars)]
+    if len(dims) < 2 or not tiles:
+        return None
+    index = sympy.expand(max(tiles, key=lambda dep: dep.footprint()).index)
+    steps = [index.coeff(v) for v in xvars]
+    if not all(c.is_Integer for c in steps) or any(a.has(v) for a in index.atoms(FloorDiv, ModIndex) for v in xvars):
+        return None
+    moving = [(abs(int(c)), k) for k, c in enumerate(steps) if c != 0]
+    if not moving:
+        return None
+    least, k = min(moving, key=lambda t: (t[0], -t[1]))
+    last = abs(int(steps[-1]))
+    if k == len(dims) - 1 or (last != 0 and least >= last):
+        return None
+    order = tuple(j for j in range(len(dims)) if j != k) + (k,)
+    return XOrder(tuple(int(red.sizes[d]) for d in dims), order)
 
 
 def _strided_along_r(dep: MemoryDep, inner_r: sympy.Symbol, xvars: Sequence[sympy.Symbol]) -> bool:

@@ -15,7 +15,7 @@ from typing import Sequence
 
 import sympy
 
-from ..ir.index import make_vars, prod, row_major_vars, simplify_index
+from ..ir.index import FloorDiv, ModIndex, make_vars, prod, row_major_vars, simplify_index
 from .nodes import MemoryDep, SchedulerNode
 
 
@@ -60,6 +60,39 @@ class Placement:
         xs = row_major_vars(xsym, self.x_sizes(node))
         rs = row_major_vars(rsym, self.r_sizes(node)) if self.cls in ("r", "red") else []
         return dict(list(zip(self.x_vars(node), xs)) + list(zip(self.r_vars(node), rs)))
+
+
+@dataclass(frozen=True)
+class XOrder:
+    """The order in which a kernel's programs and lanes walk its x extent: `sizes` are the x digits
+    (row-major, as every node's index sees them) and `order` lists them outermost first as the
+    lanes visit them. Nodes keep their logical x; only the lanes' mapping onto it changes, so any
+    order is legal. Why: an outer reduction's lanes run along x, and where the digit that walks
+    memory contiguously is not the last one (a layer norm over the last dim of a channels-last
+    activation: channels 1 apart, the last kept dim C apart) lanes in logical order each read
+    another sector."""
+
+    sizes: tuple[int, ...]
+    order: tuple[int, ...]
+
+    def logical(self, xindex: sympy.Symbol
+                ) -> tuple[sympy.Expr, dict[sympy.Symbol, int], dict[sympy.Symbol, sympy.Expr]]:
+        """The logical x index as a sum of digit symbols, the digits' ranges, and each digit as an
+        expression of the lanes' `xindex`."""
+        digits = make_vars("xd", len(self.sizes))
+        flat = sympy.Add(*(d * stride for d, stride in zip(digits, _strides(self.sizes))))
+        lanes = {digits[k]: ModIndex(FloorDiv(xindex, stride), self.sizes[k])
+                 for k, stride in zip(self.order, _strides([self.sizes[k] for k in self.order]))}
+        return flat, dict(zip(digits, self.sizes)), lanes
+
+
+def _strides(sizes: Sequence[int]) -> list[int]:
+    """Row-major strides of sizes."""
+    out, acc = [], 1
+    for s in reversed(sizes):
+        out.append(acc)
+        acc *= int(s)
+    return out[::-1]
 
 
 MAX_REORDERED_DIMS = 8
