@@ -15,7 +15,7 @@ from typing import Sequence
 
 import sympy
 
-from ..ir.index import FloorDiv, ModIndex, make_vars, prod, row_major_vars, simplify_index
+from ..ir.index import FloorDiv, ModIndex, contiguous_strides, make_vars, prod, row_major_vars, simplify_index
 from .nodes import MemoryDep, SchedulerNode
 
 
@@ -80,19 +80,10 @@ class XOrder:
         """The logical x index as a sum of digit symbols, the digits' ranges, and each digit as an
         expression of the lanes' `xindex`."""
         digits = make_vars("xd", len(self.sizes))
-        flat = sympy.Add(*(d * stride for d, stride in zip(digits, _strides(self.sizes))))
+        flat = sympy.Add(*(d * stride for d, stride in zip(digits, contiguous_strides(self.sizes))))
         lanes = {digits[k]: ModIndex(FloorDiv(xindex, stride), self.sizes[k])
-                 for k, stride in zip(self.order, _strides([self.sizes[k] for k in self.order]))}
+                 for k, stride in zip(self.order, contiguous_strides([self.sizes[k] for k in self.order]))}
         return flat, dict(zip(digits, self.sizes)), lanes
-
-
-def _strides(sizes: Sequence[int]) -> list[int]:
-    """Row-major strides of sizes."""
-    out, acc = [], 1
-    for s in reversed(sizes):
-        out.append(acc)
-        acc *= int(s)
-    return out[::-1]
 
 
 MAX_REORDERED_DIMS = 8
