@@ -119,8 +119,16 @@ def schedule(gm: torch.fx.GraphModule, args: Sequence[Any], options: CompileOpti
 
 
 def compile_graph(gm: torch.fx.GraphModule, args: Sequence[Any], options: CompileOptions) -> CompiledArtifacts:
-    sched = schedule(gm, args, options)
-    builder = ProgramBuilder(sched.lowering, sched.graph, sched.groups, options, sched.configs)
+    return compile_scheduled(gm, args, options, schedule(gm, args, options))
+
+
+def compile_scheduled(gm: torch.fx.GraphModule, args: Sequence[Any], options: CompileOptions, sched: ScheduledGraph,
+                      configs: Sequence[LaunchConfig | None] | None = None) -> CompiledArtifacts:
+    """The program of a graph already lowered and grouped, each group with `configs`' launch config
+    (default: the schedule's). Why apart from `compile_graph`: the compile-time autotune measures its
+    kernels on one schedule and builds the program from it, instead of lowering the graph again."""
+    builder = ProgramBuilder(sched.lowering, sched.graph, sched.groups, options,
+                             sched.configs if configs is None else configs)
     artifacts = builder.build(sched.log)
     artifacts.plan = plan_from_groups(graph_key(gm, args), builder.groups, builder.used_configs, sched.strategy,
                                       sched.decisions, sched.lowering.conv_layout)

@@ -39,9 +39,8 @@ def build(gm: torch.fx.GraphModule, args: Sequence[Any], label: str,
         if artifacts is not None:
             return artifacts, lookup
     if options.autotune and os.environ.get(AUTOTUNE_ENV, "1") != "0":
-        from .search.autotune import autotuned_plan
-        # not expected to be illegal: the plan was built from this graph a moment ago
-        artifacts = _from_plan(gm, args, options, autotuned_plan(gm, args, options), "autotuned", "the autotuned plan")
+        from .search.autotune import autotuned
+        artifacts = autotuned(gm, args, options)
         if artifacts is not None:
             return artifacts, lookup
     return compile_graph(gm, args, options), lookup

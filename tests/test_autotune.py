@@ -219,20 +219,30 @@ def test_a_failing_autotune_warns_and_leaves_the_default(tmp_path, monkeypatch):
 
 def test_the_driver_compiles_from_the_autotuned_plan(tmp_path, monkeypatch):
     """Where the autotune returns a plan (the GPU), compile uses it and says so; with autotune off or
-    a stored plan, it is not asked."""
+    a stored plan, it is not asked. The program is built from the schedule the kernels were measured
+    on: the graph is lowered once, and its kernels are those a compile from the plan gives."""
     import autofuse
     from autofuse.search import autotune as at
     fn, args, _ = _row_graph()
     asked = []
-    real = at.autotuned_plan
+    real = at.autotuned
 
     def on_a_gpu(gm, a, options, benchmarker=None, settings=at.AUTOTUNE):
         asked.append(options.autotune)
         return real(gm, a, options, benchmarker=FakeBenchmarker(_prefer_looped), settings=settings)
-    monkeypatch.setattr(at, "autotuned_plan", on_a_gpu)
+    monkeypatch.setattr(at, "autotuned", on_a_gpu)
+    from autofuse.lower.graph import GraphLowering
+    lowered, run = [], GraphLowering.run
+
+    def counted(self):
+        lowered.append(1)
+        return run(self)
+    monkeypatch.setattr(GraphLowering, "run", counted)
     rep = autofuse.explain(fn, args, options=_options(tmp_path))
-    assert asked == [True] and "(autotuned)" in rep.strategy
+    assert asked == [True] and "(autotuned)" in rep.strategy and len(lowered) == 1
     assert all(not k.config.persistent for k in rep.kernels if k.kind == "reduction")
+    from_plan = compile_graph(trace_aten(fn, args), args, _options(tmp_path).with_(plan=rep.plans[0]))
+    assert [k.source for k in from_plan.kernels] == [k.source for k in rep.kernels]
     compiled = autofuse.compile(fn, options=_options(tmp_path))
     assert_close(compiled(*args), fn(*args))
     asked.clear()
@@ -264,7 +274,7 @@ def test_only_graphs_of_static_sizes_are_autotuned(dynamic, tmp_path, monkeypatc
     keep the rules' configs rather than measuring each new size."""
     from autofuse.search import autotune as at
     asked = []
-    monkeypatch.setattr(at, "autotuned_plan", lambda gm, a, options, **k: asked.append(options.autotune))
+    monkeypatch.setattr(at, "autotuned", lambda gm, a, options, **k: asked.append(options.autotune))
     torch._dynamo.reset()
 
     def fn(x):
@@ -284,12 +294,12 @@ def test_a_training_step_with_running_statistics_is_unchanged_by_the_autotune(tm
     of the same model compiled without the autotune. (Eager's dropout draws the same bits only on
     the CPU: on the GPU a compiled graph's dropout uses the generator differently, as Inductor's does.)"""
     from autofuse.search import autotune as at
-    real, asked = at.autotuned_plan, []
+    real, asked = at.autotuned, []
 
     def on_a_gpu(gm, a, options, benchmarker=None, settings=at.AUTOTUNE):
         asked.append(1)
         return real(gm, a, options, benchmarker=FakeBenchmarker(_prefer_looped), settings=settings)
-    monkeypatch.setattr(at, "autotuned_plan", on_a_gpu)
+    monkeypatch.setattr(at, "autotuned", on_a_gpu)
     torch._dynamo.reset()
 
     def build():
@@ -324,7 +334,7 @@ def test_the_environment_switch_turns_it_off(tmp_path, monkeypatch):
     import autofuse
     from autofuse.search import autotune as at
     asked = []
-    monkeypatch.setattr(at, "autotuned_plan", lambda gm, a, options, **k: asked.append(1))
+    monkeypatch.setattr(at, "autotuned", lambda gm, a, options, **k: asked.append(1))
     monkeypatch.setenv("AUTOFUSE_AUTOTUNE", "0")
     fn, args, _ = _row_graph()
     autofuse.explain(fn, args, options=_options(tmp_path))

@@ -27,13 +27,13 @@ import functools
 import time
 import warnings
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.fx
 
 from ..capture.graph_hash import device_key, graph_hash
-from ..compiler import default_config, schedule
+from ..compiler import CompiledArtifacts, ScheduledGraph, compile_scheduled, default_config, schedule
 from ..measure.rng import RngSnapshot
 from ..measure.timing import Benchmarker, CudaEventBenchmarker, copy_bandwidth
 from ..options import CompileOptions
@@ -63,13 +63,36 @@ def autotuned_plan(gm: torch.fx.GraphModule, args: Sequence[Any], options: Compi
                    settings: KernelTuneSettings = AUTOTUNE) -> FusionPlan | None:
     """The options' strategy plan with each reduction kernel's measured best config, or None where
     nothing can be timed (no GPU and no benchmarker given) or the autotune failed (warned once)."""
+    found = _guarded(lambda: _autotune(gm, list(args), options, benchmarker, settings), args, benchmarker)
+    return found[1] if found is not None else None
+
+
+def autotuned(gm: torch.fx.GraphModule, args: Sequence[Any], options: CompileOptions,
+              benchmarker: Benchmarker | None = None, settings: KernelTuneSettings = AUTOTUNE) -> CompiledArtifacts | None:
+    """The graph compiled with the autotuned plan (`autotuned_plan`), built from the lowering and grouping
+    its kernels were measured on rather than lowered again (a whole model's graph lowers in seconds), or
+    None as `autotuned_plan`."""
+    def run() -> CompiledArtifacts | None:
+        found = _autotune(gm, list(args), options, benchmarker, settings)
+        if found is None:
+            return None
+        sched, plan = found
+        artifacts = compile_scheduled(gm, args, options, sched, [k.config for k in plan.kernels])
+        artifacts.source = "autotuned"
+        return artifacts
+    return _guarded(run, args, benchmarker)
+
+
+def _guarded(run: Callable[[], Any], args: Sequence[Any], benchmarker: Benchmarker | None) -> Any:
+    """run() where kernels can be timed (a GPU, or a benchmarker given) and the caller is not capturing a
+    CUDA graph; None elsewhere, or when it fails (warned: the default plan is always safe)."""
     on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
     if benchmarker is None and not on_gpu:
         return None
     if on_gpu and torch.cuda.is_current_stream_capturing():   # timing would break the caller's CUDA graph
         return None
     try:
-        return _autotune(gm, list(args), options, benchmarker, settings, on_gpu)
+        return run()
     except KeyboardInterrupt:
         raise
     except Exception as e:  # noqa: BLE001 - the default plan is always safe
@@ -79,7 +102,9 @@ def autotuned_plan(gm: torch.fx.GraphModule, args: Sequence[Any], options: Compi
 
 
 def _autotune(gm: torch.fx.GraphModule, args: list, options: CompileOptions, benchmarker: Benchmarker | None,
-              settings: KernelTuneSettings, on_gpu: bool) -> FusionPlan | None:
+              settings: KernelTuneSettings) -> tuple[ScheduledGraph, FusionPlan] | None:
+    """The schedule the kernels were measured on, and the plan with each measured kernel's best config."""
+    on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
     opts = options.with_(plan=None, tuner=None, recorder=None)
     sched = schedule(gm, args, opts)
     pointwise = (tiled_groups(sched.groups, opts.heuristics, not on_gpu) | windowed_groups(sched.groups)
@@ -103,7 +128,7 @@ def _autotune(gm: torch.fx.GraphModule, args: list, options: CompileOptions, ben
         ev = evaluator.evaluate(plan, sched)
     if ev.error is not None:
         raise RuntimeError(ev.error)
-    return replace(ev.plan, strategy=plan.strategy, conv_layout=plan.conv_layout)
+    return sched, replace(ev.plan, strategy=plan.strategy, conv_layout=plan.conv_layout)
 
 
 def tiled_groups(groups: Sequence[Any], heuristics: Any, interpret: bool) -> frozenset[int]:
