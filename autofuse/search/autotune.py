@@ -68,10 +68,10 @@ def autotuned_plan(gm: torch.fx.GraphModule, args: Sequence[Any], options: Compi
 
 
 def autotuned(gm: torch.fx.GraphModule, args: Sequence[Any], options: CompileOptions,
-              benchmarker: Benchmarker | None = None, settings: KernelTuneSettings = AUTOTUNE) -> CompiledArtifacts | None:
+              benchmarker: Benchmarker | None = None,
+              settings: KernelTuneSettings = AUTOTUNE) -> CompiledArtifacts | None:
     """The graph compiled with the autotuned plan (`autotuned_plan`), built from the lowering and grouping
-    its kernels were measured on rather than lowered again (a whole model's graph lowers in seconds), or
-    None as `autotuned_plan`."""
+    its kernels were measured on rather than lowered again, or None as `autotuned_plan`."""
     def run() -> CompiledArtifacts | None:
         found = _autotune(gm, list(args), options, benchmarker, settings)
         if found is None:
