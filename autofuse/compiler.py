@@ -1,6 +1,7 @@
 """The pipeline for one graph specialization: lower -> schedule/fuse -> codegen -> program."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
@@ -65,6 +66,9 @@ class CompiledArtifacts:
     plan: FusionPlan | None = None
     graph: SchedulerGraph | None = None
     source: str = "strategy"  # "strategy", "plan" (given by the caller), "tuning DB" or "autotuned"
+    # where the compile's time went, in seconds: "lower_and_group", "measure" (the compile-time autotune),
+    # "program" (code generation and the wrapper; Triton compiles the kernels before the first call)
+    seconds: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -119,7 +123,12 @@ def schedule(gm: torch.fx.GraphModule, args: Sequence[Any], options: CompileOpti
 
 
 def compile_graph(gm: torch.fx.GraphModule, args: Sequence[Any], options: CompileOptions) -> CompiledArtifacts:
-    return compile_scheduled(gm, args, options, schedule(gm, args, options))
+    start = time.perf_counter()
+    sched = schedule(gm, args, options)
+    lowered = time.perf_counter() - start
+    artifacts = compile_scheduled(gm, args, options, sched)
+    artifacts.seconds = {"lower_and_group": lowered, **artifacts.seconds}
+    return artifacts
 
 
 def compile_scheduled(gm: torch.fx.GraphModule, args: Sequence[Any], options: CompileOptions, sched: ScheduledGraph,
@@ -127,6 +136,7 @@ def compile_scheduled(gm: torch.fx.GraphModule, args: Sequence[Any], options: Co
     """The program of a graph already lowered and grouped, each group with `configs`' launch config
     (default: the schedule's). Why apart from `compile_graph`: the compile-time autotune measures its
     kernels on one schedule and builds the program from it, instead of lowering the graph again."""
+    start = time.perf_counter()
     builder = ProgramBuilder(sched.lowering, sched.graph, sched.groups, options,
                              sched.configs if configs is None else configs)
     artifacts = builder.build(sched.log)
@@ -135,6 +145,7 @@ def compile_scheduled(gm: torch.fx.GraphModule, args: Sequence[Any], options: Co
     artifacts.graph = sched.graph
     artifacts.source = "plan" if options.plan is not None else "strategy"
     artifacts.program.wrapper  # noqa: B018 - written now, at compile time, not on the first call
+    artifacts.seconds = {"program": time.perf_counter() - start}
     return artifacts
 
 

@@ -120,15 +120,18 @@ class Report:
         return compiled, per_kernel if len(per_kernel) == len(self.kernels) else [None] * len(self.kernels)
 
     def to_json(self) -> str:
-        """Everything the text report shows, plus each kernel's generated Triton source and each
-        compiled graph's generated wrapper ("" for a graph that runs interpreted, null when eager)."""
+        """Everything the text report shows, plus each kernel's generated Triton source, and each
+        compiled graph's generated wrapper ("" for a graph that runs interpreted, null when eager) and
+        where its compile time went (`CompiledArtifacts.seconds`)."""
         compiled, kernel_graph = self._graph_indices()
         wrapper = {gi: src for gi, src in zip(compiled, self.wrapper_sources) if gi is not None}
+        seconds = {gi: art.seconds for gi, art in zip(compiled, self.artifacts) if gi is not None}
         return json.dumps({
             "strategy": self.strategy,
             "graphs": self.graphs,
             "graph_outcomes": [{"label": o.label, "compiled": o.compiled, "kernels": o.kernels, "reason": o.reason,
-                                "wrapper_source": wrapper.get(i)} for i, o in enumerate(self.outcomes)],
+                                "wrapper_source": wrapper.get(i), "compile_seconds": seconds.get(i)}
+                               for i, o in enumerate(self.outcomes)],
             "kernels": [{"name": k.name, "fn_name": k.fn_name, "graph": gi, "kind": k.kind, "aten_ops": list(k.aten_ops),
                          "nodes": list(k.nodes), "numel": k.numel, "rnumel": k.rnumel,
                          "config": k.config.to_json() if k.config else None,

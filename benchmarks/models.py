@@ -300,8 +300,12 @@ class AutofuseLog:
     def summary(self) -> dict[str, Any]:
         kernels = [k for _, _, art in self.recorder.graphs for k in art.kernels]
         from_db = sum(1 for _, _, art in self.recorder.graphs if getattr(art, "source", "") == "tuning DB")
+        parts: dict[str, float] = {}   # where autofuse's compile time went, summed over graphs (seconds)
+        for _, _, art in self.recorder.graphs:
+            for k, v in getattr(art, "seconds", {}).items():
+                parts[k] = parts.get(k, 0.0) + v
         return {"autofuse_graphs": len(self.recorder.graphs) + len(self.eager), "graphs_eager": len(self.eager),
-                "graphs_from_db": from_db,
+                "graphs_from_db": from_db, "autofuse_compile_parts_s": parts,
                 "eager_reasons": self.eager[:3], "autofuse_kernels": len(kernels),
                 "autofuse_fallback_kernels": sum(1 for k in kernels if k.kind == "fallback")}
 

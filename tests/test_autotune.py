@@ -243,6 +243,10 @@ def test_the_driver_compiles_from_the_autotuned_plan(tmp_path, monkeypatch):
     assert all(not k.config.persistent for k in rep.kernels if k.kind == "reduction")
     from_plan = compile_graph(trace_aten(fn, args), args, _options(tmp_path).with_(plan=rep.plans[0]))
     assert [k.source for k in from_plan.kernels] == [k.source for k in rep.kernels]
+    (outcome,) = json.loads(rep.to_json())["graph_outcomes"]
+    assert set(outcome["compile_seconds"]) == {"lower_and_group", "measure", "program"}
+    assert all(v >= 0 for v in outcome["compile_seconds"].values())
+    assert set(from_plan.seconds) == {"lower_and_group", "program"}
     compiled = autofuse.compile(fn, options=_options(tmp_path))
     assert_close(compiled(*args), fn(*args))
     asked.clear()

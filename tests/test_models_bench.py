@@ -20,6 +20,7 @@ def test_tiny_bert_forward_runs_and_matches_the_reference(tmp_path):
     af = run["variants"]["autofuse_default"]
     assert "error_text" not in af, af
     assert af["graphs_eager"] == 0 and af["autofuse_kernels"] > 0
+    assert {"lower_and_group", "program"} <= set(af["autofuse_compile_parts_s"])   # where the compile went
     # bf16 against the f32 reference: autofuse no further off than eager bf16 is (with slack)
     assert af["error"] < max(3 * run["variants"]["eager"]["error"], 2e-2)
     assert "| bert | forward | autofuse_default |" in (tmp_path / "results.md").read_text()

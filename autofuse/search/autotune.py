@@ -73,12 +73,14 @@ def autotuned(gm: torch.fx.GraphModule, args: Sequence[Any], options: CompileOpt
     """The graph compiled with the autotuned plan (`autotuned_plan`), built from the lowering and grouping
     its kernels were measured on rather than lowered again, or None as `autotuned_plan`."""
     def run() -> CompiledArtifacts | None:
-        found = _autotune(gm, list(args), options, benchmarker, settings)
+        seconds: dict[str, float] = {}
+        found = _autotune(gm, list(args), options, benchmarker, settings, seconds)
         if found is None:
             return None
         sched, plan = found
         artifacts = compile_scheduled(gm, args, options, sched, [k.config for k in plan.kernels])
         artifacts.source = "autotuned"
+        artifacts.seconds = {**seconds, **artifacts.seconds}
         return artifacts
     return _guarded(run, args, benchmarker)
 
@@ -102,11 +104,16 @@ def _guarded(run: Callable[[], Any], args: Sequence[Any], benchmarker: Benchmark
 
 
 def _autotune(gm: torch.fx.GraphModule, args: list, options: CompileOptions, benchmarker: Benchmarker | None,
-              settings: KernelTuneSettings) -> tuple[ScheduledGraph, FusionPlan] | None:
-    """The schedule the kernels were measured on, and the plan with each measured kernel's best config."""
+              settings: KernelTuneSettings, seconds: dict[str, float] | None = None
+              ) -> tuple[ScheduledGraph, FusionPlan] | None:
+    """The schedule the kernels were measured on, and the plan with each measured kernel's best config;
+    `seconds` gets the time spent lowering and grouping, and measuring."""
+    seconds = {} if seconds is None else seconds
     on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
     opts = options.with_(plan=None, tuner=None, recorder=None)
+    start = time.perf_counter()
     sched = schedule(gm, args, opts)
+    seconds["lower_and_group"] = time.perf_counter() - start
     pointwise = (tiled_groups(sched.groups, opts.heuristics, not on_gpu) | windowed_groups(sched.groups)
                  | strided_groups(sched.groups))
     if not pointwise and not any(g.is_reduction for g in sched.groups if not g.is_extern):
@@ -124,8 +131,10 @@ def _autotune(gm: torch.fx.GraphModule, args: list, options: CompileOptions, ben
                         deadline=time.perf_counter() + AUTOTUNE_BUDGET_S)
     evaluator = PlanEvaluator(gm, unshared_mutated_inputs(gm, args), tuner, opts, time_externs=False)
     on_device = torch.cuda.device(device) if on_gpu else contextlib.nullcontext()  # events on the kernels' device
+    start = time.perf_counter()
     with on_device, torch.no_grad(), RngSnapshot.take().replay():   # the user's generators end where they were
         ev = evaluator.evaluate(plan, sched)
+    seconds["measure"] = time.perf_counter() - start
     if ev.error is not None:
         raise RuntimeError(ev.error)
     return sched, replace(ev.plan, strategy=plan.strategy, conv_layout=plan.conv_layout)
