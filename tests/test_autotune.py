@@ -186,11 +186,21 @@ def test_a_kernel_reading_with_a_small_stride_is_measured_and_its_fastest_config
     assert_close(arts.program(list(args)), [fn(*args)])
 
 
-def test_a_graph_without_reductions_or_tiles_is_left_alone(tmp_path):
+def test_a_graph_without_reductions_or_tiles_is_left_alone(tmp_path, monkeypatch):
+    """Nothing measured, no autotuned plan; the compile uses the default plan, built from the schedule
+    the autotune made (the graph is lowered once)."""
+    from autofuse.lower.graph import GraphLowering
+    from autofuse.search.autotune import autotuned
     args = [rand((37, 300))]
     gm = trace_aten(lambda x: torch.tanh(x) * 2, args)
     fb = FakeBenchmarker(_prefer_looped)
     assert autotuned_plan(gm, args, _options(tmp_path), benchmarker=fb) is None and fb.calls == []
+    lowered, run = [], GraphLowering.run
+    monkeypatch.setattr(GraphLowering, "run", lambda self: lowered.append(1) or run(self))
+    arts = autotuned(gm, args, _options(tmp_path), benchmarker=fb)
+    assert arts.source == "strategy" and fb.calls == [] and len(lowered) == 1
+    assert [k.source for k in arts.kernels] == [k.source for k in compile_graph(gm, args, _options(tmp_path)).kernels]
+    assert_close(arts.program(list(args)), [torch.tanh(args[0]) * 2])
 
 
 def test_inputs_written_in_place_and_the_generators_are_untouched(tmp_path):

@@ -56,7 +56,7 @@ class MemoryMixin:
         index = simplify_index(sympy.sympify(index), ranges)
         kvars = tiled_vars(node, self.tile) if self.tile is not None else pl.kernel_vars(node)
         index = index.xreplace(kvars)
-        if self.x_order is not None:
+        if self.x_lanes is not None:
             index = self._in_lane_order(index)
         index = simplify_index(index, self.kernel_ranges)
         index = fold_divmod(sympy.expand(index))
@@ -65,11 +65,11 @@ class MemoryMixin:
         return print_expr(index, self.indirect_names)
 
     def _in_lane_order(self, index: sympy.Expr) -> sympy.Expr:
-        """An index in the kernel's logical x, rewritten for lanes that walk x in `self.x_order`: the
-        logical x as its digits (simplified while they are symbols, so a node's own row-major split of
-        x becomes those digits), then each digit as the lanes compute it."""
+        """An index in the kernel's logical x, rewritten for lanes that walk x in another order
+        (`self.x_lanes`): the logical x as its digits (simplified while they are symbols, so a node's own
+        row-major split of x becomes those digits), then each digit as the lanes compute it."""
         xsym = sympy.Symbol("xindex", integer=True, nonnegative=True)
-        flat, digit_ranges, lanes = self.x_order.logical(xsym)
+        flat, digit_ranges, lanes = self.x_lanes
         rsym = sympy.Symbol("rindex", integer=True, nonnegative=True)
         index = simplify_index(index.xreplace({xsym: flat}), digit_ranges | {rsym: max(self.rnumel, 1)})
         return index.xreplace(lanes)

@@ -58,7 +58,10 @@ class KernelWriter(ExpressionMixin, MemoryMixin, ReductionMixin, LoopedMixin, On
         self.dtypes = dtypes
         self.config = config
         self.interpret = interpret
-        self.x_order = x_order if reduction_kernel else None   # the lanes' walk over x (schedule/loops.py)
+        # the lanes' walk over x (schedule/loops.py): the logical x as digit symbols, their ranges, and each
+        # digit as the lanes compute it from xindex (memory.py), made once for the kernel's every index
+        self.x_lanes = (x_order.logical(sympy.Symbol("xindex", integer=True, nonnegative=True))
+                        if x_order is not None and reduction_kernel else None)
         self.inputs: list[str] = []
         self.outputs: list[str] = []
         self.mask_stack: list[str] = []

@@ -64,22 +64,23 @@ def autotuned_plan(gm: torch.fx.GraphModule, args: Sequence[Any], options: Compi
     """The options' strategy plan with each reduction kernel's measured best config, or None where
     nothing can be timed (no GPU and no benchmarker given) or the autotune failed (warned once)."""
     found = _guarded(lambda: _autotune(gm, list(args), options, benchmarker, settings), args, benchmarker)
-    return found[1] if found is not None else None
+    return found[1] if found is not None else None   # (schedule, plan or None), or None where nothing ran
 
 
 def autotuned(gm: torch.fx.GraphModule, args: Sequence[Any], options: CompileOptions,
               benchmarker: Benchmarker | None = None,
               settings: KernelTuneSettings = AUTOTUNE) -> CompiledArtifacts | None:
     """The graph compiled with the autotuned plan (`autotuned_plan`), built from the lowering and grouping
-    its kernels were measured on rather than lowered again, or None as `autotuned_plan`."""
+    its kernels were measured on rather than lowered again (with the default plan where it has no kernel
+    to measure), or None where nothing can be timed or the autotune failed."""
     def run() -> CompiledArtifacts | None:
         seconds: dict[str, float] = {}
-        found = _autotune(gm, list(args), options, benchmarker, settings, seconds)
-        if found is None:
-            return None
-        sched, plan = found
-        artifacts = compile_scheduled(gm, args, options, sched, [k.config for k in plan.kernels])
-        artifacts.source = "autotuned"
+        sched, plan = _autotune(gm, list(args), options, benchmarker, settings, seconds)
+        if plan is None:   # nothing to measure: the default plan, from the schedule already made
+            artifacts = compile_scheduled(gm, args, options, sched)
+        else:
+            artifacts = compile_scheduled(gm, args, options, sched, [k.config for k in plan.kernels])
+            artifacts.source = "autotuned"
         artifacts.seconds = {**seconds, **artifacts.seconds}
         return artifacts
     return _guarded(run, args, benchmarker)
@@ -105,9 +106,10 @@ def _guarded(run: Callable[[], Any], args: Sequence[Any], benchmarker: Benchmark
 
 def _autotune(gm: torch.fx.GraphModule, args: list, options: CompileOptions, benchmarker: Benchmarker | None,
               settings: KernelTuneSettings, seconds: dict[str, float] | None = None
-              ) -> tuple[ScheduledGraph, FusionPlan] | None:
-    """The schedule the kernels were measured on, and the plan with each measured kernel's best config;
-    `seconds` gets the time spent lowering and grouping, and measuring."""
+              ) -> tuple[ScheduledGraph, FusionPlan | None]:
+    """The schedule the kernels were measured on, and the plan with each measured kernel's best config
+    (None when the graph has no kernel to measure); `seconds` gets the time spent lowering and
+    grouping, and measuring."""
     seconds = {} if seconds is None else seconds
     on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
     opts = options.with_(plan=None, tuner=None, recorder=None)
@@ -117,7 +119,7 @@ def _autotune(gm: torch.fx.GraphModule, args: list, options: CompileOptions, ben
     pointwise = (tiled_groups(sched.groups, opts.heuristics, not on_gpu) | windowed_groups(sched.groups)
                  | strided_groups(sched.groups))
     if not pointwise and not any(g.is_reduction for g in sched.groups if not g.is_extern):
-        return None
+        return sched, None
     plan = plan_from_groups(graph_key(gm, args), sched.groups, [None] * len(sched.groups), sched.strategy,
                             sched.decisions, sched.lowering.conv_layout)
     device = next(a.device for a in args if isinstance(a, torch.Tensor) and a.is_cuda) if on_gpu else torch.device("cpu")
