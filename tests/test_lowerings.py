@@ -436,6 +436,28 @@ def test_log_add_and_heaviside_on_every_pair_of_special_values(device, op, dtype
     check(op, make((5, 1), dtype, device).expand(5, 7), make((7, 5), dtype, device).t())
 
 
+@pytest.mark.parametrize("dtype", [F32, F16, BF16, F64])
+@pytest.mark.parametrize("op", [torch.atan2, torch.hypot, torch.copysign], ids=["atan2", "hypot", "copysign"])
+def test_float_binary_math_on_every_pair_of_special_values(device, op, dtype):
+    """Signed zeros pick atan2's half turn and copysign's sign; infinities win hypot over NaN."""
+    s = specials(dtype, device)
+    a, b = s.repeat_interleave(len(s)), s.repeat(len(s))
+    check(op, a, b, ops=[op.__name__])
+    check(op, make((5, 1), dtype, device).expand(5, 7), make((7, 5), dtype, device).t())
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16, F64, I32])
+def test_signbit_sees_negative_zero_and_nan_signs(device, dtype):
+    x = specials(dtype, device) if dtype.is_floating_point else make((9, 7), dtype, device)
+    if dtype.is_floating_point:
+        x = torch.cat([x, -x])
+    check(torch.signbit, x, ops=["signbit"])
+
+
+def test_integer_operands_of_atan2_promote_to_float(device):
+    check(torch.atan2, make((6, 9), I32, device), make((6, 9), I64, device), ops=["atan2"])
+
+
 @pytest.mark.parametrize("op", [torch.lt, torch.eq, torch.add, torch.maximum,
                                 lambda x, s: torch.where(x > 0, s, x)], ids=["lt", "eq", "add", "maximum", "where"])
 def test_a_zero_dim_float16_operand_is_rounded_to_bfloat16_first(device, op):

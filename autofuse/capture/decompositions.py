@@ -8,7 +8,7 @@ lays the result out like the broadcast src instead of like x as eager does (loga
 and heaviside likewise: their decompositions' `where` lays the result out like one input). The CPU
 flash-attention op is not decomposed either: PyTorch's rule for it returns the attention
 weights where its backward expects the logsumexp (Inductor excludes it too), so attention runs
-as an extern kernel on both devices.
+as an extern kernel on both devices. Foreach ops become one op per list element (foreach.py).
 """
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ from functools import lru_cache
 
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
+
+from .foreach import foreach_decompositions
 
 aten = torch.ops.aten
 
@@ -47,6 +49,7 @@ def decomposition_table() -> dict:
     # ops missing from this torch version are skipped (the GPU machine runs another version)
     extra = [getattr(aten, n) for n in EXTRA_NAMES if hasattr(aten, n)]
     table.update(get_decompositions(extra))
+    table.update(foreach_decompositions())
     for op in KEEP:
         table.pop(op, None)
     for name in NOT_DECOMPOSED:

@@ -169,6 +169,16 @@ def _atan(x):
 
 
 @triton.jit
+def _atan2(y, x):
+    return libdevice.atan2(y, x)
+
+
+@triton.jit
+def _hypot(a, b):
+    return libdevice.hypot(a, b)
+
+
+@triton.jit
 def _asin(x):
     return libdevice.asin(x)
 
@@ -303,6 +313,33 @@ def _atan(x):
          + 4.853903996359137e2) * z + 1.945506571482614e2
     r = base + (t * (z * p / q) + t + extra)
     return tl.where(x < 0, -r, tl.where(x != x, x, r))
+
+
+@triton.jit
+def _atan2(y, x):
+    # C's atan2 from atan(y / x) and the operands' signs, signed zeros and infinities included
+    pi = 3.141592653589793
+    y_neg = (y < 0) | ((y == 0) & (1.0 / y < 0))
+    x_neg = (x < 0) | ((x == 0) & (1.0 / x < 0))
+    both_inf = (tl.abs(y) == float("inf")) & (tl.abs(x) == float("inf"))
+    q = tl.where(both_inf, tl.where(y_neg, -1.0, 1.0), y / tl.where(both_inf, 1.0, x))
+    a = _atan(q)
+    a = tl.where(both_inf, tl.where(x_neg, 3.0, 1.0) * a, a)
+    half_turn = tl.where(y_neg, -pi, pi)
+    r = tl.where(x_neg & ~both_inf, a + half_turn, a)
+    return tl.where((y == 0) & (x == 0), tl.where(x_neg, half_turn, y), r)
+
+
+@triton.jit
+def _hypot(a, b):
+    # scaled, so that squares of large operands do not overflow; an infinite operand wins over NaN
+    a = tl.abs(a)
+    b = tl.abs(b)
+    big = tl.where(a > b, a, b)
+    small = tl.where(a > b, b, a)
+    r = small / tl.where(big == 0, 1.0, big)
+    h = big * tl.sqrt(1.0 + r * r)
+    return tl.where((a == float("inf")) | (b == float("inf")), float("inf"), h)
 
 
 @triton.jit

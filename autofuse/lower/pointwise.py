@@ -158,6 +158,29 @@ def _int_pow(ops, x, e: int, dtype: torch.dtype):
     return result
 
 
+@register("prims::fma")  # defined by torch._inductor.inductor_prims, which Dynamo imports when it emits it
+def _fma(g, a, b, c):
+    """Dynamo writes `addcmul_(t1, t2, value=v)` and `addcdiv_(..., value=v)` as fma(t1 * t2, v, self)."""
+    return _elementwise(g, [a, b, c], lambda ops, x, y, z: ops.fma(x, y, z), _compute(g))
+
+
+@register(aten.atan2, aten.hypot)
+def _float_binary(g, a, b):
+    name = g.node.target.overloadpacket.__name__
+    return _elementwise(g, [a, b], lambda ops, x, y: getattr(ops, name)(x, y), _compute(g))
+
+
+@register(aten.copysign)
+def _copysign(g, a, b):
+    return _elementwise(g, [a, b], lambda ops, x, y: ops.where(ops.signbit(y), ops.neg(ops.abs(x)), ops.abs(x)),
+                        _compute(g))
+
+
+@register(aten.signbit)
+def _signbit(g, x):
+    return make_pointwise(g, [x], returns_bool(lambda ops, a: ops.signbit(a)), upcast(x.dtype))
+
+
 @register(aten.sign, aten.sgn)
 def _sign(g, x):
     if g.out.dtype == torch.bool:

@@ -1,4 +1,5 @@
-"""The one registry of lowerings, keyed by ATen op (overload or overload packet)."""
+"""The one registry of lowerings, keyed by ATen op (overload or overload packet), or by an op's
+qualified name ("prims::fma") for an op that exists only once some other module defined it."""
 from __future__ import annotations
 
 from typing import Callable
@@ -30,6 +31,8 @@ class LoweringRegistry:
         fn = self._by_op.get(target)
         if fn is None and isinstance(target, torch._ops.OpOverload):
             fn = self._by_op.get(target.overloadpacket)
+            if fn is None:
+                fn = self._by_op.get(target.overloadpacket._qualified_op_name)
         return fn
 
     def __contains__(self, target: object) -> bool:
