@@ -20,12 +20,14 @@ from .lower.extern_args import IN_PLACE_FORMS
 from .options import CompileOptions
 from .runtime.loader import load_kernel, warn_interpreter_once
 from .runtime.aliasing import aliased_slots
+from .runtime.combine import LaunchIO, combine_launches
 from .runtime.program import Alloc, ConstOutput, ExternCall, Free, KernelLaunch, Program, SlotOutput, StridedArg
 from .plan.apply import apply_plan, graph_key, plan_from_groups
 from .plan.plan import FusionPlan, PlanError
 from .schedule.fusion import (FusionGroup, FusionLog, fuse_nodes, is_outer_reduction, lane_order, singleton,
                               topological_groups, reads_strided, writes_along_r)
 from .schedule.heuristics import Heuristics
+from .schedule.input_updates import is_update, stored_in_place
 from .schedule.loops import r_passes
 from .schedule.nodes import itemsize
 from .schedule.scheduler import SchedulerGraph
@@ -138,7 +140,7 @@ def compile_scheduled(gm: torch.fx.GraphModule, args: Sequence[Any], options: Co
     kernels on one schedule and builds the program from it, instead of lowering the graph again."""
     start = time.perf_counter()
     builder = ProgramBuilder(sched.lowering, sched.graph, sched.groups, options,
-                             sched.configs if configs is None else configs)
+                             sched.configs if configs is None else configs, final=True)
     artifacts = builder.build(sched.log)
     artifacts.plan = plan_from_groups(graph_key(gm, args), builder.groups, builder.used_configs, sched.strategy,
                                       sched.decisions, sched.lowering.conv_layout)
@@ -173,13 +175,20 @@ class ProgramBuilder:
     """Turns ordered groups into steps: allocations, launches, fallbacks, frees."""
 
     def __init__(self, lowering: GraphLowering, graph: SchedulerGraph, groups: list[FusionGroup],
-                 options: CompileOptions, configs: Sequence[LaunchConfig | None] | None = None) -> None:
+                 options: CompileOptions, configs: Sequence[LaunchConfig | None] | None = None,
+                 final: bool = False) -> None:
+        """final: the program a call runs, whose kernels store input updates into the inputs
+        (schedule/input_updates.py) and whose small independent pointwise kernels share launches
+        (runtime/combine.py); off where the search runs and times a program's kernels one by one."""
         self.lowering, self.graph, self.groups, self.options = lowering, graph, groups, options
+        self.final = final
+        self.launch_io: dict[int, LaunchIO] = {}
         self.configs = list(configs) if configs is not None else [None] * len(groups)
         self.used_configs: list[LaunchConfig | None] = []
         self.stored_of: dict[int, set[str]] = {}   # group index -> buffers its kernel stores
         self.kernel_index_of: dict[int, int] = {}  # group index -> position in the kernel list
         self.slots: dict[str, int] = {}
+        self.num_slots = 0
         self.layouts: dict[str, Any] = {}
         for inp in lowering.inputs:
             if inp is not None:
@@ -192,8 +201,9 @@ class ProgramBuilder:
                 _walk(n.extern.outputs, lambda o: self.layouts.__setitem__(o.name, o.layout))
 
     def slot(self, name: str) -> int:
-        if name not in self.slots:
-            self.slots[name] = len(self.slots)
+        if name not in self.slots:  # two names share a slot where a kernel stores into an input
+            self.slots[name] = self.num_slots
+            self.num_slots += 1
         return self.slots[name]
 
     def build(self, log: FusionLog) -> CompiledArtifacts:
@@ -207,27 +217,43 @@ class ProgramBuilder:
         steps: list[Any] = []
         kernels: list[KernelInfo] = []
         step_of_group: list[int] = []
+        in_inputs = stored_in_place(self.graph, self.groups, readers) if self.final else {}
+        for src, dst in in_inputs.items():
+            self.slots[src] = self.slot(dst)
         for gi, g in enumerate(self.groups):
             if g.is_extern:
                 self.used_configs.append(None)
-                steps.append(self._extern_step(g.nodes[0], self._updates_in_place(g.nodes[0].extern, gi, readers)))
-                kernels.append(KernelInfo(g.nodes[0].extern.name, "fallback", tuple(sorted(g.nodes[0].origins)),
+                k = g.nodes[0].extern
+                if is_update(g) and in_inputs:
+                    k = _without_updates(k, in_inputs)
+                    if not k.args[0]:  # every update is stored by its kernel
+                        step_of_group.append(len(steps) - 1)
+                        continue
+                steps.append(self._extern_step(k, self._updates_in_place(k, gi, readers)))
+                kernels.append(KernelInfo(k.name, "fallback", tuple(sorted(g.nodes[0].origins)),
                                           (g.nodes[0].name,), reads=tuple(sorted(g.nodes[0].read_names)),
                                           writes=g.nodes[0].outputs))
             else:
                 written = {n.name for n in g.nodes}
                 stored = {w for w in written if w in outputs_needed or (readers.get(w, set()) - {gi})}
                 for w in sorted(stored, key=lambda w: self.graph.by_name[w].order):
-                    steps.append(Alloc(self.slot(w), self.layouts[w], poison=self.options.poison))
+                    if w not in in_inputs:
+                        steps.append(Alloc(self.slot(w), self.layouts[w], poison=self.options.poison))
                 self.stored_of[gi], self.kernel_index_of[gi] = stored, len(kernels)
                 launch, info = self._kernel_step(g, stored, len(kernels), self.configs[gi])
+                self.launch_io[id(launch)] = LaunchIO(frozenset(self.slot(r) for r in info.reads),
+                                                      frozenset(self.slot(w) for w in info.writes), info.source,
+                                                      info.fn_name)
                 steps.append(launch)
                 kernels.append(info)
             step_of_group.append(len(steps) - 1)
         steps = self._plan_memory(steps, readers, step_of_group, outputs_needed)
+        if self.final:
+            steps = combine_launches(steps, self.launch_io)
         outputs = [self._output_getter(o) for o in self.lowering.outputs]
         layouts = {s: self.layouts[i.name] for i, s in zip(self.lowering.inputs, input_slots) if s is not None}
-        program = Program(len(self.slots), input_slots, steps, outputs, kernels, layouts)
+        program = Program(self.num_slots, input_slots, steps, outputs, kernels, layouts,
+                          writes_inputs=bool(in_inputs))
         return CompiledArtifacts(program, kernels, log, self.groups)
 
     def variant(self, gi: int, config: LaunchConfig) -> tuple[KernelLaunch, KernelInfo]:
@@ -262,8 +288,7 @@ class ProgramBuilder:
         return (first.name not in self.graph.graph_outputs and readers.get(first.name) == {gi}
                 and names.count(first.name) == 1 and first.layout == out.layout)
 
-    def _extern_step(self, node: Any, in_place: bool = False) -> ExternCall:
-        k = node.extern
+    def _extern_step(self, k: Any, in_place: bool = False) -> ExternCall:
         from torch.utils._pytree import tree_map
         is_leaf = lambda x: is_tensor_value(x)  # noqa: E731
         args = tree_map(self._arg, k.args, is_leaf=is_leaf)
@@ -375,6 +400,12 @@ class ProgramBuilder:
         if isinstance(o, Buffer):
             return SlotOutput(self.slot(o.name))
         return ConstOutput(o)
+
+
+def _without_updates(k: Any, stored: dict[str, str]) -> Any:
+    """The input-update copy without the updates that their kernels store (`stored`: src -> input)."""
+    pairs = [(d, s) for d, s in zip(*k.args[:2]) if getattr(s, "name", None) not in stored]
+    return replace(k, args=([d for d, _ in pairs], [s for _, s in pairs]) + tuple(k.args[2:]))
 
 
 def _walk(o: Any, fn) -> None:

@@ -14,6 +14,8 @@ layers, hidden 1536, GQA 12/2 heads, biased QKV, a 151 936-token vocabulary; 4 x
 (encoder-decoder, relative position buckets; 16 x 512 in, 16 x 128 out) and torchvision's
 ConvNeXt-T, MobileNet v3 large, EfficientNet-B0 and Swin-T (32 images of 224²). "forward": bf16 inference, no grad. "train": one training step in f32 (forward
 with the loss inside the compiled model, backward, an eager AdamW step) for the decoder and ResNet-50.
+"optimizer": one AdamW step (multi-tensor on CUDA) over the f32 model's parameters, with fixed
+gradients, `opt.step` compiled; its error is that of the parameters' change against eager's.
 
 Per model, mode and variant: GPU time per call (the profiler's sum of GPU kernel times), wall time
 per call (back-to-back calls, one synchronize at the end), host time per call (time to enqueue calls
@@ -55,6 +57,7 @@ from .run import gpu_profile
 MODELS = ("llama", "gpt2", "bert", "vit", "resnet50", "qwen2", "t5", "convnext", "mobilenet_v3", "efficientnet", "swin")
 VISION = ("resnet50", "convnext", "mobilenet_v3", "efficientnet", "swin")   # torchvision classifiers
 TRAINABLE = ("llama", "resnet50")
+MODES = ("forward", "train", "optimizer")
 VARIANTS = ("eager", "inductor", "autofuse_rules", "autofuse_default", "autofuse_tuned", "inductor_max_autotune")
 SLEEP_CYCLES_PER_S = 2.0e9   # about the H200's clock: a sleep of s seconds spins s * this many cycles
 MAX_QUEUED_KERNELS = 600     # below the GPU's launch queue depth: enqueueing never blocks
@@ -214,6 +217,9 @@ class Job:
     def __init__(self, name: str, mode: str, tiny: bool, device: str) -> None:
         self.name, self.mode, self.device = name, mode, device
         built = build(name, tiny, mode == "train", device)
+        if mode == "optimizer":
+            self._init_optimizer(built.model)
+            return
         self.base, self.inputs = built.model, built.inputs
         with no_tf32():
             if mode == "forward":
@@ -231,9 +237,53 @@ class Job:
                 self.ref = [loss.detach()] + [p.grad.detach() for p in ref.parameters() if p.grad is not None]
                 del ref
 
+    def _init_optimizer(self, model: nn.Module) -> None:
+        """The optimizer mode: fixed random gradients on the model's f32 parameters, and as reference
+        the change of every parameter in one eager AdamW step."""
+        gen = torch.Generator().manual_seed(1)
+        self.base = model
+        for p in model.parameters():
+            p.grad = (torch.randn(p.shape, generator=gen) * 1e-2).to(self.device)
+        ref = copy.deepcopy(model)
+        for p, q in zip(ref.parameters(), model.parameters()):
+            p.grad = q.grad.clone()
+        with torch.no_grad():
+            before = [p.detach().clone() for p in ref.parameters()]
+            torch.optim.AdamW(ref.parameters(), lr=1e-3, foreach=self.device == "cuda").step()
+            self.ref = [p.detach() - b for p, b in zip(ref.parameters(), before)]
+        del ref
+
+    def _optimizer_call(self, compile_fn: Callable[[nn.Module], Callable[..., Any]]
+                        ) -> tuple[Callable[[], Any], Callable[[], list]]:
+        """One AdamW step (multi-tensor on CUDA, torch.optim's default there) over the model's
+        parameters, `opt.step` compiled as torch.compile users compile it."""
+        model = copy.deepcopy(self.base)
+        for p, q in zip(model.parameters(), self.base.parameters()):
+            p.grad = q.grad.clone()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=self.device == "cuda")
+        before = [p.detach().clone() for p in model.parameters()]
+        fn = compile_fn(opt.step)
+        first: list = []
+
+        def step() -> Any:
+            with torch.no_grad():
+                fn()
+                if not first:
+                    first.extend(p.detach() - b for p, b in zip(model.parameters(), before))
+
+        def outputs() -> list:
+            if not first:
+                step()
+            return first
+
+        return step, outputs
+
     def variant_call(self, compile_fn: Callable[[nn.Module], Callable[..., Any]]) -> tuple[Callable[[], Any], Callable[[], list]]:
-        """(call, outputs): call runs one forward (no grad) or one training step; outputs gives the
-        tensors compared with the reference (in training, the first step's loss and gradients)."""
+        """(call, outputs): call runs one forward (no grad), one training step or one optimizer step;
+        outputs gives the tensors compared with the reference (in training, the first step's loss
+        and gradients; for the optimizer, the first step's change of each parameter)."""
+        if self.mode == "optimizer":
+            return self._optimizer_call(compile_fn)
         if self.mode == "forward":
             fn = compile_fn(self.model)
 
@@ -267,6 +317,8 @@ class Job:
     def tune(self, db: str, budget: float, trials: int) -> dict[str, Any]:
         """Tune this model's graphs (inference, or a training step's forward and backward) into db."""
         import autofuse
+        if self.mode == "optimizer":
+            raise RuntimeError("the optimizer mode has no tuned variant: its graph is tuned at compile time")
         if self.mode == "forward":
             model, kwargs, train = self.model, self.call_inputs, False
         else:
@@ -278,6 +330,10 @@ class Job:
                 "tune_errors": res.errors[:3], "tune_interrupted": res.interrupted}
 
     def error(self, outs: list) -> dict[str, float]:
+        if self.mode == "optimizer":
+            num = sum(float((a.double() - b.double()).pow(2).sum()) for a, b in zip(outs, self.ref))
+            den = sum(float(b.double().pow(2).sum()) for b in self.ref)
+            return {"error": (num / max(den, 1e-300)) ** 0.5}
         if self.mode == "forward":
             return {"error": rel_error(outs[0], self.ref[0])}
         if len(outs) != len(self.ref):
@@ -461,7 +517,7 @@ def _error(e: BaseException) -> str:
 
 def plan(opts: argparse.Namespace) -> list[tuple[str, str, str]]:
     """(model, mode, variant) in priority order: max-autotune after everything else."""
-    jobs = [(m, mode) for m in opts.models for mode in opts.modes if mode == "forward" or m in TRAINABLE]
+    jobs = [(m, mode) for m in opts.models for mode in opts.modes if mode != "train" or m in TRAINABLE]
     first = [(m, mode, v) for m, mode in jobs for v in opts.variants if v != "inductor_max_autotune"]
     last = [(m, mode, v) for m, mode in jobs for v in opts.variants if v == "inductor_max_autotune"]
     return first + last
@@ -494,6 +550,7 @@ def markdown(results: dict[str, Any]) -> str:
              f"transformers {results.get('transformers', '?')}; {results['date']}.",
              f"Command: `{results['command']}`.", "",
              "forward: bf16 inference, no grad. train: one f32 step (forward with the loss, backward, eager AdamW). "
+             "optimizer: a compiled multi-tensor AdamW step over the f32 parameters (error: of the parameters' change). "
              "error: relative L2 error of the main output (train: the loss; grad: all gradients) against f32 eager "
              "with TF32 off. ×ind: ratio to torch.compile default (time: lower is better). Kernels: GPU operations "
              "per call in the profiler (library kernels, copies and fills included); autofuse's own count and its "
@@ -587,7 +644,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         opts.variants = [v for v in VARIANTS if v != "autofuse_tuned" or opts.db]
     else:
         opts.variants = [v for v in opts.variants.split(",") if v]
-    for bad, allowed in ((set(opts.models) - set(MODELS), MODELS), (set(opts.modes) - {"forward", "train"}, ("forward", "train")),
+    for bad, allowed in ((set(opts.models) - set(MODELS), MODELS), (set(opts.modes) - set(MODES), MODES),
                          (set(opts.variants) - set(VARIANTS), VARIANTS)):
         if bad:
             p.error(f"unknown {sorted(bad)}; choose from {', '.join(allowed)}")

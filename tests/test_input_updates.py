@@ -29,8 +29,9 @@ def _updates(recorder: Recorder, label: str) -> list:
 
 
 def test_batchnorm_training_statistics_in_one_copy():
-    """Three BatchNorms in training mode: nine running-statistics updates, one multi-tensor copy per
-    dtype (the f32 means and variances, the int64 batch counts);
+    """Three BatchNorms in training mode: nine running-statistics updates. The f32 means and variances,
+    computed by reduction kernels, run as one multi-tensor copy; the int64 batch counts are stored by
+    the kernels that increment them;
     statistics, outputs and grads equal eager's after three steps (non-power-of-two channels)."""
     torch.manual_seed(0)
     x = rand((6, 3, 9, 7))
@@ -51,7 +52,7 @@ def test_batchnorm_training_statistics_in_one_copy():
     for p, q in zip(model.parameters(), ref.parameters()):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-4)
     updates = _updates(recorder, "forward")
-    assert len(updates) == 2 and all(k.aten_ops == ("copy_",) for k in updates)
+    assert len(updates) == 1 and all(k.aten_ops == ("copy_",) for k in updates)
 
 
 class _Cache(torch.nn.Module):
@@ -78,6 +79,60 @@ def test_buffer_written_in_inference(cudagraphs, device):
             x = rand((2, 11))
             assert_close(compiled(x), ref(x))
             assert_close(model.cache, ref.cache)
+    # the sum reads the cache again (the new value, recomputed from the old): the update stays a copy
+    assert len(_updates(recorder, "inference")) == 1
+
+
+class _Average(torch.nn.Module):
+    """A running average updated in place and an output that does not read it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("ema", torch.linspace(-1.0, 1.0, 3 * 29).view(3, 29))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.ema.mul_(0.9).add_(x, alpha=0.1)
+        return x * 2
+
+
+@pytest.mark.parametrize("cudagraphs", [False, True], ids=["plain", "cudagraphs"])
+def test_an_update_is_stored_by_its_kernel(cudagraphs, device):
+    if cudagraphs and device != "cuda":
+        pytest.skip("CUDA graphs need the GPU")
+    model = _Average().to(device)
+    ref = copy.deepcopy(model)
+    compiled, recorder = _compiled(model, cudagraphs=cudagraphs)
+    with torch.no_grad():
+        for _ in range(3):
+            x = rand((3, 29))
+            assert_close(compiled(x), ref(x))
+            assert_close(model.ema, ref.ema)
+    assert not _updates(recorder, "inference")
+    assert all(a.program.mutates_inputs for _, _, a in recorder.graphs)  # never replayed as a CUDA graph
+
+
+class _Transposed(torch.nn.Module):
+    """A square buffer rewritten from its own transpose: a kernel storing into it would read elements
+    another block already overwrote, so the update stays a copy after the kernel."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("state", torch.arange(37 * 37, dtype=torch.float32).view(37, 37) / 100)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.state.copy_(self.state.t() * 0.5 + x)
+        return x.sum(0)
+
+
+def test_an_update_read_at_other_elements_stays_a_copy(device):
+    model = _Transposed().to(device)
+    ref = copy.deepcopy(model)
+    compiled, recorder = _compiled(model)
+    with torch.no_grad():
+        for _ in range(3):
+            x = rand((37, 37))
+            assert_close(compiled(x), ref(x))
+            assert_close(model.state, ref.state)
     assert len(_updates(recorder, "inference")) == 1
 
 

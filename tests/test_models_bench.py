@@ -26,6 +26,21 @@ def test_tiny_bert_forward_runs_and_matches_the_reference(tmp_path):
     assert "| bert | forward | autofuse_default |" in (tmp_path / "results.md").read_text()
 
 
+def test_tiny_decoder_optimizer_step_runs_and_matches_eager(tmp_path):
+    """The optimizer mode: a compiled AdamW step over a tiny decoder's parameters, every update
+    generated, its parameters' change equal to eager's."""
+    if importlib.util.find_spec("transformers") is None:
+        pytest.skip("transformers is not installed")
+    from benchmarks.models import main
+    assert main(["--device", "cpu", "--tiny", "--out", str(tmp_path), "--models", "llama", "--modes", "optimizer",
+                 "--variants", "eager,autofuse_default", "--strict"]) == 0
+    (run,) = json.loads((tmp_path / "results.json").read_text())["runs"]
+    af = run["variants"]["autofuse_default"]
+    assert "error_text" not in af, af
+    assert af["graphs_eager"] == 0 and af["autofuse_fallback_kernels"] == 0
+    assert run["variants"]["eager"]["error"] == 0 and af["error"] < 1e-4
+
+
 def test_plan_puts_max_autotune_last_and_trains_only_trainable_models():
     opts = parse(["--out", "x", "--models", "bert,resnet50", "--variants", "inductor_max_autotune,eager"])
     jobs = plan(opts)

@@ -36,6 +36,7 @@ class Program:
     outputs: list[Callable[[list], Any]]
     kernels: list[Any] = field(default_factory=list)
     layouts: dict[int, Layout] = field(default_factory=dict)
+    writes_inputs: bool = False  # a kernel stores an input update into the input (schedule/input_updates.py)
     _wrapper: Any = field(default=None, repr=False, compare=False)
 
     @property
@@ -61,8 +62,9 @@ class Program:
     def mutates_inputs(self) -> bool:
         """Does a step write into its operands (an input update, `lower/mutation.py`)? A CUDA graph
         replay would write the graph's static copies of the inputs instead of the caller's."""
-        return any(isinstance(s, ExternCall) and getattr(getattr(s.op, "_schema", None), "is_mutable", False)
-                   for s in self.steps)
+        return self.writes_inputs or any(
+            isinstance(s, ExternCall) and getattr(getattr(s.op, "_schema", None), "is_mutable", False)
+            for s in self.steps)
 
     def new_env(self, args: Sequence[Any]) -> list:
         """The slot list of one run, holding the inputs (the search and probes run steps one by one)."""
