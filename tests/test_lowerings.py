@@ -1571,3 +1571,25 @@ def test_op_count_counts_a_value_read_several_times_once():
     assert once == 4
     # + constant 0, gt, constant 0.1, mul, where: the exp's four counted once
     assert analyze(leaky, make_vars("i", 1)).op_count == once + 5
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_grid_sample_is_generated(device, mode, padding_mode, align_corners):
+    """Sampling positions partly outside the image (grid in [-1.2, 1.2]), a transposed image."""
+    x = make((2, 3, 11, 9), F32, device, noncontig=True)
+    grid = (torch.rand(2, 7, 5, 2, generator=torch.Generator().manual_seed(3)) * 2.4 - 1.2).to(device)
+    check(lambda a, g: F.grid_sample(a, g, mode=mode, padding_mode=padding_mode, align_corners=align_corners),
+          x, grid)
+
+
+@pytest.mark.parametrize("right", [False, True])
+@pytest.mark.parametrize("dtype", [F32, I64])
+def test_bucketize_is_generated(device, right, dtype):
+    """Values equal to boundaries (right decides their side), below the first and above the last."""
+    bounds = torch.tensor([-2, -1, 0, 1, 2, 3, 5], dtype=dtype, device=device)
+    x = torch.cat([bounds, bounds + (1 if dtype == I64 else 0.5), torch.tensor([-9, 9], dtype=dtype, device=device)])
+    x = torch.cat([x, make((40,), dtype, device)])
+    check(lambda v, b: torch.bucketize(v, b, right=right), x, bounds)
+    check(lambda v, b: torch.bucketize(v.view(-1, 2).t(), b, out_int32=True), x, bounds)

@@ -32,7 +32,8 @@ EXTRA_NAMES = (
     "_native_batch_norm_legit_functional", "native_batch_norm_backward", "rms_norm",
     "_fused_rms_norm", "_fused_rms_norm_backward", "logit", "frac", "xlogy", "binary_cross_entropy",
     "binary_cross_entropy_with_logits", "log_sigmoid_forward", "glu", "norm", "linalg_vector_norm",
-    "dist", "cosine_similarity", "native_dropout_backward", "embedding_dense_backward",
+    "dist", "cosine_similarity", "native_dropout_backward", "embedding_dense_backward", "grid_sampler_2d",
+    "bucketize",
 )
 
 # ops whose PyTorch decomposition is not usable here (see the note); missing ones are skipped
