@@ -1593,3 +1593,40 @@ def test_bucketize_is_generated(device, right, dtype):
     x = torch.cat([x, make((40,), dtype, device)])
     check(lambda v, b: torch.bucketize(v, b, right=right), x, bounds)
     check(lambda v, b: torch.bucketize(v.view(-1, 2).t(), b, out_int32=True), x, bounds)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("dtype", [F32, BF16, I64])
+def test_scatter_of_one_index_per_row_is_generated(device, dim, dtype):
+    """A one-hot written into a transposed tensor, from a scalar and from a tensor source."""
+    x = make((6, 9, 5), dtype, device, noncontig=True)
+    size = list(x.shape)
+    size[dim] = 1
+    idx = torch.randint(0, x.shape[dim], size, generator=torch.Generator().manual_seed(4)).to(device)
+    src = make(tuple(size), dtype, device)
+    check(lambda a, i: torch.scatter(a, dim, i, -1 if dtype == I64 else -1.5), x, idx, ops=["scatter"])
+    check(lambda a, i, s: torch.scatter(a, dim, i, s) * 2, x, idx, src, ops=["scatter"])
+
+
+def test_scatter_of_several_indices_per_row_stays_aten(device):
+    x = make((6, 9), F32, device)
+    idx = torch.stack([torch.randperm(9, generator=torch.Generator().manual_seed(k))[:3] for k in range(6)]).to(device)
+    check(lambda a, i: torch.scatter(a, 1, i, 2.0), x, idx, allow_fallback=True, expect_kernel=False)
+
+
+def test_cross_entropy_backward_keeps_no_scatter(device):
+    """nll_loss's backward scatters -1 into zeros of [rows, classes]: one row per index, generated."""
+    from autofuse.api import Recorder
+    from autofuse.capture.backend import make_backend
+    from autofuse.capture.fresh import compile_fresh
+    logits = make((37, 101), F32, device).requires_grad_()
+    ref = logits.detach().clone().requires_grad_()
+    target = torch.randint(0, 101, (37,), generator=torch.Generator().manual_seed(5)).to(device)
+    rec = Recorder()
+    fn = compile_fresh(lambda a, t: F.cross_entropy(a, t),
+                       make_backend(CompileOptions(strict=True, poison=True, use_db=False, recorder=rec)), dynamic=False)
+    fn(logits, target).backward()
+    F.cross_entropy(ref, target).backward()
+    assert_close(logits.grad, ref.grad)
+    (backward,) = [a for label, _, a in rec.graphs if label == "backward"]
+    assert not [k.aten_ops for k in backward.kernels if k.kind == "fallback"]

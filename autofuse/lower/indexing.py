@@ -1,5 +1,6 @@
 """Gather-like and concatenating lowerings: gather, index_select, embedding, index (tensor
-indices), cat, constant_pad_nd, slice_scatter, select_scatter.
+indices), cat, constant_pad_nd, slice_scatter, select_scatter, and a scatter of one element per
+row (a one-hot: cross-entropy's backward).
 
 Note: an index read from a tensor becomes an `ops.indirect` symbol inside the load's index;
 negative indices wrap like eager's. Out-of-range pieces (cat, pad, scatter) are `ops.masked`
@@ -212,6 +213,31 @@ def _slice_scatter(g, x, src, dim=0, start=None, end=None, step=1):
         inside = ops.masked(cond, lambda: _cast(ops, sl(ops, sub), src.dtype, out_dtype), 0)
         return ops.where(cond, inside, _cast(ops, xl(ops, idx), x.dtype, out_dtype))
     return _out(g, fn, x, src)
+
+
+@register(aten.scatter)
+def _scatter_one_per_row(g, x, dim, index, value, reduce=None):
+    """scatter with one index per row along `dim` (index of size 1 there, x's sizes elsewhere):
+    out[.., j, ..] = value (or src[.., 0, ..]) where j == index[.., 0, ..], else x. Why: the
+    backward of nll_loss scatters -1 into a zeros tensor of [tokens, vocab]; as this select it fuses
+    with what reads it, where ATen would fill and then scatter into a full buffer."""
+    d = norm_dim(dim, len(x.size))
+    if reduce is not None or not len(x.size) or tuple(index.size) != tuple(x.size[:d]) + (1,) + tuple(x.size[d + 1:]):
+        raise Unsupported("scatter other than one index per row")
+    tensor_src = is_tensor_value(value)
+    if tensor_src and tuple(value.size[:len(index.size)]) != tuple(index.size[:len(value.size)]):
+        raise Unsupported("scatter from a source of another shape")
+    out_dtype = g.out.dtype
+    xl, il = x.loader(), index.loader()
+    vl = value.loader() if tensor_src else None
+
+    def fn(ops, idx):
+        row = list(idx)
+        row[d] = sympy.Integer(0)
+        hit = ops.eq(ops.index_expr(idx[d], torch.int64), ops.to_dtype(il(ops, row), torch.int64))
+        new = _cast(ops, vl(ops, row), value.dtype, out_dtype) if tensor_src else ops.constant(value, upcast(out_dtype))
+        return ops.where(hit, new, _cast(ops, xl(ops, idx), x.dtype, out_dtype))
+    return _out(g, fn, *([x, index, value] if tensor_src else [x, index]))
 
 
 @register(aten.select_scatter)
