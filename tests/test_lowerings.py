@@ -1630,3 +1630,23 @@ def test_cross_entropy_backward_keeps_no_scatter(device):
     assert_close(logits.grad, ref.grad)
     (backward,) = [a for label, _, a in rec.graphs if label == "backward"]
     assert not [k.aten_ops for k in backward.kernels if k.kind == "fallback"]
+
+
+@pytest.mark.parametrize("dtype", [I32, I64, I8, U8])
+@pytest.mark.parametrize("divisor", [1, 2, 8, 64])
+def test_integer_floor_division_and_remainder_by_a_power_of_two(device, dtype, divisor):
+    """Shifts and masks round negative operands toward -inf as eager's floor division does."""
+    lo = 0 if dtype == U8 else -100
+    x = torch.arange(lo, 100, dtype=dtype, device=device)
+    check(lambda a: (a // divisor, torch.div(a, divisor, rounding_mode="floor"), a % divisor,
+                     torch.remainder(a, divisor), torch.div(a, divisor, rounding_mode="trunc")), x)
+
+
+def test_cudnn_grid_sampler_decomposes_to_the_generated_sampler():
+    """On CUDA, bilinear zero-padded grid_sample with align_corners=True dispatches to cuDNN's op;
+    its decomposition is grid_sampler_2d's, whose result it must equal."""
+    from autofuse.capture.decompositions import decomposition_table
+    x = make((2, 3, 11, 9), F32)
+    grid = torch.rand(2, 7, 5, 2, generator=torch.Generator().manual_seed(3)) * 2.4 - 1.2
+    decomposed = decomposition_table()[aten.cudnn_grid_sampler.default](x, grid)
+    assert_close(decomposed, F.grid_sample(x, grid, align_corners=True))

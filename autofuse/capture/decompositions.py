@@ -44,6 +44,12 @@ KEEP = {aten.mean.dim, aten.mean.default, aten.var_mean.correction, aten.var.cor
         aten.heaviside.default}
 
 
+def _cudnn_grid_sampler(x: torch.Tensor, grid: torch.Tensor) -> torch.Tensor:
+    """cuDNN's sampler (what CUDA picks for bilinear, zero padding, align_corners=True) as the
+    general one, which decomposes into generated gathers."""
+    return aten.grid_sampler_2d.default(x, grid, 0, 0, True)
+
+
 @lru_cache(maxsize=1)
 def decomposition_table() -> dict:
     table = dict(core_aten_decompositions())
@@ -51,6 +57,8 @@ def decomposition_table() -> dict:
     extra = [getattr(aten, n) for n in EXTRA_NAMES if hasattr(aten, n)]
     table.update(get_decompositions(extra))
     table.update(foreach_decompositions())
+    if hasattr(aten, "cudnn_grid_sampler"):
+        table[aten.cudnn_grid_sampler.default] = _cudnn_grid_sampler
     for op in KEEP:
         table.pop(op, None)
     for name in NOT_DECOMPOSED:

@@ -51,6 +51,26 @@ def _scatter_add_rows(s: Sizes):
     return f
 
 
+def _grid_sample(x, grid):
+    return F.grid_sample(x, grid * 2.2 - 1.1, mode="bilinear", padding_mode="border", align_corners=False)
+
+
+def _bucketize(x):
+    bounds = torch.linspace(-3.0, 3.0, 63, device=x.device, dtype=x.dtype)
+    return torch.bucketize(x, bounds)
+
+
+def _one_hot_scatter(s: Sizes):
+    def f(idx):   # a one-hot written by scatter_ into zeros, then smoothed as a label
+        hot = torch.zeros(idx.shape[0], s["v"], device=idx.device).scatter_(1, idx[:, None], 1.0)
+        return hot * 0.9 + 0.1 / s["v"]
+    return f
+
+
+def _polar_coordinates(x, y):
+    return torch.hypot(x, y), torch.atan2(y, x)
+
+
 def _chunk3_mul(x):
     a, b, c = x.chunk(3, dim=-1)
     return a * b * c
@@ -103,6 +123,14 @@ def data_movement() -> list[Program]:
                    {"r": 16384, "c3": 3 * 1366}, {"r": 13, "c3": 3 * 29}),
         fn_program("strided_slice_narrow_bf16", "data_movement", _strided_slices, (In(("r", "c")),),
                    {"r": 32768, "c": 4098}, {"r": 17, "c": 74}, BF16),
+        fn_program("grid_sample_border_f32", "gather", _grid_sample,
+                   (In(("n", "c", "h", "w")), In(("n", "h", "w", 2), "uniform")),
+                   {"n": 32, "c": 32, "h": 128, "w": 128}, {"n": 2, "c": 3, "h": 7, "w": 9}),
+        fn_program("bucketize_rows_f32", "data_movement", _bucketize, (In(("r", "c")),), ROWS, TROWS),
+        sized("one_hot_scatter_smooth_f32", "data_movement", _one_hot_scatter, (In(("r",), "int", high="v"),),
+              {"r": 65536, "v": 1000}, {"r": 61, "v": 23}),
+        fn_program("polar_hypot_atan2_f32", "activation", _polar_coordinates, (In(("r", "c")), In(("r", "c"))),
+                   ROWS, TROWS),
     ]
 
 
