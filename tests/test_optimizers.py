@@ -19,6 +19,9 @@ OPTIMIZERS = {
     "adagrad": lambda ps, fe: torch.optim.Adagrad(ps, lr=1e-2, foreach=fe),
     "nadam": lambda ps, fe: torch.optim.NAdam(ps, lr=1e-2, foreach=fe),
     "adamax": lambda ps, fe: torch.optim.Adamax(ps, lr=1e-2, foreach=fe),
+    "radam": lambda ps, fe: torch.optim.RAdam(ps, lr=1e-2, foreach=fe),
+    "rprop": lambda ps, fe: torch.optim.Rprop(ps, lr=1e-2, foreach=fe),
+    "adamw_maximize_amsgrad": lambda ps, fe: torch.optim.AdamW(ps, lr=1e-2, maximize=True, amsgrad=True, foreach=fe),
 }
 SHAPES = [(37, 11), (53,), (3, 5, 7)]
 
