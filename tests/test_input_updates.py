@@ -156,3 +156,54 @@ def test_a_read_of_the_old_value_runs_before_the_update():
             x = rand((7, 13))
             assert_close(compiled(x), ref(x))
             assert_close(model.state, ref.state)
+
+
+class _RandomUpdates(torch.nn.Module):
+    """Buffers updated in place in a random order: from themselves (same element, transposed,
+    flipped, reduced), from other buffers before or after their own updates, and read after."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__()
+        self.g = torch.Generator().manual_seed(seed)
+        for k in range(3):
+            self.register_buffer(f"b{k}", torch.randn(13, 13, generator=self.g))
+        self.steps = [int(torch.randint(0, 7, (1,), generator=self.g)) for _ in range(5)]
+        self.picks = [[int(v) for v in torch.randint(0, 3, (2,), generator=self.g)] for _ in range(5)]
+
+    def forward(self, x: torch.Tensor) -> tuple:
+        bufs = [self.b0, self.b1, self.b2]
+        outs = []
+        for step, (i, j) in zip(self.steps, self.picks):
+            a, b = bufs[i], bufs[j]
+            if step == 0:
+                a.mul_(0.5).add_(x)
+            elif step == 1:
+                a.copy_(a.t() * 0.9 + 0.1)
+            elif step == 2:
+                a.copy_(a.flip(0) - b)
+            elif step == 3:
+                outs.append(a.sum(0) + b[0])
+            elif step == 4:
+                a.add_(b.mean(1, keepdim=True))
+            elif step == 5:
+                outs.append(a * 2)
+                a.sub_(x.sigmoid())
+            else:
+                a.copy_(torch.where(b > 0, a, b))
+        outs.append(x + 1)
+        return tuple(outs)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_buffer_updates_match_eager(seed, device):
+    """Whichever updates the kernels store into the buffers themselves, the buffers and outputs
+    equal eager's over three calls."""
+    model = _RandomUpdates(seed).to(device)
+    ref = copy.deepcopy(model)
+    compiled, _ = _compiled(model, poison=True)
+    with torch.no_grad():
+        for _ in range(3):
+            x = rand((13, 13))
+            assert_close(compiled(x), ref(x))
+            for name in ("b0", "b1", "b2"):
+                assert_close(getattr(model, name), getattr(ref, name))
