@@ -28,6 +28,20 @@ def _updates(recorder: Recorder, label: str) -> list:
     return [k for a in arts for k in a.kernels if k.kind == "fallback" and "copy_" in k.aten_ops]
 
 
+def _matches_eager(model: torch.nn.Module, shape: tuple, calls: int = 3, **kw) -> Recorder:
+    """Run the compiled model and a copy of it eagerly on `calls` random inputs of `shape` (no grad):
+    outputs and buffers equal after each call. Returns the compile's recorder."""
+    ref = copy.deepcopy(model)
+    compiled, recorder = _compiled(model, **kw)
+    with torch.no_grad():
+        for _ in range(calls):
+            x = rand(shape)
+            assert_close(compiled(x), ref(x))
+            for b, c in zip(model.buffers(), ref.buffers()):
+                assert_close(b, c)
+    return recorder
+
+
 def test_batchnorm_training_statistics_in_one_copy():
     """Three BatchNorms in training mode: nine running-statistics updates. The f32 means and variances,
     computed by reduction kernels, run as one multi-tensor copy; the int64 batch counts are stored by
@@ -71,14 +85,7 @@ class _Cache(torch.nn.Module):
 def test_buffer_written_in_inference(cudagraphs, device):
     if cudagraphs and device != "cuda":
         pytest.skip("CUDA graphs need the GPU")
-    model = _Cache().to(device)
-    ref = copy.deepcopy(model)
-    compiled, recorder = _compiled(model, cudagraphs=cudagraphs)
-    with torch.no_grad():
-        for _ in range(3):
-            x = rand((2, 11))
-            assert_close(compiled(x), ref(x))
-            assert_close(model.cache, ref.cache)
+    recorder = _matches_eager(_Cache().to(device), (2, 11), cudagraphs=cudagraphs)
     # the sum reads the cache again (the new value, recomputed from the old): the update stays a copy
     assert len(_updates(recorder, "inference")) == 1
 
@@ -99,14 +106,7 @@ class _Average(torch.nn.Module):
 def test_an_update_is_stored_by_its_kernel(cudagraphs, device):
     if cudagraphs and device != "cuda":
         pytest.skip("CUDA graphs need the GPU")
-    model = _Average().to(device)
-    ref = copy.deepcopy(model)
-    compiled, recorder = _compiled(model, cudagraphs=cudagraphs)
-    with torch.no_grad():
-        for _ in range(3):
-            x = rand((3, 29))
-            assert_close(compiled(x), ref(x))
-            assert_close(model.ema, ref.ema)
+    recorder = _matches_eager(_Average().to(device), (3, 29), cudagraphs=cudagraphs)
     assert not _updates(recorder, "inference")
     assert all(a.program.mutates_inputs for _, _, a in recorder.graphs)  # never replayed as a CUDA graph
 
@@ -125,14 +125,7 @@ class _Transposed(torch.nn.Module):
 
 
 def test_an_update_read_at_other_elements_stays_a_copy(device):
-    model = _Transposed().to(device)
-    ref = copy.deepcopy(model)
-    compiled, recorder = _compiled(model)
-    with torch.no_grad():
-        for _ in range(3):
-            x = rand((37, 37))
-            assert_close(compiled(x), ref(x))
-            assert_close(model.state, ref.state)
+    recorder = _matches_eager(_Transposed().to(device), (37, 37))
     assert len(_updates(recorder, "inference")) == 1
 
 
@@ -198,12 +191,4 @@ class _RandomUpdates(torch.nn.Module):
 def test_random_buffer_updates_match_eager(seed, device):
     """Whichever updates the kernels store into the buffers themselves, the buffers and outputs
     equal eager's over three calls."""
-    model = _RandomUpdates(seed).to(device)
-    ref = copy.deepcopy(model)
-    compiled, _ = _compiled(model, poison=True)
-    with torch.no_grad():
-        for _ in range(3):
-            x = rand((13, 13))
-            assert_close(compiled(x), ref(x))
-            for name in ("b0", "b1", "b2"):
-                assert_close(getattr(model, name), getattr(ref, name))
+    _matches_eager(_RandomUpdates(seed).to(device), (13, 13), poison=True)
