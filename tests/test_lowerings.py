@@ -438,6 +438,18 @@ def test_binary_math_on_every_pair_of_special_values(device, op, dtype):
     check(op, make((5, 1), dtype, device).expand(5, 7), make((7, 5), dtype, device).t())
 
 
+@pytest.mark.parametrize("dtype", [F32, BF16, F64])
+@pytest.mark.parametrize("op", [torch.addcmul, torch.addcdiv])
+def test_addcmul_and_addcdiv_lay_out_their_result_as_eager(device, op, dtype):
+    """An expanded row beside a transposed operand: eager orders the three operands' strides in one
+    iterator (the result follows the transposed one), which a decomposition into pairs would not."""
+    row = make((1, 4), dtype, device).expand(18, 4)
+    t = make((1, 18, 4), dtype, device, noncontig=True)
+    check(lambda a, b: op(a, a, b, value=0.5) * 2, row, t, ops=[op.__name__])
+    check(lambda a, b, c: op(a, b, c.abs() + 1, value=-3), make((7, 9), dtype, device, noncontig=True),
+          make((9,), dtype, device), make((7, 9), dtype, device))
+
+
 @pytest.mark.parametrize("dtype", [F32, BF16, F64, I32])
 def test_signbit_sees_negative_zero_and_nan_signs(device, dtype):
     x = specials(dtype, device) if dtype.is_floating_point else make((9, 7), dtype, device)

@@ -1,14 +1,16 @@
 """The decomposition table handed to AOTAutograd: composite ops -> primitives we lower.
 
-Note: starts from PyTorch's core-ATen decompositions and adds the composites the issue names
+Note: starts from PyTorch's core-ATen decompositions and adds the composites real programs use
 (layer_norm, softmax, log_softmax, gelu, silu, cross_entropy / nll_loss, ...). Ops we lower
 directly and whose name should survive into kernel names (mean, relu, var_mean) are not
 decomposed, nor is select_scatter: its core decomposition, where(arange == index, src, x),
-lays the result out like the broadcast src instead of like x as eager does (logaddexp, logaddexp2
-and heaviside likewise: their decompositions' `where` lays the result out like one input). The CPU
-flash-attention op is not decomposed either: PyTorch's rule for it returns the attention
-weights where its backward expects the logsumexp (Inductor excludes it too), so attention runs
-as an extern kernel on both devices. Foreach ops become one op per list element (foreach.py).
+lays the result out like the broadcast src instead of like x as eager does. logaddexp,
+logaddexp2 and heaviside likewise (their decompositions' `where` lays the result out like one
+input), and addcmul and addcdiv (eager orders their three operands' strides together, the
+decomposition two at a time). The CPU flash-attention op is not decomposed either: PyTorch's rule
+for it returns the attention weights where its backward expects the logsumexp (Inductor excludes
+it too), so attention runs as an extern kernel on both devices. Foreach ops become one op per
+list element (foreach.py).
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ EXTRA_NAMES = (
     "_softmax", "_log_softmax", "_softmax_backward_data", "_log_softmax_backward_data",
     "native_layer_norm", "native_layer_norm_backward", "gelu", "gelu_backward", "silu",
     "silu_backward", "nll_loss_forward", "nll_loss_backward", "nll_loss2d_forward",
-    "nll_loss2d_backward", "std", "std_mean", "addcmul", "addcdiv", "lerp", "hardswish",
+    "nll_loss2d_backward", "std", "std_mean", "lerp", "hardswish",
     "hardsigmoid", "elu", "softplus", "mish", "mse_loss", "mse_loss_backward", "smooth_l1_loss",
     "huber_loss", "sigmoid_backward", "tanh_backward", "threshold_backward", "native_group_norm",
     "native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
@@ -41,7 +43,7 @@ NOT_DECOMPOSED = ("_scaled_dot_product_flash_attention_for_cpu",)
 
 KEEP = {aten.mean.dim, aten.mean.default, aten.var_mean.correction, aten.var.correction, aten.relu.default,
         aten.logsumexp.default, aten.select_scatter.default, aten.logaddexp.default, aten.logaddexp2.default,
-        aten.heaviside.default}
+        aten.heaviside.default, aten.addcmul.default, aten.addcdiv.default}
 
 
 def _cudnn_grid_sampler(x: torch.Tensor, grid: torch.Tensor) -> torch.Tensor:

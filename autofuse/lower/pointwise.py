@@ -319,6 +319,15 @@ register(aten.logaddexp)(_log_add(base2=False))
 register(aten.logaddexp2)(_log_add(base2=True))
 
 
+@register(aten.addcmul, aten.addcdiv)
+def _addc(g, x, t1, t2, value=1):
+    """self + value * t1 * t2 (or t1 / t2), rounded once, as eager's kernel computes it."""
+    div = g.node.target.overloadpacket is aten.addcdiv
+    cd = _compute(g)
+    return _elementwise(g, [x, t1, t2, value], lambda ops, a, b, c, v: ops.add(
+        a, ops.mul(ops.mul(v, b), c) if not div else ops.mul(v, ops.truediv(b, c))), cd)
+
+
 @register(aten.heaviside)
 def _heaviside(g, x, values):
     cd = _compute(g)
