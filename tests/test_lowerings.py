@@ -450,6 +450,16 @@ def test_addcmul_and_addcdiv_lay_out_their_result_as_eager(device, op, dtype):
           make((9,), dtype, device), make((7, 9), dtype, device))
 
 
+@pytest.mark.parametrize("dtype", [F32, F16, BF16])
+def test_masked_fill_result_is_row_major_as_eager(device, dtype):
+    """Eager's masked_fill returns a row-major tensor whatever its operands' layouts, here a
+    transposed tensor masked by its comparison with an expanded row."""
+    row = make((1, 36), dtype, device).expand(11, 36)
+    t = make((11, 36), dtype, device, noncontig=True)
+    check(lambda r, x: x.masked_fill(r < x, 2.5) * 2, row, t, ops=["masked_fill"])
+    check(lambda r, x: torch.tanh(x.masked_fill(r < x, 2.5).expand(3, 11, 36)), row, t)
+
+
 @pytest.mark.parametrize("dtype", [F32, BF16, F64, I32])
 def test_signbit_sees_negative_zero_and_nan_signs(device, dtype):
     x = specials(dtype, device) if dtype.is_floating_point else make((9, 7), dtype, device)

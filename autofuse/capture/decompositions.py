@@ -6,8 +6,10 @@ directly and whose name should survive into kernel names (mean, relu, var_mean) 
 decomposed, nor is select_scatter: its core decomposition, where(arange == index, src, x),
 lays the result out like the broadcast src instead of like x as eager does. logaddexp,
 logaddexp2 and heaviside likewise (their decompositions' `where` lays the result out like one
-input), and addcmul and addcdiv (eager orders their three operands' strides together, the
-decomposition two at a time). The CPU flash-attention op is not decomposed either: PyTorch's rule
+input), addcmul and addcdiv (eager orders their three operands' strides together, the
+decomposition two at a time), and masked_fill (its decomposition copies the result to row-major
+only where the traced strides say it is not, and a float16 comparison's traced strides are not
+eager's). The CPU flash-attention op is not decomposed either: PyTorch's rule
 for it returns the attention weights where its backward expects the logsumexp (Inductor excludes
 it too), so attention runs as an extern kernel on both devices. Foreach ops become one op per
 list element (foreach.py).
@@ -43,7 +45,8 @@ NOT_DECOMPOSED = ("_scaled_dot_product_flash_attention_for_cpu",)
 
 KEEP = {aten.mean.dim, aten.mean.default, aten.var_mean.correction, aten.var.correction, aten.relu.default,
         aten.logsumexp.default, aten.select_scatter.default, aten.logaddexp.default, aten.logaddexp2.default,
-        aten.heaviside.default, aten.addcmul.default, aten.addcdiv.default}
+        aten.heaviside.default, aten.addcmul.default, aten.addcdiv.default, aten.masked_fill.Scalar,
+        aten.masked_fill.Tensor}
 
 
 def _cudnn_grid_sampler(x: torch.Tensor, grid: torch.Tensor) -> torch.Tensor:
