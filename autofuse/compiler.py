@@ -241,9 +241,10 @@ class ProgramBuilder:
                         steps.append(Alloc(self.slot(w), self.layouts[w], poison=self.options.poison))
                 self.stored_of[gi], self.kernel_index_of[gi] = stored, len(kernels)
                 launch, info = self._kernel_step(g, stored, len(kernels), self.configs[gi])
-                self.launch_io[id(launch)] = LaunchIO(frozenset(self.slot(r) for r in info.reads),
-                                                      frozenset(self.slot(w) for w in info.writes), info.source,
-                                                      info.fn_name)
+                if self.final:   # what combine_launches needs to know of the launch
+                    self.launch_io[id(launch)] = LaunchIO(frozenset(self.slot(r) for r in info.reads),
+                                                          frozenset(self.slot(w) for w in info.writes), info.source,
+                                                          info.fn_name)
                 steps.append(launch)
                 kernels.append(info)
             step_of_group.append(len(steps) - 1)

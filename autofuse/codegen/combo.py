@@ -38,32 +38,28 @@ class ComboPart:
 
 def combinable(source: str, fn_name: str) -> bool:
     """Does the kernel find its block from program id 0 alone (no 2-D grid, no split)?"""
-    body = _kernel_text(source, fn_name)
+    body = split_kernel(source, fn_name)[1]
     return body is not None and body.count("tl.program_id(0)") == 1 and "tl.program_id(1)" not in body \
         and "tl.num_programs" not in body
 
 
-def kernel_prefix(source: str, fn_name: str) -> str:
-    """What the module defines before the kernel (the prelude and helpers): parts share it."""
+def split_kernel(source: str, fn_name: str) -> tuple[str, str | None]:
+    """(what the module defines before the kernel: the prelude and helpers, which parts share; the
+    kernel's own text, None when the source does not define it)."""
     i = source.rfind(f"@triton.jit\ndef {fn_name}(")
-    return source[:i] if i >= 0 else source
-
-
-def _kernel_text(source: str, fn_name: str) -> str | None:
-    head = f"@triton.jit\ndef {fn_name}("
-    i = source.rfind(head)
-    return source[i:] if i >= 0 else None
+    return (source[:i], source[i:]) if i >= 0 else (source, None)
 
 
 def combo_source(parts: list[ComboPart], prelude: str) -> tuple[str, str]:
     """(function name, module source) of the kernel running `parts` one after another in program-id
     ranges; its arguments are the parts' tensors in order, then the unused (xnumel, XBLOCK) that
-    every generated pointwise launch passes."""
+    every generated pointwise launch passes. At least two parts."""
+    assert len(parts) >= 2
     defs: dict[str, str] = {}   # part body text -> its function name (identical parts share one)
     calls, params = [], []
     start = 0
     for k, p in enumerate(parts):
-        text = _kernel_text(p.source, p.fn_name)
+        text = split_kernel(p.source, p.fn_name)[1]
         assert text is not None
         fname = defs.get(text)
         if fname is None:
@@ -82,10 +78,8 @@ def combo_source(parts: list[ComboPart], prelude: str) -> tuple[str, str]:
         parts_src.append(renamed.replace("tl.program_id(0)", "_pid").rstrip() + "\n")
     lines = []
     for i, (cond, call) in enumerate(calls):
-        if i == len(calls) - 1:
-            lines += ["    else:" if i else "    if True:", f"        {call}"]
-        else:
-            lines += [f"    {'if' if i == 0 else 'elif'} {cond}:", f"        {call}"]
+        head = "else" if i == len(calls) - 1 else f"{'if' if i == 0 else 'elif'} {cond}"
+        lines += [f"    {head}:", f"        {call}"]
     digest = hashlib.sha256("".join(parts_src).encode() + repr(calls).encode()).hexdigest()[:12]
     name = f"triton_poi_combo_{len(parts)}_{digest}"
     kernel = (f"@triton.jit\ndef {name}({', '.join(params)}, xnumel, XBLOCK: tl.constexpr):\n"

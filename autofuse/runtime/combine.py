@@ -8,7 +8,7 @@ from typing import Any, Sequence
 import torch
 
 from ..codegen.combo import (COMBO_MAX_ARGS, COMBO_MAX_NUMEL, COMBO_MAX_PARTS, ComboPart, combinable, combo_source,
-                             kernel_prefix)
+                             split_kernel)
 from .loader import load_kernel
 from .steps import Alloc, KernelLaunch
 
@@ -66,8 +66,7 @@ def _joins(step: KernelLaunch, combo: list[KernelLaunch], io: dict[int, LaunchIO
     first = io[id(combo[0])]
     if len(combo) >= COMBO_MAX_PARTS or sum(len(s.arg_slots) for s in combo) + len(step.arg_slots) > COMBO_MAX_ARGS:
         return False
-    if step.device != combo[0].device or kernel_prefix(me.source, me.fn_name) != kernel_prefix(first.source,
-                                                                                                first.fn_name):
+    if step.device != combo[0].device or _prelude(me) != _prelude(first):
         return False
     for other in combo:
         o = io[id(other)]
@@ -76,10 +75,14 @@ def _joins(step: KernelLaunch, combo: list[KernelLaunch], io: dict[int, LaunchIO
     return True
 
 
+def _prelude(io: LaunchIO) -> str:
+    return split_kernel(io.source, io.fn_name)[0]
+
+
 def _merged(combo: list[KernelLaunch], io: dict[int, LaunchIO]) -> KernelLaunch:
     parts = [ComboPart(io[id(s)].fn_name, io[id(s)].source, len(s.arg_slots), s.numel, s.xblock) for s in combo]
     first = io[id(combo[0])]
-    name, source = combo_source(parts, kernel_prefix(first.source, first.fn_name))
+    name, source = combo_source(parts, _prelude(first))
     fn = load_kernel(name, source, torch.device(combo[0].device).type != "cuda")
     programs = sum(p.programs for p in parts)
     return KernelLaunch("+".join(s.name for s in combo), fn, tuple(a for s in combo for a in s.arg_slots), programs, 1,

@@ -54,7 +54,7 @@ def _legal(graph: SchedulerGraph, groups: Sequence[FusionGroup], readers: dict[s
     g = groups[gi]
     if g.is_extern or g.is_reduction or any(n.kind != "pointwise" for n in g.nodes):
         return False
-    if any(r > gi and r != ui or groups[r].is_extern and r != ui for r in readers.get(dst.name, ())):
+    if any(r != ui and (r > gi or groups[r].is_extern) for r in readers.get(dst.name, ())):
         return False  # read after the kernel, or by an ATen op that may return a view of it
     sizes = tuple(graph.by_name[src.name].sizes)
     for n in g.nodes:
