@@ -54,8 +54,11 @@ from torch import nn
 
 from .run import gpu_profile
 
-MODELS = ("llama", "gpt2", "bert", "vit", "resnet50", "qwen2", "t5", "convnext", "mobilenet_v3", "efficientnet", "swin")
-VISION = ("resnet50", "convnext", "mobilenet_v3", "efficientnet", "swin")   # torchvision classifiers
+MODELS = ("llama", "gpt2", "bert", "vit", "resnet50", "qwen2", "t5", "convnext", "mobilenet_v3", "efficientnet", "swin",
+          "phi", "bloom", "opt", "gpt_neox", "whisper_encoder", "clip_vision", "densenet121", "regnet", "mobilenet_v2",
+          "shufflenet")
+VISION = ("resnet50", "convnext", "mobilenet_v3", "efficientnet", "swin", "densenet121", "regnet", "mobilenet_v2",
+          "shufflenet")   # torchvision classifiers
 TRAINABLE = ("llama", "resnet50")
 MODES = ("forward", "train", "optimizer")
 VARIANTS = ("eager", "inductor", "autofuse_rules", "autofuse_default", "autofuse_tuned", "inductor_max_autotune")
@@ -96,6 +99,29 @@ DECODERS = {
               dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=8, num_attention_heads=12,
                    num_key_value_heads=2, vocab_size=151936, max_position_embeddings=4096)),
 }
+# more causal language models, each with its own mix: (config, model, full size, tiny size)
+LANGUAGE_MODELS = {
+    "phi": ("PhiConfig", "PhiForCausalLM",   # partial rotary, parallel attention and MLP, layer norms
+            dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=8, num_attention_heads=32,
+                 vocab_size=51200, max_position_embeddings=2048),
+            dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                 vocab_size=500, max_position_embeddings=64)),
+    "bloom": ("BloomConfig", "BloomForCausalLM",   # ALiBi biases, a 250k vocabulary
+              dict(hidden_size=1024, n_layer=12, n_head=16, vocab_size=250880),
+              dict(hidden_size=64, n_layer=2, n_head=4, vocab_size=500)),
+    "opt": ("OPTConfig", "OPTForCausalLM",   # learned positions, ReLU MLP
+            dict(hidden_size=1024, ffn_dim=4096, num_hidden_layers=12, num_attention_heads=16, vocab_size=50272,
+                 max_position_embeddings=2048, word_embed_proj_dim=1024),
+            dict(hidden_size=64, ffn_dim=128, num_hidden_layers=2, num_attention_heads=4, vocab_size=500,
+                 max_position_embeddings=64, word_embed_proj_dim=64)),
+    "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM",   # rotary over a quarter of each head, parallel residual
+                 dict(hidden_size=1024, intermediate_size=4096, num_hidden_layers=12, num_attention_heads=16,
+                      vocab_size=50432, rotary_pct=0.25, max_position_embeddings=2048),
+                 dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                      vocab_size=500, rotary_pct=0.25, max_position_embeddings=64)),
+}
+DROPOUTS = ("attention_dropout", "hidden_dropout", "resid_pdrop", "embd_pdrop", "attn_pdrop", "dropout",
+            "activation_dropout", "attention_probs_dropout_prob", "hidden_dropout_prob")
 TINY_DECODER = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                     num_key_value_heads=2, vocab_size=500, max_position_embeddings=64)
 
@@ -115,6 +141,33 @@ def build(name: str, tiny: bool, train: bool, device: str) -> Built:
         model = getattr(tf, model_cls)(cfg)
         ids = _tokens(2, 16, 500, device, gen) if tiny else _tokens(4, 512, cfg.vocab_size, device, gen)
         inputs = {"input_ids": ids, **({"labels": ids} if train else {})}
+    elif name in LANGUAGE_MODELS:
+        cfg_cls, model_cls, full, small = LANGUAGE_MODELS[name]
+        cfg = getattr(tf, cfg_cls)(**(small if tiny else full))
+        cfg.use_cache = False
+        for attr in DROPOUTS:
+            if isinstance(getattr(cfg, attr, None), float):
+                setattr(cfg, attr, 0.0)
+        model = getattr(tf, model_cls)(cfg)
+        ids = _tokens(2, 16, 500, device, gen) if tiny else _tokens(4, 512, cfg.vocab_size, device, gen)
+        inputs = {"input_ids": ids, **({"labels": ids} if train else {})}
+    elif name == "whisper_encoder":
+        cfg = tf.WhisperConfig(d_model=64, encoder_layers=2, encoder_attention_heads=4, encoder_ffn_dim=128,
+                               decoder_layers=1, decoder_attention_heads=4, decoder_ffn_dim=128, num_mel_bins=16,
+                               max_source_positions=8) if tiny else \
+            tf.WhisperConfig(d_model=768, encoder_layers=12, encoder_attention_heads=12, encoder_ffn_dim=3072,
+                             num_mel_bins=80, max_source_positions=1500)
+        cfg.dropout = cfg.attention_dropout = cfg.activation_dropout = 0.0
+        from transformers.models.whisper.modeling_whisper import WhisperEncoder
+        model = WhisperEncoder(cfg)
+        shape = (2, 16, 16) if tiny else (8, 80, 3000)
+        inputs = {"input_features": torch.randn(shape, generator=gen, device=device)}
+    elif name == "clip_vision":
+        cfg = tf.CLIPVisionConfig(image_size=32, patch_size=8, hidden_size=64, num_hidden_layers=2,
+                                  num_attention_heads=4, intermediate_size=128) if tiny else tf.CLIPVisionConfig()
+        model = tf.CLIPVisionModel(cfg)
+        shape = (2, 3, 32, 32) if tiny else (32, 3, 224, 224)
+        inputs = {"pixel_values": torch.randn(shape, generator=gen, device=device)}
     elif name == "gpt2":
         cfg = tf.GPT2Config(n_embd=64, n_layer=2, n_head=4, vocab_size=500, n_positions=64, bos_token_id=0,
                              eos_token_id=0) if tiny else \
@@ -172,7 +225,8 @@ def _vision(name: str, tiny: bool, train: bool, device: str, gen: torch.Generato
         net = ResNet(Bottleneck, [1, 1, 1, 1], num_classes=classes)
     else:
         builder = {"resnet50": "resnet50", "convnext": "convnext_tiny", "mobilenet_v3": "mobilenet_v3_large",
-                   "efficientnet": "efficientnet_b0", "swin": "swin_t"}[name]
+                   "efficientnet": "efficientnet_b0", "swin": "swin_t", "densenet121": "densenet121",
+                   "regnet": "regnet_y_1_6gf", "mobilenet_v2": "mobilenet_v2", "shufflenet": "shufflenet_v2_x1_0"}[name]
         net = getattr(torchvision.models, builder)(weights=None, num_classes=classes)
     shape = (2, 3, 32, 32) if tiny else (32, 3, 224, 224)
     inputs: dict[str, Any] = {"pixel_values": torch.randn(shape, generator=gen, device=device)}

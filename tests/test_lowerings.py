@@ -1665,3 +1665,15 @@ def test_cudnn_grid_sampler_decomposes_to_the_generated_sampler():
     grid = torch.rand(2, 7, 5, 2, generator=torch.Generator().manual_seed(3)) * 2.4 - 1.2
     decomposed = decomposition_table()[aten.cudnn_grid_sampler.default](x, grid)
     assert_close(decomposed, F.grid_sample(x, grid, align_corners=True))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, F32])
+def test_baddbmm_stays_one_aten_call_in_its_dtype(dtype):
+    """baddbmm (BLOOM's ALiBi scores) runs as ATen's baddbmm: the core decomposition computes a
+    half-precision batched product in float32, a CUDA-core GEMM instead of one cuBLAS call."""
+    a, q, k = rand((6, 1, 9), dtype=dtype), rand((6, 9, 5), dtype=dtype), rand((6, 5, 9), dtype=dtype)
+    fn = lambda a, q, k: torch.softmax(a.baddbmm(q, k, beta=1.0, alpha=0.3) + 1.0, -1, dtype=F32)
+    kernels = kernels_of(compile_and_compare(fn, [a, q, k], rtol=2e-2 if dtype != F32 else None,
+                                             atol=2e-2 if dtype != F32 else None))
+    extern = [kk for kk in kernels if kk.kind == "fallback"]
+    assert [kk.aten_ops for kk in extern] == [("baddbmm",)]

@@ -299,3 +299,23 @@ def test_long_adaptive_windows_keep_atens_kernel(device):
     with torch.no_grad():
         assert_close(f(x), F.adaptive_max_pool2d(torch.relu(x), 2))
     assert any(k.kind == "fallback" for k in _kernels(rec))
+
+
+@pytest.mark.parametrize("pool", ["max", "avg3"])
+def test_a_pooled_value_several_consumers_read_is_computed_once(pool, device):
+    """A window read by several kernels (DenseNet's stem pool, concatenated into every layer of a
+    block) is stored once: counted by its loads, as Inductor counts them, it passes the realize
+    threshold; recomputed in each consumer, each would read the whole window again."""
+    x = rand((2, 6, 17, 19), device=device)
+    w = rand((6, 6, 1, 1), device=device)
+
+    def fn(x, w):
+        p = F.max_pool2d(torch.relu(x), 3, 2, 1) if pool == "max" else F.avg_pool2d(torch.relu(x), 3, 2, 1)
+        a = F.conv2d(torch.cat([p, p * 2.0], 1)[:, :6], w)
+        return torch.cat([p, a], 1).sigmoid(), (torch.cat([p, a, a], 1) - 1.0).relu()
+
+    f, rec = _compiled(fn, x, w)
+    with torch.no_grad():
+        assert_close(f(x, w), fn(x, w))
+    op = "max_pool2d" if pool == "max" else "avg_pool2d"
+    assert [op in k.aten_ops for k in _kernels(rec)].count(True) == 1

@@ -9,7 +9,8 @@ logaddexp2 and heaviside likewise (their decompositions' `where` lays the result
 input), addcmul and addcdiv (eager orders their three operands' strides together, the
 decomposition two at a time), and masked_fill (its decomposition copies the result to row-major
 only where the traced strides say it is not, and a float16 comparison's traced strides are not
-eager's). The CPU flash-attention op is not decomposed either: PyTorch's rule
+eager's). baddbmm stays one ATen call: its decomposition runs the batched product in float32
+for half-precision inputs (a CUDA-core GEMM where cuBLAS fuses the scaled add in bf16). The CPU flash-attention op is not decomposed either: PyTorch's rule
 for it returns the attention weights where its backward expects the logsumexp (Inductor excludes
 it too), so attention runs as an extern kernel on both devices. Foreach ops become one op per
 list element (foreach.py).
@@ -46,7 +47,7 @@ NOT_DECOMPOSED = ("_scaled_dot_product_flash_attention_for_cpu",)
 KEEP = {aten.mean.dim, aten.mean.default, aten.var_mean.correction, aten.var.correction, aten.relu.default,
         aten.logsumexp.default, aten.select_scatter.default, aten.logaddexp.default, aten.logaddexp2.default,
         aten.heaviside.default, aten.addcmul.default, aten.addcdiv.default, aten.masked_fill.Scalar,
-        aten.masked_fill.Tensor}
+        aten.masked_fill.Tensor, aten.baddbmm.default}
 
 
 def _cudnn_grid_sampler(x: torch.Tensor, grid: torch.Tensor) -> torch.Tensor:

@@ -115,6 +115,12 @@ class AnalysisHandler(OpsHandler):
         return self._count((name, *args))
 
     @property
+    def num_reads(self) -> int:
+        """Distinct loads, a buffer read at two positions counted twice (Inductor's `num_reads`):
+        a window over one buffer reads as the nine loads a 3x3 max pool issues."""
+        return len(set(self.loads))
+
+    @property
     def read_names(self) -> list[str]:
         return list(dict.fromkeys(n for n, _ in self.loads))
 

@@ -197,9 +197,10 @@ class GraphLowering:
         kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: self.env[n])
         fargs = torch.fx.node.map_arg(node.args, lambda n: self.fake_env[n])
         fkwargs = torch.fx.node.map_arg(node.kwargs, lambda n: self.fake_env[n])
-        if node.target is operator.getitem:
-            self.env[node] = args[0][args[1]]
+        if node.target is operator.getitem:   # one output of a multi-output lowering (max pooling's values)
+            item = args[0][args[1]]
             self.fake_env[node] = fargs[0][fargs[1]]
+            self.env[node] = self._maybe_realize(node, item, self.fake_env[node]) if isinstance(item, Pointwise) else item
             return
         try:
             with self.fake_mode:
@@ -294,7 +295,7 @@ class GraphLowering:
         if node.name in self.realize_decisions:
             decided = self.realize_decisions[node.name]
             return self._realize_intermediate(value, fake_out, info.read_names) if decided else value
-        if self.heuristics.should_realize(num_uses, len(set(info.read_names)), info.op_count):
+        if self.heuristics.should_realize(num_uses, info.num_reads, len(info.read_names), info.op_count):
             return self._realize_intermediate(value, fake_out, info.read_names)
         return value
 

@@ -158,11 +158,14 @@ class Heuristics:
         return next((r for r in steps if waste(r) <= self.online_max_waste), min(steps, key=waste))
 
     # ---- lowering ---------------------------------------------------------------------
-    def should_realize(self, num_uses: int, num_reads: int, op_count: int) -> bool:
-        """Realize a lazy value instead of recomputing it in each consumer?"""
-        if num_uses > 1 and (num_reads > self.realize_reads_threshold or op_count > self.realize_opcount_threshold):
+    def should_realize(self, num_uses: int, num_loads: int, num_buffers: int, op_count: int) -> bool:
+        """Realize a lazy value instead of recomputing it in each consumer? A value with several uses
+        counts its distinct loads, as Inductor does, so a pooling window read by several consumers is
+        computed once; a value with one use counts the buffers it reads, so a window over a window
+        (two max pools in a row) stays one kernel."""
+        if num_uses > 1 and (num_loads > self.realize_reads_threshold or op_count > self.realize_opcount_threshold):
             return True
-        return num_reads > self.realize_acc_reads_threshold or op_count > self.realize_max_inline_ops
+        return num_buffers > self.realize_acc_reads_threshold or op_count > self.realize_max_inline_ops
 
     def pad_matmul(self, device: torch.device, dtype: torch.dtype, m: int, k: int, n: int,
                    batch: Sequence[int] = ()) -> bool:

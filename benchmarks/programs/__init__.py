@@ -9,12 +9,12 @@ seed. Run it with `python3 -m benchmarks.programs --out DIR` (see `runner.py`).
 """
 from __future__ import annotations
 
-from . import chains, convgemm, generated, layers, losses, norms, pointwise, reductions, singles
+from . import blocks, chains, convgemm, generated, layers, losses, norms, pointwise, reductions, singles
 from .base import In, Program
 
 PROGRAMS: list[Program] = (reductions.programs() + losses.programs() + norms.programs() + pointwise.programs()
                            + convgemm.programs() + chains.programs() + singles.programs() + layers.programs()
-                           + generated.programs())
+                           + blocks.programs() + generated.programs())
 
 
 def categories() -> list[str]:
