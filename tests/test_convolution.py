@@ -370,3 +370,23 @@ def test_activations_between_convolutions_keep_memory_order():
         assert_close(list(compiled(x)), [block(x)[0]], atol=1e-4, rtol=1e-4)
     between = [k for k in kernels_of(compiled) if k.kind == "pointwise" and "relu" in k.aten_ops]
     assert between and all(not k.config.YBLOCK for k in between), [k.config for k in between]
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_a_1d_convolution_operand_computed_here_is_stored_row_major(bias):
+    """A GLU of a transposed activation (a Conformer's convolution module) has eager's transposed
+    strides; stored for a 1-D convolution it is row-major, the layout ATen's depthwise kernel reads
+    without copying it first."""
+    y = torch.randn(2, 11, 12)          # (batch, time, channels)
+    w = torch.randn(6, 1, 3)
+    b = torch.randn(6) if bias else None
+
+    def fn(y, w, b):
+        return F.conv1d(F.glu(y.transpose(1, 2), dim=1), w, b, padding=1, groups=6)
+
+    out = compile_traced(fn, [y, w, b], CompileOptions(strict=True, poison=True, use_db=False))
+    helpers.assert_close(out(y, w, b)[0], fn(y, w, b))
+    report = autofuse.explain(fn, (y, w, b))
+    glu = [k for k in report.kernels if "sigmoid" in k.aten_ops]
+    stores = [line.strip() for line in glu[0].source.splitlines() if "tl.store" in line]
+    assert stores == ["tl.store(out_ptr0 + ((xindex + (11 * yindex))), tmp3, xmask)"]   # time innermost

@@ -1677,3 +1677,26 @@ def test_baddbmm_stays_one_aten_call_in_its_dtype(dtype):
                                              atol=2e-2 if dtype != F32 else None))
     extern = [kk for kk in kernels if kk.kind == "fallback"]
     assert [kk.aten_ops for kk in extern] == [("baddbmm",)]
+
+
+def test_a_clone_of_a_private_buffer_is_the_buffer():
+    """An eval-mode dropout after a linear layer traces as a clone of the matrix product's (viewed)
+    output: nothing else reads that buffer, so it is returned as is, with no copy kernel."""
+    x, w, b = rand((2, 7, 13)), rand((11, 13)), rand((11,))
+    fn = lambda x, w, b: F.dropout(F.linear(x, w, b), 0.1, training=False).clone()
+    kernels = kernels_of(compile_and_compare(fn, [x, w, b]))
+    assert [k.kind for k in kernels] == ["fallback"]
+
+
+def test_a_clone_of_a_buffer_also_returned_stays_a_copy():
+    """Returned beside its source, the clone must be its own tensor, as in eager: a copy kernel."""
+    x, w = rand((7, 13)), rand((11, 13))
+
+    def fn(x, w):
+        y = x @ w.t()
+        return y, y.clone()
+
+    compiled = compile_and_compare(fn, [x, w])
+    assert [k.kind for k in kernels_of(compiled)] == ["fallback", "pointwise"]
+    y, c = compiled(x, w)
+    assert y.data_ptr() != c.data_ptr()

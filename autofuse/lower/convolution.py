@@ -81,10 +81,17 @@ def _convolution(g, x, weight, bias, stride, padding, dilation, transposed, outp
                                                                                  g.graph_nodes, g.training)
     if len(x.size) in (4, 5):
         g.conv_layout = "channels_last" if channels_last else "as_given"
-    if bias is None and not channels_last:
+    row_major_operand = len(x.size) == 3 and isinstance(x, Pointwise)
+    if bias is None and not channels_last and not row_major_operand:
         raise Unsupported("nothing to rewrite: the plain extern call is the lowering")
     if channels_last:
         x, weight = _to_channels_last(g, x), _to_channels_last(g, weight)
+    elif row_major_operand:
+        # a 1-D convolution's operand computed here is stored row-major whatever eager's strides
+        # (a GLU of a transposed activation): ATen's depthwise kernels copy any other layout first
+        with g.fake_mode:
+            row_major = torch.empty(tuple(int(s) for s in x.size), dtype=x.dtype, device=x.device)
+        x, weight = g.realize(x, row_major), g.realize(weight)
     else:
         x, weight = g.realize(x), g.realize(weight)
     args = (x, weight, None, stride, padding, dilation, transposed, output_padding, groups)

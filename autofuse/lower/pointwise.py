@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from ..ir.values import Pointwise
+from ..ir.values import ComputedBuffer, ExternBuffer, Pointwise, ReinterpretView
 from .common import LOW_PRECISION, make_pointwise, promoted_dtype, returns_bool, round_scalar, upcast
 from .registry import Unsupported, register
 
@@ -394,7 +394,31 @@ def _convert_element_type(g, x, dtype):
 
 @register(aten.clone, aten.lift_fresh_copy, aten.contiguous, aten.alias_copy, aten.detach_copy)
 def _identity(g, x, **kw):
+    if _private_buffer(g, x):
+        return x
     return make_pointwise(g, [x], lambda ops, a: a, upcast(x.dtype))
+
+
+def _private_buffer(g: Any, x: Any) -> bool:
+    """A clone of a buffer this graph computed, that nothing else reads or returns, in the clone's own
+    layout: the buffer itself is the clone (an eval-mode dropout after a linear layer; Inductor
+    removes such clones too), where a copy kernel would move its bytes twice."""
+    src = g.node.args[0] if g.node.args else None
+    if g.node.target not in (aten.clone.default, aten.contiguous.default) or not isinstance(src, torch.fx.Node):
+        return False
+    while True:   # through views of one use each (a linear layer's output is viewed back to 3-D first)
+        if src.op != "call_function" or len(src.users) != 1:
+            return False
+        if not (isinstance(src.target, torch._ops.OpOverload) and src.target.is_view and src.args
+                and isinstance(src.args[0], torch.fx.Node)):
+            break
+        src = src.args[0]
+    base = x.buffer if isinstance(x, ReinterpretView) else x
+    if not isinstance(base, (ComputedBuffer, ExternBuffer)) or (isinstance(x, ReinterpretView) and x.layout.offset):
+        return False
+    out = g.out
+    return isinstance(out, torch.Tensor) and tuple(out.shape) == tuple(x.size) and out.dtype == x.dtype \
+        and all(a == b for a, b, n in zip(out.stride(), x.layout.stride, out.shape) if n != 1)
 
 
 @register(aten.alias, aten.detach)
