@@ -377,21 +377,3 @@ def test_on_the_gpu_a_compile_measures_once_and_matches_eager(tmp_path, device):
         assert_close(autofuse.compile(fn, options=opts)(*args), fn(*args), atol=1e-4, rtol=1e-4)
     with TuningDB.open(str(tmp_path / "t.db")) as db:
         assert len(db.measurements()) == first
-
-
-def test_inductors_row_config_is_measured_and_wins_where_it_is_fastest(tmp_path):
-    """Besides the ranked candidates, the autotune measures Inductor's config of a row reduction (one
-    row per program, a warp per 128 elements): the default plan does not lose to torch.compile for
-    want of trying it."""
-    fn, args, gm = _row_graph()
-
-    def prefer_inductors(rec: dict) -> float:
-        c = rec["config"]
-        if rec["kind"] == "pointwise":
-            return 5.0
-        return 7.0 if (c.get("persistent") and c["XBLOCK"] == 1 and c.get("num_warps") == 4) else 12.0
-
-    fb = FakeBenchmarker(prefer_inductors)
-    plan = autotuned_plan(gm, args, _options(tmp_path), benchmarker=fb)
-    row = [k.config for k in plan.kernels if k.config.RBLOCK == 512]
-    assert row and (row[0].XBLOCK, row[0].num_warps, row[0].persistent) == (1, 4, True)

@@ -45,12 +45,11 @@ from .kernels import KernelTuner
 from .records import device_traits
 from .settings import KernelTuneSettings
 
-# Per reduction, scan, tiled or windowed pointwise kernel: the default, the 3 best-ranked of 48 legal configs
-# (and Inductor's own config of a row reduction of 256-1024 elements), then up to 3 neighbours of the
-# fastest: at most 8 variants compiled and timed (docs/defaults.md,
+# Per reduction, scan, tiled or windowed pointwise kernel: the default, the 3 best-ranked of 48 legal configs, then
+# up to 3 neighbours of the fastest: at most 7 variants compiled and timed (docs/defaults.md,
 # "Autotuning at compile"). Which pointwise kernels: `searched_groups`.
 AUTOTUNE = KernelTuneSettings(top_k=3, explore=0.0, max_candidates=48, refine=3,
-                              kinds=("reduction", "scan", "pointwise"), inductor_reference=True)
+                              kinds=("reduction", "scan", "pointwise"))
 AUTOTUNE_REPS = 30
 # Per graph: the distinct reduction, scan, tiled and windowed pointwise kernels with the most elements, at most
 # AUTOTUNE_KERNELS of them, measured within AUTOTUNE_BUDGET_S seconds; the others keep their default

@@ -88,20 +88,6 @@ def candidate_configs(group: Any, default: LaunchConfig, interpret: bool,
     return [default] + interleave_families(near, rfull)[: max(0, limit - 1)]
 
 
-def inductor_row_config(group: Any) -> LaunchConfig | None:
-    """Inductor's persistent config of a row reduction of at most 1024 elements (one row per program,
-    a warp per 128 elements, 2 to 16), or None where it does not apply or is illegal here: a reference
-    the compile-time autotune measures besides the ranked candidates, so that a default plan whose
-    size rule and ranking both miss it does not lose to torch.compile for want of trying it."""
-    if not group.is_reduction or any(n.kind == "scan" for n in group.nodes) or is_outer_reduction(group):
-        return None
-    rfull = next_pow2(max(group.rnumel, 1))
-    if not 256 <= rfull <= 1024:
-        return None
-    cfg = LaunchConfig(XBLOCK=1, RBLOCK=rfull, num_warps=max(2, min(16, rfull // 128)), persistent=True)
-    return cfg if _plausible(cfg, group, next_pow2(max(group.numel, 1))) else None
-
-
 def neighbour_configs(cfg: LaunchConfig, group: Any) -> list[LaunchConfig]:
     """Legal configs one step from cfg: XBLOCK, num_warps (and a looped reduction's RBLOCK) doubled
     or halved, num_stages back to 1 (it pays nowhere: plan/space.py CONFIG_RANGES), a flag toggled

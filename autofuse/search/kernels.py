@@ -23,8 +23,8 @@ from ..measure.timing import Benchmarker, Timing
 from ..measure.verify import compare
 from ..plan.apply import node_id
 from ..runtime.precompile import compiler_prints_dropped, compiling_ahead
-from .candidates import (best_config, candidate_configs, candidate_limit, inductor_row_config, interleave_families,
-                         legal_options, neighbour_configs)
+from .candidates import (best_config, candidate_configs, candidate_limit, interleave_families, legal_options,
+                         neighbour_configs)
 from .records import group_key, kernel_key, kernel_record
 from .settings import KernelTuneSettings
 
@@ -116,10 +116,6 @@ class KernelTuner:
                 for cfg in chosen:
                     search.measure(cfg)
             search.refine()
-            # Inductor's row config, measured last so that the search's own path stays as it was
-            reference = inductor_row_config(group) if self.settings.inductor_reference else None
-            if reference is not None and reference not in search.results:
-                search.measure(reference)
         choice = search.choose()
         self.choices[ckey] = choice
         self.seconds["kernels"] += time.perf_counter() - t0

@@ -20,7 +20,6 @@ class KernelTuneSettings:
     refine: int = 24               # then up to this many neighbours of the fastest measured (one knob each), best-first
     kinds: tuple[str, ...] | None = None  # the kernel kinds searched ("pointwise", "reduction", "scan"); None: all.
                                           # The others run their default config, untimed
-    inductor_reference: bool = False  # also measure Inductor's config of a row reduction (candidates.inductor_row_config)
 
 
 @dataclass(frozen=True)
