@@ -10,10 +10,10 @@ input), addcmul and addcdiv (eager orders their three operands' strides together
 decomposition two at a time), and masked_fill (its decomposition copies the result to row-major
 only where the traced strides say it is not, and a float16 comparison's traced strides are not
 eager's). baddbmm stays one ATen call: its decomposition runs the batched product in float32
-for half-precision inputs (a CUDA-core GEMM where cuBLAS fuses the scaled add in bf16). The CPU flash-attention op is not decomposed either: PyTorch's rule
-for it returns the attention weights where its backward expects the logsumexp (Inductor excludes
-it too), so attention runs as an extern kernel on both devices. Foreach ops become one op per
-list element (foreach.py).
+for half-precision inputs (a CUDA-core GEMM where cuBLAS fuses the scaled add in bf16). The CPU
+flash-attention op is not decomposed either: PyTorch's rule for it returns the attention weights
+where its backward expects the logsumexp (Inductor excludes it too), so attention runs as an
+extern kernel on both devices. Foreach ops become one op per list element (foreach.py).
 """
 from __future__ import annotations
 

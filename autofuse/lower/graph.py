@@ -200,7 +200,8 @@ class GraphLowering:
         if node.target is operator.getitem:   # one output of a multi-output lowering (max pooling's values)
             item = args[0][args[1]]
             self.fake_env[node] = fargs[0][fargs[1]]
-            self.env[node] = self._maybe_realize(node, item, self.fake_env[node]) if isinstance(item, Pointwise) else item
+            is_lazy = isinstance(item, Pointwise)
+            self.env[node] = self._maybe_realize(node, item, self.fake_env[node]) if is_lazy else item
             return
         try:
             with self.fake_mode:
