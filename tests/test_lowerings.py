@@ -1700,3 +1700,11 @@ def test_a_clone_of_a_buffer_also_returned_stays_a_copy():
     assert [k.kind for k in kernels_of(compiled)] == ["fallback", "pointwise"]
     y, c = compiled(x, w)
     assert y.data_ptr() != c.data_ptr()
+
+
+def test_a_clone_of_a_view_op_run_as_aten_stays_a_copy():
+    """view_as_real runs as ATen (complex values have no Triton type) and returns a view of its
+    operand's storage: its clone is a copy, so that the result owns its memory."""
+    c = torch.randn(5, 6, dtype=torch.complex64)
+    compiled = compile_and_compare(lambda c: torch.view_as_real(c * 2).clone(), [c])
+    assert [k.kind for k in kernels_of(compiled)] == ["fallback", "fallback", "pointwise"]

@@ -416,6 +416,10 @@ def _private_buffer(g: Any, x: Any) -> bool:
     base = x.buffer if isinstance(x, ReinterpretView) else x
     if not isinstance(base, (ComputedBuffer, ExternBuffer)) or (isinstance(x, ReinterpretView) and x.layout.offset):
         return False
+    # written by the first op that is not a view: a view op run as ATen may share another's storage
+    owner = base.kernel.node_id if isinstance(base, ExternBuffer) else base.node_id
+    if owner.split(".")[0] != src.name:
+        return False
     out = g.out
     return isinstance(out, torch.Tensor) and tuple(out.shape) == tuple(x.size) and out.dtype == x.dtype \
         and all(a == b for a, b, n in zip(out.stride(), x.layout.stride, out.shape) if n != 1)
