@@ -89,9 +89,7 @@ def _convolution(g, x, weight, bias, stride, padding, dilation, transposed, outp
     elif row_major_operand:
         # a 1-D convolution's operand computed here is stored row-major whatever eager's strides
         # (a GLU of a transposed activation): ATen's depthwise kernels copy any other layout first
-        with g.fake_mode:
-            row_major = torch.empty(tuple(int(s) for s in x.size), dtype=x.dtype, device=x.device)
-        x, weight = g.realize(x, row_major), g.realize(weight)
+        x, weight = g.realize(x, torch.empty(tuple(int(s) for s in x.size), device="meta")), g.realize(weight)
     else:
         x, weight = g.realize(x), g.realize(weight)
     args = (x, weight, None, stride, padding, dilation, transposed, output_padding, groups)
