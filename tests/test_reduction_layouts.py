@@ -158,6 +158,24 @@ def test_row_value_loaded_once_before_the_loop():
     assert "in_ptr1" not in loop and "in_ptr1" in src.split("for roffset")[0]
 
 
+@pytest.mark.parametrize("persistent", [True, False])
+def test_embedding_ids_loaded_once_per_row(persistent):
+    """BERT's embeddings: the token and position ids do not vary along the row the layer norm
+    reduces, so each is one [XBLOCK, 1] load per row (and its bounds fix-up runs per row), in a
+    persistent block as before an r loop; the gathers that use them vary along r."""
+    emb, pos, w, b = rand((53, 37)), rand((11, 37)), rand((37,)), rand((37,))
+    ids, positions = torch.randint(0, 53, (3, 11)), torch.arange(11).expand(3, 11)
+
+    def fn(ids, positions, emb, pos, w, b):
+        return F.layer_norm(F.embedding(ids, emb) + F.embedding(positions, pos), (37,), w, b)
+
+    (src,) = compiled_sources(fn, [ids, positions, emb, pos, w, b], XBLOCK=2, RBLOCK=64 if persistent else 16,
+                              persistent=persistent)
+    loads = re.findall(r"tl\.load\((in_ptr\d+) \+ \((.*?)\), (\w+)", src)
+    row_loads = [(ptr, mask) for ptr, offsets, mask in loads if "rindex" not in offsets]
+    assert len({ptr for ptr, _ in row_loads}) == 2 and {mask for _, mask in row_loads} == {"xmask"}
+
+
 def test_masked_row_value_stays_in_the_loop():
     x, s = rand((9, 700)), rand((9, 1))
     fn = lambda x, s: (x * F.pad(s, (0, 0, 0, 2))[:9]).sum(-1) + torch.where(x > 0, s, 0.0).amax(-1)  # noqa: E731

@@ -140,19 +140,25 @@ class MemoryMixin:
                 and not sympy.sympify(index).free_symbols & set(self.indirect_names))
 
     def _hoisted_load(self, ptr: str, index: sympy.Expr, dtype: torch.dtype, cdt: torch.dtype) -> TV | None:
-        """A load inside an r loop whose address does not vary along r (a norm's shift, a softmax's
-        max read back) issued once per row before the loop, as an [XBLOCK, 1] value the loop's blocks
-        broadcast against, instead of one broadcast load per r element on every step. Not under
-        masked() (its mask may vary along r) nor through an indirect index."""
+        """A load of an r node whose address does not vary along r (a norm's shift, a softmax's max
+        read back, an embedding's token id) issued once per row, as an [XBLOCK, 1] value the blocks
+        broadcast against, instead of one broadcast load per r element: before the loop in a looped
+        kernel, in place in a persistent one. Issued per element, BERT's embedding layer norm loaded
+        its three ids and computed the gathers' int64 row offsets on all 768 lanes of each row. Not
+        under masked() (its mask may vary along r) nor through an indirect index."""
         node, pl = self.current
-        if (self.hoist is None or pl.cls not in ("r", "red") or self.mask_stack
+        in_loop = self.hoist is not None
+        if (not (in_loop or self.reduction_kernel and self.persistent and self.tile is None)
+                or pl.cls not in ("r", "red") or self.mask_stack
                 or sympy.sympify(index).free_symbols & set(self.indirect_names)):
             return None
         text = self.index_str(index, "x")
         if "rindex" in text:
             return None
-        scope, _ = self.hoist
         body = f"tl.load({ptr} + ({self.pointer_index(index, 'x')}), xmask, other=0){load_cast(dtype)}"
+        if not in_loop:  # a persistent block: the [XBLOCK, 1] load in place
+            return self.cse(body, cdt)
+        scope, _ = self.hoist
         key = f"{body}::{cdt}"
         hit = scope.lookup(key)
         if hit is not None:
