@@ -1708,3 +1708,20 @@ def test_a_clone_of_a_view_op_run_as_aten_stays_a_copy():
     c = torch.randn(5, 6, dtype=torch.complex64)
     compiled = compile_and_compare(lambda c: torch.view_as_real(c * 2).clone(), [c])
     assert [k.kind for k in kernels_of(compiled)] == ["fallback", "fallback", "pointwise"]
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_returned_attention_weights_are_stored_once(dtype):
+    """transformers' eager attention returns its softmax weights and multiplies them by the values:
+    the product reads the returned buffer through its views, not a second copy of the weights."""
+    q, k, v = rand((2, 3, 11, 8), dtype=dtype), rand((2, 3, 11, 8), dtype=dtype), rand((2, 3, 11, 8), dtype=dtype)
+
+    def fn(q, k, v):
+        w = torch.softmax(torch.matmul(q, k.transpose(2, 3)) * 0.35, -1, dtype=F32).to(dtype)
+        return torch.matmul(w, v), w
+
+    tol = 2e-2 if dtype != F32 else None
+    kernels = kernels_of(compile_and_compare(fn, [q, k, v], rtol=tol, atol=tol))
+    softmax = [kk for kk in kernels if kk.kind == "reduction"]
+    assert len(softmax) == 1 and softmax[0].source.count("tl.store(") == 1
+    assert [kk.aten_ops for kk in kernels if kk.kind == "fallback"] == [("bmm",), ("bmm",)]

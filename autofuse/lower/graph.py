@@ -237,15 +237,18 @@ class GraphLowering:
         self.env[node] = result
 
     def _realize_viewed_operands(self, node: torch.fx.Node) -> bool:
-        """An extern op reading a transposed view of a lazy value (the backward's `permute(grad)`
-        fed to a matrix product): realize the value in eager's layout and re-lower the views over
-        its buffer, so the op reads a strided view of it. Lowered lazily instead, the view would be
-        written out as its own buffer in the view's order — its loads or its stores strided, and a
-        second copy of a value its other readers compute again. True when an operand changed."""
+        """An extern op reading a view of a lazy value that is transposed (the backward's
+        `permute(grad)` fed to a matrix product) or that the graph returns (attention weights
+        returned and multiplied by the values): realize the value in eager's layout and re-lower the
+        views over its buffer, so the op reads a strided view of it. Lowered lazily instead, the view
+        would be written out as its own buffer — in the view's order, its loads or its stores
+        strided; beside the returned value, the same bytes stored twice. True when an operand changed."""
         changed = False
         for arg in node.all_input_nodes:
-            chain, src = self._view_chain(arg, _VIEW_PACKETS)
-            if not any(n.target in _TRANSPOSING_VIEW_OPS for n in chain) or not isinstance(self.env.get(src), Pointwise):
+            chain, src = self._view_chain(arg, _OPERAND_VIEW_PACKETS)
+            if not chain or not isinstance(self.env.get(src), Pointwise):
+                continue
+            if not (any(n.target in _TRANSPOSING_VIEW_OPS for n in chain) or any(u.op == "output" for u in src.users)):
                 continue
             fake = self.fake_env.get(src)
             if not isinstance(fake, torch.Tensor) or not is_dense(tuple(fake.shape), fake.stride()):
@@ -464,8 +467,10 @@ class GraphLowering:
 _TRANSPOSING_VIEW_OPS = frozenset([torch.ops.aten.permute.default, torch.ops.aten.t.default,
                                    torch.ops.aten.transpose.int])
 _aten = torch.ops.aten
-# reshapes and transposes: the views an extern operand is re-lowered through (_realize_viewed_operands)
+# reshapes and transposes: the views an extern operand is re-lowered through (_realize_viewed_operands),
 _VIEW_PACKETS = frozenset([_aten.view, _aten._unsafe_view, _aten.reshape, _aten.permute, _aten.t, _aten.transpose])
+# and the broadcasts that a matrix product's decomposition puts before them (a no-op expand)
+_OPERAND_VIEW_PACKETS = _VIEW_PACKETS | {_aten.expand}
 # every view op whose result, over a buffer, is a strided view of it (outputs keep eager's aliasing)
 _ALIAS_VIEW_PACKETS = _VIEW_PACKETS | {_aten.expand, _aten.squeeze, _aten.unsqueeze, _aten.slice, _aten.select,
                                        _aten.as_strided, _aten.diagonal, _aten.narrow, _aten.alias}
