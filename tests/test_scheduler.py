@@ -146,3 +146,14 @@ def test_norm_read_through_a_flattening_view_fuses_with_its_statistics():
     compiled = compile_and_compare(fn, args)
     generated = [k for k in kernels_of(compiled) if k.kind != "fallback"]
     assert len(generated) == 1 and generated[0].kind == "reduction", [k.nodes for k in generated]
+
+
+def test_row_and_column_reductions_of_one_matrix_stay_apart():
+    """CLIP's loss takes the log-sum-exp of each row and of each column of one logits matrix: fused,
+    one of the two reads would run across the kernel's lanes and no element would be read once for
+    both, so the two reductions are two kernels, as in Inductor."""
+    x = rand((37, 37))
+    fn = lambda x: (torch.logsumexp(x, 1) + torch.logsumexp(x.t(), 1)).sum()  # noqa: E731
+    kernels = kernels_of(compile_and_compare(fn, [x], atol=1e-4, rtol=1e-4))
+    row_and_column = [k for k in kernels if k.kind == "reduction" and (k.numel, k.rnumel) == (37, 37)]
+    assert len(row_and_column) == 2

@@ -365,10 +365,17 @@ def reads_meet_writes(producers: Sequence[SchedulerNode], consumers: Sequence[Sc
 
 
 def shared_bytes(a: FusionGroup, b: FusionGroup) -> int:
-    """Bytes of buffers both groups access (the memory traffic fusion can save)."""
+    """Bytes of buffers both groups access (the memory traffic fusion can save). A buffer that one
+    group's r loop reads along its rows and the other's along its columns saves nothing: the fused
+    kernel's programs read a block of rows and a block of columns, not the same elements, and one
+    of the two reads runs across its lanes (CLIP's loss: the log-sum-exp of each row and of each
+    column of one logits matrix, fused, ran 1.5× the time of Inductor's two kernels). Inductor
+    counts a shared read only where both index it alike."""
     total = 0
     common = a.accessed & b.accessed
     for name in common:
+        if _reads_transposed(_read_directions(a, name), _read_directions(b, name)):
+            continue
         sizes = []
         for g in (a, b):
             for n in g.nodes:
@@ -379,6 +386,34 @@ def shared_bytes(a: FusionGroup, b: FusionGroup) -> int:
         if sizes:
             total += min(sizes)
     return total
+
+
+def _read_directions(g: FusionGroup, name: str) -> set[str]:
+    """Along which loop each read of `name` by a node in the group's r loop is contiguous: "r" (its
+    innermost r variable steps by 1), "x" (the innermost x variable does, not the r one) or "-"."""
+    out: set[str] = set()
+    for n, pl in g.placements():
+        if pl is None or pl.cls not in ("r", "red"):
+            continue
+        rv = [v for v, sz in zip(pl.r_vars(n), pl.r_sizes(n)) if sz != 1]
+        xv = [v for v, sz in zip(pl.x_vars(n), pl.x_sizes(n)) if sz != 1]
+        for dep in n.reads:
+            if dep.name != name:
+                continue
+            index = sympy.sympify(dep.index)
+            if dep.is_indirect or not rv:
+                out.add("-")
+            elif index.coeff(rv[-1]) == 1:
+                out.add("r")
+            elif xv and index.coeff(xv[-1]) == 1:
+                out.add("x")
+            else:
+                out.add("-")
+    return out
+
+
+def _reads_transposed(da: set[str], db: set[str]) -> bool:
+    return {frozenset(da), frozenset(db)} == {frozenset("r"), frozenset("x")}
 
 
 def _dtype_of(g: FusionGroup, n: SchedulerNode, name: str) -> int:
