@@ -8,6 +8,7 @@ into generated kernels, i.e. did not run as ATen fallbacks.
 from __future__ import annotations
 
 import operator
+import re
 
 import pytest
 import torch
@@ -1725,3 +1726,19 @@ def test_returned_attention_weights_are_stored_once(dtype):
     softmax = [kk for kk in kernels if kk.kind == "reduction"]
     assert len(softmax) == 1 and softmax[0].source.count("tl.store(") == 1
     assert [kk.aten_ops for kk in kernels if kk.kind == "fallback"] == [("bmm",), ("bmm",)]
+
+
+def test_residual_with_a_transposed_eager_layout_is_stored_row_major():
+    """Whisper's residual stream starts as the sum of a permuted convolution output and positions,
+    so eager keeps it [B, C, T] in memory. The graph's own layer norms are its only readers: it is
+    stored row-major, contiguous along the rows they reduce, not across their lanes."""
+    conv, pos, w = rand((2, 24, 13)), rand((13, 24)), rand((24, 24))
+    a, b, c = rand((2, 13, 24)), rand((2, 13, 24)), rand((2, 13, 24))
+
+    def fn(conv, pos, w, a, b, c):
+        h = conv.permute(0, 2, 1) + pos + a + b + c
+        return F.layer_norm(h + F.layer_norm(h, (24,)) @ w, (24,))
+
+    kernels = kernels_of(compile_and_compare(fn, [conv, pos, w, a, b, c], atol=1e-4, rtol=1e-4))
+    stores = [s for k in kernels for s in re.findall(r"tl\.store\(out_ptr\d+ \+ \((.*?)\), ", k.source)]
+    assert stores and all("13 * rindex" not in s for s in stores)

@@ -300,6 +300,9 @@ class GraphLowering:
             decided = self.realize_decisions[node.name]
             return self._realize_intermediate(value, fake_out, info.read_names) if decided else value
         if self.heuristics.should_realize(num_uses, info.num_reads, len(info.read_names), info.op_count):
+            if self.conv_layout != "channels_last" and _permuted(fake_out):
+                # read again by this graph's kernels only: row-major, as Inductor lays out its buffers
+                return self.realize(value, torch.empty(tuple(value.size), device="meta"))
             return self._realize_intermediate(value, fake_out, info.read_names)
         return value
 
@@ -495,6 +498,15 @@ def _feeds_returned_activation(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
         if n.target is not torch.ops.aten.convolution.default:
             todo.extend(a for a in n.all_input_nodes)
     return seen
+
+
+def _permuted(fake: Any) -> bool:
+    """Is `fake` dense with strides other than row-major's (eager's result of an op over a
+    transposed operand: Whisper's residual stream, added to its permuted convolution output)?"""
+    if not isinstance(fake, torch.Tensor) or not is_dense(tuple(fake.shape), fake.stride()):
+        return False
+    size = tuple(int(s) for s in fake.shape)
+    return any(st != c and n != 1 for st, c, n in zip(fake.stride(), contiguous_strides(size), size))
 
 
 def _strides_differ(layout: Layout, fake: Any) -> bool:
