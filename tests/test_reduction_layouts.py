@@ -164,7 +164,8 @@ def test_embedding_ids_loaded_once_per_row(persistent):
     reduces, so each is one [XBLOCK, 1] load per row (and its bounds fix-up runs per row), in a
     persistent block as before an r loop; the gathers that use them vary along r."""
     emb, pos, w, b = rand((53, 37)), rand((11, 37)), rand((37,)), rand((37,))
-    ids, positions = torch.randint(0, 53, (3, 11)), torch.arange(11).expand(3, 11)
+    ids = torch.randint(0, 53, (3, 11), device=emb.device)
+    positions = torch.arange(11, device=emb.device).expand(3, 11)
 
     def fn(ids, positions, emb, pos, w, b):
         return F.layer_norm(F.embedding(ids, emb) + F.embedding(positions, pos), (37,), w, b)
