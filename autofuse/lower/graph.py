@@ -300,7 +300,7 @@ class GraphLowering:
             decided = self.realize_decisions[node.name]
             return self._realize_intermediate(value, fake_out, info.read_names) if decided else value
         if self.heuristics.should_realize(num_uses, info.num_reads, len(info.read_names), info.op_count):
-            if self.conv_layout != "channels_last" and _permuted(fake_out):
+            if self.conv_layout != "channels_last" and _permuted(fake_out) and not _returned_through_views(node):
                 # read again by this graph's kernels only: row-major, as Inductor lays out its buffers
                 return self.realize(value, torch.empty(tuple(value.size), device="meta"))
             return self._realize_intermediate(value, fake_out, info.read_names)
@@ -498,6 +498,22 @@ def _feeds_returned_activation(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
         if n.target is not torch.ops.aten.convolution.default:
             todo.extend(a for a in n.all_input_nodes)
     return seen
+
+
+def _returned_through_views(node: torch.fx.Node) -> bool:
+    """Does the graph return the node's value or a view of it? A returned tensor (a saved activation
+    too: the backward graph was traced with its strides) keeps eager's layout."""
+    todo, seen = [node], set()
+    while todo:
+        n = todo.pop()
+        for u in n.users:
+            if u.op == "output":
+                return True
+            if u not in seen and (getattr(u.target, "overloadpacket", None) in _ALIAS_VIEW_PACKETS
+                                  or u.target is operator.getitem):
+                seen.add(u)
+                todo.append(u)
+    return False
 
 
 def _permuted(fake: Any) -> bool:
