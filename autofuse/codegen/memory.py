@@ -148,7 +148,7 @@ class MemoryMixin:
         under masked() (its mask may vary along r) nor through an indirect index."""
         node, pl = self.current
         in_loop = self.hoist is not None
-        if (not (in_loop or self.reduction_kernel and self.persistent and self.tile is None)
+        if (not (in_loop or (self.reduction_kernel and self.persistent and self.tile is None))
                 or pl.cls not in ("r", "red") or self.mask_stack
                 or sympy.sympify(index).free_symbols & set(self.indirect_names)):
             return None

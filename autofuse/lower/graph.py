@@ -470,9 +470,10 @@ class GraphLowering:
 _TRANSPOSING_VIEW_OPS = frozenset([torch.ops.aten.permute.default, torch.ops.aten.t.default,
                                    torch.ops.aten.transpose.int])
 _aten = torch.ops.aten
-# reshapes and transposes: the views an extern operand is re-lowered through (_realize_viewed_operands),
+# reshapes and transposes
 _VIEW_PACKETS = frozenset([_aten.view, _aten._unsafe_view, _aten.reshape, _aten.permute, _aten.t, _aten.transpose])
-# and the broadcasts that a matrix product's decomposition puts before them (a no-op expand)
+# the views an extern operand is re-lowered through (_realize_viewed_operands): those, and the
+# broadcast a matrix product's decomposition puts before them (a no-op expand)
 _OPERAND_VIEW_PACKETS = _VIEW_PACKETS | {_aten.expand}
 # every view op whose result, over a buffer, is a strided view of it (outputs keep eager's aliasing)
 _ALIAS_VIEW_PACKETS = _VIEW_PACKETS | {_aten.expand, _aten.squeeze, _aten.unsqueeze, _aten.slice, _aten.select,

@@ -413,7 +413,8 @@ def _read_directions(g: FusionGroup, name: str) -> set[str]:
 
 
 def _reads_transposed(da: set[str], db: set[str]) -> bool:
-    return {frozenset(da), frozenset(db)} == {frozenset("r"), frozenset("x")}
+    """Does one group read only along its rows and the other only along its columns?"""
+    return {frozenset(da), frozenset(db)} == {frozenset({"r"}), frozenset({"x"})}
 
 
 def _dtype_of(g: FusionGroup, n: SchedulerNode, name: str) -> int:
