@@ -469,7 +469,20 @@ def compile_variant(job: Job, variant: str, opts: argparse.Namespace) -> tuple[C
             entry.update(gpu_profile(call, opts.profile_calls, opts.gpu_ops))
         except Exception as e:  # noqa: BLE001
             entry["gpu_error"] = _error(e)
+        entry["peak_mb"] = peak_mb(call)
     return call, entry
+
+
+def peak_mb(call: Callable[[], Any]) -> float:
+    """MiB a call allocates at its peak above what is resident before it (the other variants'
+    weights and caches included, so the variants of a model compare): what decides the largest
+    batch that fits. A training step's peak is where its saved activations meet its gradients."""
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    call()
+    torch.cuda.synchronize()
+    return (torch.cuda.max_memory_allocated() - base) / 2 ** 20
 
 
 def interleaved(calls: dict[str, Callable[[], Any]], entries: dict[str, dict[str, Any]], calls_per_round: int,
@@ -593,7 +606,7 @@ def annotate(results: dict[str, Any]) -> None:
     for r in results["runs"]:
         ind = r["variants"].get("inductor", {})
         for e in r["variants"].values():
-            for key in ("wall_ms", "host_ms", "gpu_ms", "compile_s", "error"):
+            for key in ("wall_ms", "host_ms", "gpu_ms", "compile_s", "error", "peak_mb"):
                 base = e.get("beside", {}).get("inductor", {}).get(key) or ind.get(key)
                 if key in e and base:
                     e[f"{key}_vs_inductor"] = e[key] / base
@@ -606,12 +619,13 @@ def markdown(results: dict[str, Any]) -> str:
              "forward: bf16 inference, no grad. train: one f32 step (forward with the loss, backward, eager AdamW). "
              "optimizer: a compiled multi-tensor AdamW step over the f32 parameters (error: of the parameters' change). "
              "error: relative L2 error of the main output (train: the loss; grad: all gradients) against f32 eager "
-             "with TF32 off. ×ind: ratio to torch.compile default (time: lower is better). Kernels: GPU operations "
+             "with TF32 off. ×ind: ratio to torch.compile default (time: lower is better). peak: MiB a call allocates "
+             "at its peak above what was resident before it. Kernels: GPU operations "
              "per call in the profiler (library kernels, copies and fills included); autofuse's own count and its "
              "graphs left to eager come from its report.", "",
              "| model | mode | variant | wall ms (×ind) | GPU ms | host ms (×ind) | compile s (×ind) | kernels/call | "
-             "autofuse kernels | graphs eager | error (×ind) | grad error |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "autofuse kernels | graphs eager | error (×ind) | grad error | peak MiB (×ind) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 
     def f(e: dict, key: str, fmt: str, ratio: bool = False) -> str:
         if key not in e:
@@ -622,7 +636,7 @@ def markdown(results: dict[str, Any]) -> str:
         for v, e in r["variants"].items():
             head = f"| {r['model']} | {r['mode']} | {v} | "
             if "error_text" in e:
-                lines.append(head + f"✗ {e['error_text'][:150].replace('|', '/')} |" + " |" * 10)
+                lines.append(head + f"✗ {e['error_text'][:150].replace('|', '/')} |" + " |" * 11)
                 continue
             host = f(e, "host_ms", ".3f", True) + (" (waits on the GPU)" if e.get("host_blocked") else
                                                    "" if e.get("host_exact", True) else " (upper bound)")
@@ -634,7 +648,7 @@ def markdown(results: dict[str, Any]) -> str:
                                             + (f" + tune {e['tune_s']:.0f}" if "tune_s" in e else ""),
                                             f(e, "kernels_per_call", ".0f"),
                                             f(e, "autofuse_kernels", "d"), eager, f(e, "error", ".2e", True),
-                                            f(e, "grad_error", ".2e")]) + " |")
+                                            f(e, "grad_error", ".2e"), f(e, "peak_mb", ".0f", True)]) + " |")
     if results.get("not_run"):
         lines += ["", "Not run (time budget): " + ", ".join(results["not_run"])]
     return "\n".join(lines) + "\n"

@@ -214,7 +214,7 @@ def test_explain_reports_the_wrapper_source():
     args = (rand((8, 12)), rand((12,)), rand((12,)), rand((12,)))
     report = autofuse.explain(seed_fn, args, strategy="inductor")
     (src,) = report.wrapper_sources
-    assert src.startswith("def wrapper(args):") and report.kernels[0].name in src
+    assert src.startswith("def wrapper(args, steal=False):") and report.kernels[0].name in src
 
 
 def test_a_program_without_a_wrapper_runs_its_steps(monkeypatch):
@@ -383,3 +383,63 @@ def test_a_scatter_into_a_buffer_nothing_else_reads_updates_it_in_place():
         prog = _compile(gm, args)
         assert _extern_ops(prog) == [op], (fn.__name__, _extern_ops(prog))
         _check(prog, gm, args)
+
+
+_ALIVE: list = []   # (the weak reference to watch, what each call of the op below saw)
+
+
+@torch.library.custom_op("autofuse_tests::input_alive", mutates_args=())
+def _input_alive(x: torch.Tensor) -> torch.Tensor:
+    _ALIVE[1].append(_ALIVE[0]() is not None)
+    return x * 2
+
+
+@_input_alive.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+def test_a_handed_over_input_is_freed_after_its_last_use():
+    """AOTAutograd hands a graph its argument list (a backward graph's saved activations): the
+    wrapper empties it and drops each input after its last read, so an input is gone while the
+    steps after that read run, as with Inductor."""
+    import weakref
+
+    from autofuse.capture.backend import CompiledGraph
+
+    def fn(a, b):
+        return _input_alive(torch.sin(a) + b) + b
+
+    a, b = rand((5, 7)), rand((5, 7))
+    expected = torch.sin(a) * 2 + 3 * b
+    cg = CompiledGraph(trace_aten(fn, [a, b]), OPTS, "backward")
+    _ALIVE[:] = [weakref.ref(a), []]
+    handed = [a, b]
+    del a
+    out = cg(handed)
+    assert handed == [] and _ALIVE[1] == [False], "the first input outlived its last read"
+    assert_close(out[0], expected)
+    kept = [rand((5, 7)), rand((5, 7))]   # a caller that keeps its list (the search, probes)
+    _ALIVE[:] = [weakref.ref(kept[0]), []]
+    prog = next(iter(cg.programs.values()))
+    assert_close(prog(kept)[0], torch.sin(kept[0]) * 2 + 3 * kept[1])
+    assert len(kept) == 2 and _ALIVE[1] == [True]
+
+
+def test_a_training_step_calls_its_graphs_boxed():
+    """Dynamo wraps the backward compiler; the boxed-call mark must survive the wrapping, or
+    AOTAutograd warns and calls the backward with its saved activations held to the end."""
+    import warnings
+
+    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))
+    x = rand((3, 8))
+    compiled = torch.compile(m, backend="autofuse")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compiled(x).sum().backward()
+    assert not [w for w in caught if "boxed" in str(w.message)]
+    grads = [p.grad.clone() for p in m.parameters()]
+    m.zero_grad()
+    m(x).sum().backward()
+    for g, p in zip(grads, m.parameters()):
+        assert_close(g, p.grad)

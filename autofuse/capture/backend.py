@@ -53,9 +53,10 @@ def _value_key(a: Any) -> Any:
 class CompiledGraph:
     """Callable for one ATen graph (boxed calling convention)."""
 
-    _boxed_call = True
-
     def __init__(self, gm: torch.fx.GraphModule, options: CompileOptions, label: str) -> None:
+        # on the instance: the wrappers Dynamo puts around a backward compiler copy the instance's
+        # attributes (functools.wraps), not its class's, and AOTAutograd calls an unmarked one unboxed
+        self._boxed_call = True
         self.gm = gm
         self.constants = lift_constants(gm)  # appended to every call's inputs
         self._placed: tuple | None = None
@@ -124,12 +125,15 @@ class CompiledGraph:
         return artifacts
 
     def __call__(self, *call_args: Any) -> list:
-        # boxed (one list of inputs, AOTAutograd's convention) or plain positional inputs
-        args = call_args[0] if len(call_args) == 1 and isinstance(call_args[0], list) else list(call_args)
+        # boxed (one list of inputs, AOTAutograd's convention: the list is handed over, and emptied so
+        # that each input is freed after its last use) or plain positional inputs
+        boxed = len(call_args) == 1 and isinstance(call_args[0], list)
+        args = call_args[0] if boxed else list(call_args)
         if self.constants:
             if self._placed is None:
                 self._placed = place_constants(self.constants, args)
-            args = [*args, *self._placed]
+            given, args = args, [*args, *self._placed]
+            given.clear()
         if self.static and len(self.programs) == 1:
             prog = next(iter(self.programs.values()))
         elif self.by_strides is not None:
@@ -145,7 +149,7 @@ class CompiledGraph:
         # autograd keeps (a gradient can become .grad itself), which a replay would overwrite
         if self.options.cudagraphs and self.label == "inference" and not isinstance(prog, _EagerProgram):
             return self._graphed(prog, args)
-        return prog(args)
+        return prog(args, steal=True)
 
     def _graphed(self, prog: Any, args: list) -> list:
         from ..runtime.cudagraph import GraphedProgram, can_graph
@@ -177,7 +181,7 @@ class _EagerProgram:
         self.gm = gm
         self.kernels: list = []
 
-    def __call__(self, args: Sequence[Any]) -> list:
+    def __call__(self, args: Sequence[Any], steal: bool = False) -> list:
         out = self.gm(*args)
         return list(out) if isinstance(out, (list, tuple)) else [out]
 

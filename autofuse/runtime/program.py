@@ -74,9 +74,11 @@ class Program:
                 env[slot] = a
         return env
 
-    def __call__(self, args: Sequence[Any]) -> list[Any]:
+    def __call__(self, args: Sequence[Any], steal: bool = False) -> list[Any]:
+        """The outputs of one call. `steal`: the caller hands `args` (a list) over, and the wrapper
+        empties it so that each input can be freed after its last use."""
         w = self._wrapper if self._wrapper is not None else self.wrapper
-        return w.fn(args) if w else self.interpret(args)
+        return w.fn(args, steal) if w else self.interpret(args)
 
     def interpret(self, args: Sequence[Any]) -> list[Any]:
         """Run the steps one by one (the same result as the wrapper, slower)."""

@@ -143,7 +143,7 @@ def generate(program: Any) -> Wrapper:
     """The wrapper of `program` (a runtime.program.Program whose steps and outputs are `writable`)."""
     w = _Writer(program)
     steps, outputs = program.steps, program.outputs
-    keep = output_slots(outputs) | {s for s in program.input_slots if s is not None}
+    keep = output_slots(outputs)
     last: dict[int, int] = {}
     for i, step in enumerate(steps):
         for s in (*reads_of(step), *writes_of(step)):
@@ -164,8 +164,12 @@ def generate(program: Any) -> Wrapper:
     device_checks_at = len(body)
     allocated = {s.slot for s in steps if isinstance(s, Alloc)}
     for k, s in enumerate(program.input_slots):
-        if s is not None:
+        if s is not None and (s in last or s in keep):
             body.append(f"b{s} = args[{k}]")
+    # a stolen argument list (AOTAutograd's boxed call) is emptied, so that each input, a backward
+    # graph's saved activations above all, is freed after its last use, as Inductor's wrappers do
+    body.append("if steal:")
+    body.append("    args.clear()")
     for i, step in enumerate(steps):
         if isinstance(step, Alloc):
             _alloc(w, step)
@@ -183,7 +187,7 @@ def generate(program: Any) -> Wrapper:
     if w.alloc_devices:  # is the current device the allocations' device? asked once per call
         w.ns["_getdev"] = _current_device
         body[device_checks_at:device_checks_at] = [f"ondev{d} = _getdev() == {d}" for d in sorted(w.alloc_devices)]
-    source = "def wrapper(args):\n" + "".join(f"    {line}\n" for line in body)
+    source = "def wrapper(args, steal=False):\n" + "".join(f"    {line}\n" for line in body)
     code = compile(source, "<autofuse wrapper>", "exec")
     ns = dict(w.ns)
     exec(code, ns)  # noqa: S102 - the source is generated above from the program's own steps
