@@ -1742,3 +1742,29 @@ def test_residual_with_a_transposed_eager_layout_is_stored_row_major():
     kernels = kernels_of(compile_and_compare(fn, [conv, pos, w, a, b, c], atol=1e-4, rtol=1e-4))
     stores = [s for k in kernels for s in re.findall(r"tl\.store\(out_ptr\d+ \+ \((.*?)\), ", k.source)]
     assert stores and all("13 * rindex" not in s for s in stores)
+
+
+def test_a_channels_last_gradient_read_twice_stays_channels_last():
+    """A backward graph's gradients are channels-last where its convolutions run so (their layout
+    is set in the forward graph; the backward has no convolution lowering to say so). A multi-use
+    one, read by a per-channel reduction (a batch norm's backward) and by a kernel after it, is
+    stored channels-last: stored row-major, ResNet-50's training step copied it back for its
+    convolutions' backward and reduced it across strided lanes."""
+    from autofuse.capture.trace import trace_aten
+    from autofuse.compiler import schedule
+    from autofuse.lower.convolution import channels_last_strides
+    cl = torch.channels_last
+    g, a, b, c, m = (rand((2, 8, 5, 6)).contiguous(memory_format=cl) for _ in range(5))
+    scale = rand((8,))
+
+    def fn(g, a, b, c, m, scale):
+        h = torch.where(m > 0, g + a * b + c, 0.0)   # a ReLU's backward of a residual's gradient
+        s = h.sum((0, 2, 3))
+        return h * scale[:, None, None] - s[:, None, None] * a
+
+    args = [g, a, b, c, m, scale]
+    compile_and_compare(fn, args, atol=1e-4, rtol=1e-4)
+    lowering = schedule(trace_aten(fn, args), args, CompileOptions(strict=True, use_db=False)).lowering
+    stored = [tuple(b.layout.stride) for b in lowering.buffers
+              if hasattr(b, "layout") and tuple(b.layout.size) == (2, 8, 5, 6)]
+    assert stored == [channels_last_strides((2, 8, 5, 6))]

@@ -519,11 +519,15 @@ def _returned_through_views(node: torch.fx.Node) -> bool:
 
 def _permuted(fake: Any) -> bool:
     """Is `fake` dense with strides other than row-major's (eager's result of an op over a
-    transposed operand: Whisper's residual stream, added to its permuted convolution output)?"""
+    transposed operand: Whisper's residual stream, added to its permuted convolution output)?
+    Channels-last activations are not: a backward graph's gradients are channels-last because its
+    convolutions run so, and its convolutions and norms read them in that layout."""
     if not isinstance(fake, torch.Tensor) or not is_dense(tuple(fake.shape), fake.stride()):
         return False
     size = tuple(int(s) for s in fake.shape)
-    return any(st != c and n != 1 for st, c, n in zip(fake.stride(), contiguous_strides(size), size))
+    def differs(strides: tuple[int, ...]) -> bool:
+        return any(st != c and n != 1 for st, c, n in zip(fake.stride(), strides, size))
+    return differs(contiguous_strides(size)) and not (len(size) in (4, 5) and not differs(channels_last_strides(size)))
 
 
 def _strides_differ(layout: Layout, fake: Any) -> bool:
