@@ -376,6 +376,20 @@ class ProgramBuilder:
         out: list[Any] = []
         pool: dict[tuple, list[int]] = {}
         for i, step in enumerate(steps):
+            if isinstance(step, ExternCall) and pool:
+                # an ATen call allocates its own result, and a dead buffer held for a later taker
+                # would sit beside it: one that could hold the result is freed first, so the
+                # caching allocator gives its memory to the result (as torch.compile's wrappers
+                # pass such buffers as out=; held, ConvNeXt's MLP peaked at twice its activation).
+                # A small one stays held: the allocator serves small and large blocks apart
+                largest = max((lay.storage_span() * itemsize(lay.dtype) for lay in step.out_layouts.values()),
+                              default=0)
+                released = [s for key, slots in pool.items() for s in slots
+                            if largest and key[2] * itemsize(key[1]) >= max(largest, SMALL_BLOCK_BYTES + 1)]
+                if released:
+                    for key in list(pool):
+                        pool[key] = [s for s in pool[key] if s not in released]
+                    out.append(Free(tuple(released)))
             if isinstance(step, Alloc):
                 lay = step.layout
                 key = (str(lay.device), lay.dtype, lay.storage_span())
@@ -401,6 +415,9 @@ class ProgramBuilder:
         if isinstance(o, Buffer):
             return SlotOutput(self.slot(o.name))
         return ConstOutput(o)
+
+
+SMALL_BLOCK_BYTES = 1 << 20   # the CUDA caching allocator's largest small block (a pool of its own)
 
 
 def _without_updates(k: Any, stored: dict[str, str]) -> Any:

@@ -143,7 +143,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         (_, _, art), = rec.graphs
         prog = art.program
         inner = prog.wrapper.fn
-        prog._wrapper = SimpleNamespace(fn=lambda args: captured.setdefault("args", list(args)) and inner(args))
+        prog._wrapper = SimpleNamespace(
+            fn=lambda args, steal=False: captured.setdefault("args", list(args)) and inner(args, steal))
         f(x)
         prog._wrapper = None
         if not cuda:
