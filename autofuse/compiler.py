@@ -34,6 +34,7 @@ from .schedule.scheduler import SchedulerGraph
 from .strategies import tvm
 
 SECTOR_BYTES = 32  # the DRAM access granularity of NVIDIA GPUs: a scattered element moves a whole sector
+SMALL_BLOCK_BYTES = 1 << 20  # the CUDA caching allocator's largest small block (small ones have a pool of their own)
 
 
 @dataclass(frozen=True)
@@ -415,9 +416,6 @@ class ProgramBuilder:
         if isinstance(o, Buffer):
             return SlotOutput(self.slot(o.name))
         return ConstOutput(o)
-
-
-SMALL_BLOCK_BYTES = 1 << 20   # the CUDA caching allocator's largest small block (a pool of its own)
 
 
 def _without_updates(k: Any, stored: dict[str, str]) -> Any:

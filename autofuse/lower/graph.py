@@ -525,9 +525,10 @@ def _permuted(fake: Any) -> bool:
     if not isinstance(fake, torch.Tensor) or not is_dense(tuple(fake.shape), fake.stride()):
         return False
     size = tuple(int(s) for s in fake.shape)
-    def differs(strides: tuple[int, ...]) -> bool:
-        return any(st != c and n != 1 for st, c, n in zip(fake.stride(), strides, size))
-    return differs(contiguous_strides(size)) and not (len(size) in (4, 5) and not differs(channels_last_strides(size)))
+
+    def laid_out(strides: tuple[int, ...]) -> bool:   # size-1 dims take any stride
+        return all(st == c or n == 1 for st, c, n in zip(fake.stride(), strides, size))
+    return not laid_out(contiguous_strides(size)) and not (len(size) in (4, 5) and laid_out(channels_last_strides(size)))
 
 
 def _strides_differ(layout: Layout, fake: Any) -> bool:
