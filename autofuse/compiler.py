@@ -19,7 +19,7 @@ from .lower import GraphLowering
 from .lower.extern_args import IN_PLACE_FORMS
 from .options import CompileOptions
 from .runtime.loader import load_kernel, warn_interpreter_once
-from .runtime.aliasing import aliased_slots
+from .runtime.aliasing import aliased_slots, may_alias
 from .runtime.combine import LaunchIO, combine_launches
 from .runtime.program import Alloc, ConstOutput, ExternCall, Free, KernelLaunch, Program, SlotOutput, StridedArg
 from .plan.apply import apply_plan, graph_key, plan_from_groups
@@ -27,6 +27,7 @@ from .plan.plan import FusionPlan, PlanError
 from .schedule.fusion import (FusionGroup, FusionLog, fuse_nodes, is_outer_reduction, lane_order, singleton,
                               topological_groups, reads_strided, writes_along_r)
 from .schedule.heuristics import Heuristics
+from .schedule.in_place import donated_operands
 from .schedule.input_updates import is_update, stored_in_place
 from .schedule.loops import r_passes
 from .schedule.nodes import itemsize
@@ -221,6 +222,11 @@ class ProgramBuilder:
         in_inputs = stored_in_place(self.graph, self.groups, readers) if self.final else {}
         for src, dst in in_inputs.items():
             self.slots[src] = self.slot(dst)
+        over_operands = donated_operands(self.graph, self.groups, readers, self.layouts,
+                                         lambda gi: self._stored_by(gi, readers), may_alias,
+                                         set(in_inputs)) if self.final else {}
+        for w, d in over_operands.items():
+            self.slots[w] = self.slot(d)
         for gi, g in enumerate(self.groups):
             if g.is_extern:
                 self.used_configs.append(None)
@@ -235,10 +241,9 @@ class ProgramBuilder:
                                           (g.nodes[0].name,), reads=tuple(sorted(g.nodes[0].read_names)),
                                           writes=g.nodes[0].outputs))
             else:
-                written = {n.name for n in g.nodes}
-                stored = {w for w in written if w in outputs_needed or (readers.get(w, set()) - {gi})}
+                stored = self._stored_by(gi, readers)
                 for w in sorted(stored, key=lambda w: self.graph.by_name[w].order):
-                    if w not in in_inputs:
+                    if w not in in_inputs and w not in over_operands:
                         steps.append(Alloc(self.slot(w), self.layouts[w], poison=self.options.poison))
                 self.stored_of[gi], self.kernel_index_of[gi] = stored, len(kernels)
                 launch, info = self._kernel_step(g, stored, len(kernels), self.configs[gi])
@@ -257,6 +262,11 @@ class ProgramBuilder:
         program = Program(self.num_slots, input_slots, steps, outputs, kernels, layouts,
                           writes_inputs=bool(in_inputs))
         return CompiledArtifacts(program, kernels, log, self.groups)
+
+    def _stored_by(self, gi: int, readers: dict[str, set[int]]) -> set[str]:
+        """The buffers group gi's kernel stores: those returned or read by another group."""
+        return {n.name for n in self.groups[gi].nodes
+                if n.name in self.graph.graph_outputs or (readers.get(n.name, set()) - {gi})}
 
     def variant(self, gi: int, config: LaunchConfig) -> tuple[KernelLaunch, KernelInfo]:
         """Group gi's kernel built with another launch config (same buffers and slots), after build():
@@ -364,11 +374,15 @@ class ProgramBuilder:
         """Insert frees after last uses; let allocations take over freed storage of equal size."""
         last_use: dict[int, int] = {}
         for name, gis in readers.items():
-            if name in self.slots:
-                last_use[self.slots[name]] = max(step_of_group[g] for g in gis)
+            if name in self.slots:  # a slot may hold several buffers (a kernel output over its operand)
+                s = self.slots[name]
+                last_use[s] = max(last_use.get(s, -1), max(step_of_group[g] for g in gis))
         keep = {self.slots[n] for n in outputs if n in self.slots}
         keep |= {self.slot(i.name) for i in self.lowering.inputs if i is not None}
-        name_of = {s: n for n, s in self.slots.items()}
+        names_of: dict[int, list[str]] = {}
+        for n, s in self.slots.items():
+            names_of.setdefault(s, []).append(n)
+        by_name = self.graph.by_name
         aliased = aliased_slots(steps)  # an ATen fallback may return these buffers or views of them
         frees_at: dict[int, list[int]] = {}
         for s, st in last_use.items():
@@ -400,8 +414,10 @@ class ProgramBuilder:
             freed = frees_at.get(i, [])
             to_free = []
             for s in freed:
-                lay = self.layouts.get(name_of[s])
-                if lay is not None and name_of[s] in self.graph.by_name and self.graph.by_name[name_of[s]].kind != "extern" \
+                names = names_of[s]
+                lay = self.layouts.get(names[0])
+                # an ATen result's storage may be larger than its layout: it is freed, not taken over
+                if lay is not None and all(n in by_name and by_name[n].kind != "extern" for n in names) \
                         and s not in aliased:
                     pool.setdefault((str(lay.device), lay.dtype, lay.storage_span()), []).append(s)
                 else:

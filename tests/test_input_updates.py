@@ -192,3 +192,38 @@ def test_random_buffer_updates_match_eager(seed, device):
     """Whichever updates the kernels store into the buffers themselves, the buffers and outputs
     equal eager's over three calls."""
     _matches_eager(_RandomUpdates(seed).to(device), (13, 13), poison=True)
+
+
+def test_a_buffer_is_written_over_only_after_its_every_read():
+    """The rule that lets a kernel store over a buffer it reads (an input's update, an operand that
+    dies in the kernel): a node after the one that stores may read the old element only through the
+    load made before the store (the kernel issues a load once per element), not under a mask of
+    its own, and no node may read another element."""
+    from autofuse.ir.index import make_vars
+    from autofuse.ir.values import Layout
+    from autofuse.schedule.fusion import FusionGroup
+    from autofuse.schedule.in_place import reads_only_written_element
+    from autofuse.schedule.nodes import MemoryDep, SchedulerNode
+
+    lay = Layout.contiguous(torch.device("cpu"), torch.float32, (6, 5))
+    i0, i1 = make_vars("i", 2)
+    ranges = ((i0, 6), (i1, 5))
+    at_element, elsewhere = MemoryDep("d", 5 * i0 + i1, ranges), MemoryDep("d", 5 * i0 + 4 - i1, ranges)
+
+    def node(name: str, order: int, dep: MemoryDep | None = None, masked: bool = False) -> SchedulerNode:
+        n = SchedulerNode(name, order, "pointwise", sizes=(6, 5), reads=(dep,) if dep else ())
+        if dep:
+            n.read_names = frozenset({"d"})
+            n.masked_read_names = frozenset({"d"}) if masked else frozenset()
+            n.unmasked_read_names = frozenset() if masked else frozenset({"d"})
+        return n
+
+    def legal(*nodes: SchedulerNode) -> bool:
+        return reads_only_written_element(FusionGroup(list(nodes), 30, 1, False), "w", "d", lay)
+
+    assert legal(node("w", 0, at_element), node("v", 1, at_element))
+    assert legal(node("u", 0, at_element), node("w", 1), node("v", 2, at_element))
+    assert not legal(node("w", 0), node("v", 1, at_element))                     # loaded after the store
+    assert not legal(node("w", 0, at_element), node("v", 1, at_element, masked=True))
+    assert not legal(node("w", 0, at_element), node("v", 1, elsewhere))
+    assert not legal(node("u", 0, elsewhere), node("w", 1, at_element))

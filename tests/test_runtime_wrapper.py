@@ -47,9 +47,9 @@ def _lifetimes(source: str) -> tuple[set[str], set[str], set[str], dict[str, str
 
 
 def test_frees_and_reuses_as_planned():
-    def fn(x, w):
+    def fn(x, w):   # the softmax takes the relu's storage (the pointwise ones write over their operands)
         h = torch.relu(x) @ w
-        h = torch.sigmoid(h) @ w
+        h = torch.softmax(h, -1) @ w
         h = torch.tanh(h) @ w
         return h * 2
     x, w = rand((16, 24)), rand((24, 24))
@@ -468,13 +468,14 @@ def _held_beside_aten_results(prog) -> list[str]:
 def test_no_dead_buffer_waits_for_its_taker_beside_an_aten_result_it_could_hold():
     """A freed buffer an allocation will take later is held until then; an ATen call in between
     allocates its own result, so a held buffer that could hold that result is freed before it (a
-    transformer MLP: one layer's GELU output beside the next layer's first product, ConvNeXt's
-    peak at twice torch.compile's). A held buffer smaller than the results in between is still
-    taken, as is one the allocator would keep among its small blocks."""
+    transformer MLP: one layer's activation beside the next layer's first product, ConvNeXt's
+    peak at twice torch.compile's; a softmax here, since a GELU writes over its product). A held
+    buffer smaller than the results in between is still taken, as is one the allocator would keep
+    among its small blocks."""
     def mlp(x, w1, w2):
-        h = F.gelu(x @ w1)
+        h = torch.softmax(x @ w1, -1)
         y = h @ w2 + x
-        return F.gelu(y @ w1) @ w2
+        return torch.softmax(y @ w1, -1) @ w2
 
     def narrow(x, w1, w2):
         h = torch.sigmoid(x) * x
@@ -487,4 +488,40 @@ def test_no_dead_buffer_waits_for_its_taker_beside_an_aten_result_it_could_hold(
         prog = _compile(gm, [x, w1, w2])
         assert not _held_beside_aten_results(prog), fn.__name__
         assert any(isinstance(s, Alloc) and s.reuse is not None for s in prog.steps) == reused, (rows, fn.__name__)
+        _check(prog, gm, [x, w1, w2])
+
+
+def _writes_over_operand(prog) -> bool:
+    """Does a launch of prog pass one buffer twice (an operand and the output stored over it)?"""
+    from autofuse.runtime.program import KernelLaunch
+    return any(isinstance(s, KernelLaunch) and len(set(s.arg_slots)) < len(s.arg_slots) for s in prog.steps)
+
+
+def test_a_pointwise_kernel_writes_over_an_operand_that_dies_in_it(device):
+    """A GELU after the product that made its input stores over that input instead of into a new
+    buffer (as torch.compile's wrappers reuse it): nothing is allocated beside the products'
+    results. Not where the kernel reads the operand at another element than the one it writes, nor
+    where the operand is read after it or returned."""
+    def mlp(x, w1, w2):
+        return F.gelu(x @ w1) @ w2 + x
+
+    def shifted(x, w1, w2):
+        y = x @ w1
+        return (torch.tanh(y) + y.flip(0)) @ w2
+
+    def returned(x, w1, w2):
+        y = x @ w1
+        return torch.tanh(y) @ w2, y
+
+    def read_later(x, w1, w2):
+        y = x @ w1
+        return torch.tanh(y) @ w2, y @ w2
+
+    x, w1, w2 = rand((67, 16), device=device), rand((16, 52), device=device) / 4, rand((52, 16), device=device) / 7
+    for fn, over in ((mlp, True), (shifted, False), (returned, False), (read_later, False)):
+        gm = trace_aten(fn, [x, w1, w2])
+        prog = _compile(gm, [x, w1, w2])
+        assert _writes_over_operand(prog) == over, fn.__name__
+        if over:
+            assert not any(isinstance(s, Alloc) for s in prog.steps), prog.source
         _check(prog, gm, [x, w1, w2])

@@ -77,6 +77,9 @@ class AnalysisHandler(OpsHandler):
 
     def __init__(self) -> None:
         self.loads: list[tuple[str, Expr]] = []
+        self.masked_loads: set[tuple[str, Expr]] = set()     # loads inside a masked() body
+        self.unmasked_loads: set[tuple[str, Expr]] = set()   # loads outside one
+        self._masked_depth = 0
         self.op_names: set[str] = set()
         self.indirect_symbols: list[sympy.Symbol] = []
         self._ids_of: dict[tuple, int] = {}   # op and operand ids -> this value's id
@@ -91,6 +94,7 @@ class AnalysisHandler(OpsHandler):
 
     def load(self, name: str, index: Expr) -> object:
         self.loads.append((name, index))
+        (self.masked_loads if self._masked_depth else self.unmasked_loads).add((name, index))
         return self._count(("load", name, index))
 
     def constant(self, value, dtype) -> object:
@@ -103,7 +107,12 @@ class AnalysisHandler(OpsHandler):
         return self._count(("to_dtype", value, dtype))
 
     def masked(self, mask, body, other) -> object:
-        return self._count(("masked", mask, body(), other))
+        self._masked_depth += 1
+        try:
+            value = body()
+        finally:
+            self._masked_depth -= 1
+        return self._count(("masked", mask, value, other))
 
     def indirect(self, value, size) -> sympy.Symbol:
         sym = sympy.Symbol(f"ind{next(self._ids)}", integer=True)

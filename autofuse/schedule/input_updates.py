@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-import sympy
 import torch
 
 from ..ir.values import ComputedBuffer, InputBuffer
 from .fusion import FusionGroup
+from .in_place import reads_only_written_element
 from .scheduler import SchedulerGraph
 
 UPDATE_OP = torch.ops.aten._foreach_copy_.default
@@ -51,17 +51,7 @@ def _legal(graph: SchedulerGraph, groups: Sequence[FusionGroup], readers: dict[s
     if src.name in graph.graph_outputs or dst.name in graph.graph_outputs or src.name not in group_of:
         return False
     gi = group_of[src.name]
-    g = groups[gi]
-    if g.is_extern or g.is_reduction or any(n.kind != "pointwise" for n in g.nodes):
-        return False
     if any(r != ui and (r > gi or groups[r].is_extern) for r in readers.get(dst.name, ())):
         return False  # read after the kernel, or by an ATen op that may return a view of it
-    sizes = tuple(graph.by_name[src.name].sizes)
-    for n in g.nodes:
-        for dep in n.reads:
-            if dep.name != dst.name:
-                continue
-            # another element of the input may already hold its new value when this one is read
-            if tuple(n.sizes) != sizes or sympy.expand(dep.index) != sympy.expand(dst.layout.index(n.vars)):
-                return False
-    return True
+    # another element of the input may already hold its new value when this one is read
+    return reads_only_written_element(groups[gi], src.name, dst.name, dst.layout)

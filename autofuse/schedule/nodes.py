@@ -49,6 +49,8 @@ class SchedulerNode:
     origins: frozenset[str] = frozenset()
     outputs: tuple[str, ...] = ()
     read_names: frozenset[str] = frozenset()
+    masked_read_names: frozenset[str] = frozenset()    # buffers loaded inside a masked() body
+    unmasked_read_names: frozenset[str] = frozenset()  # buffers loaded outside one
     users: set[str] = field(default_factory=set)
     ancestors: frozenset[str] = frozenset()
 
@@ -92,6 +94,8 @@ def node_for_buffer(buf: ComputedBuffer, order: int) -> SchedulerNode:
     info = analyze(lambda ops: node.run_body(ops))
     node.reads = tuple(dict.fromkeys(MemoryDep(n, sympy.expand(i), ranges) for n, i in info.loads))
     node.read_names = frozenset(n for n, _ in info.loads)
+    node.masked_read_names = frozenset(n for n, _ in info.masked_loads)
+    node.unmasked_read_names = frozenset(n for n, _ in info.unmasked_loads)
     wranges = tuple(zip(node.vars, sizes))
     position = body.position(node.vars) if is_scan else node.vars
     node.write = MemoryDep(buf.name, sympy.expand(buf.layout.index(position)), wranges)
