@@ -6,7 +6,7 @@ as Inductor's wrappers reuse such buffers (`# reuse`). Allocated anew, the resul
 dead operand for the length of the kernel, and a model's forward peaks higher: ConvNeXt-T's MLP
 at 1.67x torch.compile's peak memory. The operand must be read only at the element the kernel
 writes and before the store (a later node's load of another element, or of the same element
-under a mask of its own, would read the new value), in the output's layout, by no ATen call that may hand back a view of it, and must not be made by one (its storage
+under a mask of its own, would read the new value), over dense memory of the output's size, by no ATen call that may hand back a view of it, and must not be made by one (its storage
 could be shared with a live tensor). A kernel that writes over its own operand cannot be rerun on
 the same buffers, so only the program a call runs does it (as with input updates); the search
 times kernels with separate buffers, and the kernels' sources are the same either way.
@@ -17,16 +17,18 @@ from typing import Any, Callable, Sequence
 
 import sympy
 
+from ..ir.index import simplify_index
 from .fusion import FusionGroup
+from .nodes import MemoryDep
 from .scheduler import SchedulerGraph
 
 
 def reads_only_written_element(g: FusionGroup, writer: str, name: str, layout: Any) -> bool:
-    """Does group g read `name` (laid out as `layout`, which node `writer`'s output shares) only at
-    the element `writer` stores, and read it before the store? A kernel issues a node's loads
-    before its store and issues a load once per element (codegen's common subexpressions), so a
-    node after the writer reads the old value only through a load made by the writer or a node
-    before it, outside a masked() body (where a load carries its own mask)."""
+    """Does group g read `name` only at the memory element that node `writer` stores (its output
+    laid out as `layout`), and read it before the store? A kernel issues a node's loads before its
+    store and issues a load once per element (codegen's common subexpressions), so a node after
+    the writer reads the old value only through a load made by the writer or a node before it,
+    outside a masked() body (where a load carries its own mask)."""
     if g.is_extern or g.is_reduction or any(n.kind != "pointwise" for n in g.nodes):
         return False
     at = next(i for i, n in enumerate(g.nodes) if n.name == writer)
@@ -36,11 +38,20 @@ def reads_only_written_element(g: FusionGroup, writer: str, name: str, layout: A
         for dep in n.reads:
             if dep.name != name:
                 continue
-            if tuple(n.sizes) != sizes or sympy.expand(dep.index) != sympy.expand(layout.index(n.vars)):
+            if tuple(n.sizes) != sizes or not _same_index(dep, layout.index(n.vars)):
                 return False
             if i > at and (name in n.masked_read_names or not loaded_before):
                 return False
     return True
+
+
+def _same_index(dep: MemoryDep, index: sympy.Expr) -> bool:
+    """Is the read at `index` for every point of its ranges (a chain of views leaves floor
+    divisions and remainders that only the ranges make trivial)?"""
+    if sympy.expand(dep.index) == sympy.expand(index):
+        return True
+    ranges = dict(dep.ranges)
+    return simplify_index(dep.index, ranges) == simplify_index(index, ranges)
 
 
 def donated_operands(graph: SchedulerGraph, groups: Sequence[FusionGroup], readers: dict[str, set[int]],
@@ -82,6 +93,13 @@ def _can_donate(graph: SchedulerGraph, g: FusionGroup, gi: int, readers: dict[st
     if producer.kind == "extern" and may_alias(producer.extern.op):
         return False
     lay, wlay = layouts.get(d), layouts[w]
-    if lay is None or lay != wlay or lay.storage_span() != lay.numel:
-        return False
-    return reads_only_written_element(g, w, d, lay)
+    if lay is None or not _same_storage(lay, wlay) or (w in graph.graph_outputs and lay != wlay):
+        return False   # a returned output is handed over as its buffer: it must have its own shape
+    return reads_only_written_element(g, w, d, wlay)
+
+
+def _same_storage(a: Any, b: Any) -> bool:
+    """Do a and b cover the same dense memory (a [512, 64] product and the [2, 16, 16, 64] view of
+    its GELU)? Which element goes where, the reads' indices decide."""
+    return (a.device == b.device and a.dtype == b.dtype and a.offset == b.offset == 0
+            and a.storage_span() == a.numel == b.numel == b.storage_span())
