@@ -13,7 +13,9 @@ eager's). baddbmm stays one ATen call: its decomposition runs the batched produc
 for half-precision inputs (a CUDA-core GEMM where cuBLAS fuses the scaled add in bf16). The CPU
 flash-attention op is not decomposed either: PyTorch's rule for it returns the attention weights
 where its backward expects the logsumexp (Inductor excludes it too), so attention runs as an
-extern kernel on both devices. Foreach ops become one op per list element (foreach.py).
+extern kernel on both devices. bucketize of a tensor is lowered as one search in the kernel
+(lower/bucketize.py); its decomposition unrolls the search into int64 tensor ops (the scalar
+overload keeps it). Foreach ops become one op per list element (foreach.py).
 """
 from __future__ import annotations
 
@@ -47,7 +49,7 @@ NOT_DECOMPOSED = ("_scaled_dot_product_flash_attention_for_cpu",)
 KEEP = {aten.mean.dim, aten.mean.default, aten.var_mean.correction, aten.var.correction, aten.relu.default,
         aten.logsumexp.default, aten.select_scatter.default, aten.logaddexp.default, aten.logaddexp2.default,
         aten.heaviside.default, aten.addcmul.default, aten.addcdiv.default, aten.masked_fill.Scalar,
-        aten.masked_fill.Tensor, aten.baddbmm.default}
+        aten.masked_fill.Tensor, aten.baddbmm.default, aten.bucketize.Tensor}
 
 
 def _cudnn_grid_sampler(x: torch.Tensor, grid: torch.Tensor) -> torch.Tensor:
