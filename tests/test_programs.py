@@ -8,6 +8,7 @@ import torch
 import autofuse
 from benchmarks.programs import PROGRAMS, categories, select
 from benchmarks.programs.check import float64_outputs, mismatch
+from benchmarks.programs.train import wrapper
 
 XFAIL: dict[str, str] = {}
 
@@ -21,11 +22,12 @@ def _param(p):
 def test_program_matches_eager(program):
     torch._dynamo.reset()
     module, inputs = program.make("cpu", shrink=True)
+    step = wrapper(program, module)   # a train program: outputs and gradients of a training step
     with torch.no_grad():
-        expected = module(*inputs)
+        expected = step(module)(*inputs)
         compiled = autofuse.compile(module, strict=True, poison=True, use_db=False)
-        actual = compiled(*inputs)
-    why = mismatch(program, actual, expected, lambda: float64_outputs(module, inputs))
+        actual = step(compiled)(*inputs)
+    why = mismatch(program, actual, expected, lambda: float64_outputs(module, inputs, program))
     assert why is None, why
 
 
@@ -48,7 +50,7 @@ def test_corpus_covers_the_categories():
     assert len({p.name for p in PROGRAMS}) == len(PROGRAMS)
     need = {"norm_whole", "loss", "layernorm_multi", "norm", "conv_norm", "softmax", "attention", "reduction",
             "argreduce", "scan", "broadcast", "gather", "gelu_tanh", "activation", "conv_epilogue",
-            "gemm_epilogue", "conv_chain", "gemm_chain", "rope", "pooling", "optimizer", "generated"}
+            "gemm_epilogue", "conv_chain", "gemm_chain", "rope", "pooling", "optimizer", "training", "generated"}
     assert need <= set(categories())
     assert any(p.dtype == torch.bfloat16 for p in PROGRAMS)
 
@@ -84,6 +86,20 @@ def test_runner_cpu_mode(tmp_path):
         assert set(r["variants"]) == {"eager", "autofuse_default"}
         assert r["variants"]["autofuse_default"]["correct"] is True
     assert "| act_silu_f32 |" in (tmp_path / "results.md").read_text()
+
+
+def test_runner_runs_a_train_program_as_its_training_step(tmp_path):
+    """A train program's variants and tune are its forward and backward: every variant correct on
+    outputs and gradients, the tune stores plans the tuned variant finds, and the bytes moved count
+    the output gradient once though the input's gradient is that same tensor passed through."""
+    from benchmarks.programs.runner import main
+    assert main(["--device", "cpu", "--shrink", "--out", str(tmp_path), "--names", "train_bias_add_rows_f32",
+                 "--variants", "eager,autofuse_rules,autofuse_tuned", "--tune-trials", "2", "--tune-budget", "5"]) == 0
+    (row,) = json.loads((tmp_path / "results.json").read_text())["programs"]
+    assert "error" not in row["tune"] and not row["tune"].get("errors"), row["tune"]
+    assert all(e["correct"] is True for e in row["variants"].values()), row["variants"]
+    r, c = (select(names=["train_bias_add_rows_f32"])[0].tiny[k] for k in "rc")
+    assert row["min_bytes"] == 4 * (3 * r * c + 2 * c)   # x, output, its gradient; the bias and its gradient
 
 
 def test_timed_rows_give_ratios_and_category_geomeans(monkeypatch):

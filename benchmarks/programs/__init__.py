@@ -4,17 +4,20 @@
 
 Each program is an nn.Module with its inputs (`Program.make(device, shrink)`), a name, a
 category and per-dtype tolerances; `shrink=True` gives CPU sizes (hundreds to thousands of
-elements). Hand-written families cover the categories; `generated` adds programs drawn from a
-seed. Run it with `python3 -m benchmarks.programs --out DIR` (see `runner.py`).
+elements). A train program (`Program.train`, the `training` family) runs as a training step:
+forward and backward, its outputs and gradients compared (`train.py`). Hand-written families
+cover the categories; `generated` adds programs drawn from a seed. Run it with
+`python3 -m benchmarks.programs --out DIR` (see `runner.py`).
 """
 from __future__ import annotations
 
-from . import blocks, chains, convgemm, generated, layers, losses, norms, pointwise, reductions, singles
+from . import (blocks, chains, convgemm, generated, layers, losses, norms, pointwise, reductions, singles,
+               training)
 from .base import In, Program
 
 PROGRAMS: list[Program] = (reductions.programs() + losses.programs() + norms.programs() + pointwise.programs()
                            + convgemm.programs() + chains.programs() + singles.programs() + layers.programs()
-                           + blocks.programs() + generated.programs())
+                           + blocks.programs() + training.programs() + generated.programs())
 
 
 def categories() -> list[str]:

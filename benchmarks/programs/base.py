@@ -33,6 +33,7 @@ class In:
     dtype: torch.dtype | None = None   # None: the program's dtype (int64 for int, bool for bool)
     high: Any = 0                # int inputs: values in [0, high)
     noncontig: bool = False      # a transposed view of the last two dims
+    grad: bool = True            # a train program's float input takes a gradient (False: a target, a table)
 
     def build(self, sizes: Sizes, dtype: torch.dtype, device: str, gen: torch.Generator) -> torch.Tensor:
         shape = tuple(sizes[s] if isinstance(s, str) else s for s in self.shape)
@@ -78,12 +79,15 @@ class Program:
     dtype: torch.dtype = torch.float32
     tolerances: Mapping[torch.dtype, tuple[float, float]] = field(default_factory=dict)
     seed: int = 0
+    train: bool = False          # run as a training step (forward and backward, see train.py)
+    batch_stats: bool = False    # a train program's module in train() mode (batch norm's statistics)
 
     def sizes(self, shrink: bool) -> Sizes:
         return self.tiny if shrink else self.full
 
     def make(self, device: str, shrink: bool = False, seed: int | None = None) -> tuple[nn.Module, tuple]:
-        """The module (weights on device, in the program's dtype) and one set of random inputs."""
+        """The module (weights on device, in the program's dtype) and one set of random inputs; a
+        train program's float inputs are leaves that require grad (unless their `In` says not)."""
         sizes = self.sizes(shrink)
         seed = self.seed if seed is None else seed
         torch.manual_seed(seed)
@@ -91,7 +95,11 @@ class Program:
         if any(p.is_floating_point() for p in module.parameters()):
             module = module.to(self.dtype)
         gen = torch.Generator(device=device).manual_seed(seed)
-        return module.eval(), tuple(i.build(sizes, self.dtype, device, gen) for i in self.inputs)
+        args = tuple(i.build(sizes, self.dtype, device, gen) for i in self.inputs)
+        if self.train:
+            args = tuple(a.requires_grad_() if i.grad and a.is_floating_point() else a
+                         for i, a in zip(self.inputs, args))
+        return module.train(self.train and self.batch_stats), args
 
     def tolerance(self, dtype: torch.dtype) -> tuple[float, float]:
         """(rtol, atol) for an output of this dtype (exact for integer outputs)."""

@@ -17,6 +17,7 @@ import torch
 from autofuse.measure.verify import check_outputs
 
 from .base import Program
+from .train import Step
 
 
 def mismatch(program: Program, actual: Any, expected: Any,
@@ -26,8 +27,19 @@ def mismatch(program: Program, actual: Any, expected: Any,
     return check_outputs(actual, expected, reference, "output", program.tolerance)
 
 
-def float64_outputs(module: torch.nn.Module, args: tuple) -> Any:
-    """The program's outputs computed in float64 (a copy of the module; floating inputs cast)."""
+def float64_outputs(module: torch.nn.Module, args: tuple, program: Program | None = None) -> Any:
+    """The program's outputs computed in float64 (a copy of the module; floating inputs cast); for
+    a train program, its training step's outputs and gradients (the same output gradients)."""
     m = copy.deepcopy(module).double()
+    args64 = tuple(_double(a) for a in args)
+    if program is not None and program.train:
+        return Step(m, m, program)(*args64)
     with torch.no_grad():
-        return m(*(a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args))
+        return m(*args64)
+
+
+def _double(a: Any) -> Any:
+    """A float64 leaf of a floating input (requiring grad where the input does)."""
+    if not (isinstance(a, torch.Tensor) and a.is_floating_point()):
+        return a
+    return a.detach().double().requires_grad_(a.requires_grad)

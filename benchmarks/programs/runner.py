@@ -8,7 +8,9 @@ autofuse's default plan and autofuse tuned with a small budget.
         autofuse_default and, if asked for, autofuse_tuned)
 
 Every variant is checked against eager before it is timed (autofuse compiled strict, its check
-run with poisoned buffers); a variant that fails to compile or differs is recorded, not fatal.
+run with poisoned buffers); a variant that fails to compile or differs is recorded, not fatal. A
+train program's variants (and its tune) are its training step: forward and backward, checked on
+outputs and gradients and timed whole (`train.py`).
 Timing reuses `benchmarks/run.py`: CUDA events per call behind a GPU sleep, the variants taking
 turns over interleaved rounds, inputs rotated when a program fits the L2 several times. Writes
 DIR/results.json (after every program, so a cut-short run keeps what it measured), results.md
@@ -37,6 +39,7 @@ from ..run import L2_BYTES, copy_bandwidth, gpu_profile, host_us, time_interleav
 from . import categories, select
 from .base import Program
 from .check import float64_outputs, mismatch
+from .train import step_bytes, wrapper
 
 ALL_VARIANTS = ("eager", "inductor", "inductor_max_autotune", "autofuse_rules", "autofuse_default", "autofuse_tuned")
 DEFAULT_VARIANTS = "eager,inductor,autofuse_default"
@@ -80,20 +83,25 @@ def build_variant(name: str, module: torch.nn.Module, args: tuple, db: str | Non
     raise ValueError(f"unknown variant {name!r}; choose from {', '.join(ALL_VARIANTS)}")
 
 
-def check_autofuse(name: str, module: torch.nn.Module, args: tuple, db: str | None) -> Any:
-    """Outputs of the variant compiled with poisoned buffers (unwritten elements show up)."""
+def check_autofuse(name: str, module: torch.nn.Module, args: tuple, db: str | None,
+                   wrap: Callable[[Callable[..., Any]], Callable[..., Any]] = lambda f: f) -> Any:
+    """Outputs of the variant compiled with poisoned buffers (unwritten elements show up); `wrap`
+    makes a train program's step of it."""
     import autofuse
     kw = ({"db": db, "on_miss": "error"} if name == "autofuse_tuned" else
           {"use_db": False, "autotune": name != "autofuse_rules"})
-    return autofuse.compile(module, strict=True, poison=True, **kw)(*args)
+    return wrap(autofuse.compile(module, strict=True, poison=True, **kw))(*args)
 
 
-def tune(module: torch.nn.Module, args: tuple, db: str, trials: int, budget: float) -> dict[str, Any]:
+def tune(module: torch.nn.Module, args: tuple, db: str, trials: int, budget: float,
+         train: bool = False) -> dict[str, Any]:
+    """Search plans for the graphs the variants run: the inference graphs, or with `train` a
+    training step's forward and backward graphs."""
     import autofuse
     t0 = time.perf_counter()
-    with torch.no_grad():   # the inference graphs the variants run
+    with torch.set_grad_enabled(train):
         res = autofuse.tune(module, args, db=db, trials=trials, time_budget=budget, progress=False,
-                            compare_torch_compile=False)
+                            compare_torch_compile=False, train=train)
     return {"seconds": time.perf_counter() - t0, **res.to_json()}
 
 
@@ -101,34 +109,36 @@ def run_program(p: Program, opts: argparse.Namespace, bw: float | None) -> dict[
     device, timed = opts.device, opts.device == "cuda"
     torch._dynamo.reset()
     module, args = p.make(device, opts.shrink)
+    wrap = wrapper(p, module)   # a train program: every variant runs as its training step
+    eager = wrap(module)
     with torch.no_grad():
-        expected = module(*args)
+        expected = eager(*args)
     params = sum(_nbytes(t) for t in module.parameters()) + sum(_nbytes(t) for t in module.buffers())
-    min_bytes = _nbytes(args) + _nbytes(expected) + params
+    min_bytes = step_bytes(eager, module, args, expected) if p.train else _nbytes(args) + _nbytes(expected) + params
     row: dict[str, Any] = {"program": p.name, "category": p.category, "dtype": str(p.dtype).replace("torch.", ""),
                            "min_bytes": min_bytes, "variants": {}}
     db = None
     if "autofuse_tuned" in opts.variants:
         db = str(Path(opts.out) / "tuning.db")
         try:
-            row["tune"] = tune(module, args, db, opts.tune_trials, opts.tune_budget)
+            row["tune"] = tune(module, args, db, opts.tune_trials, opts.tune_budget, p.train)
         except Exception as e:  # noqa: BLE001 - a failed tune is recorded; the other variants still run
             row["tune"] = {"error": _error(e)}
             db = None
     ok: dict[str, Callable[..., Any]] = {}
     # the float64 outputs, computed once and only where a variant needs them
-    reference = functools.cache(lambda: float64_outputs(module, args))
+    reference = functools.cache(lambda: float64_outputs(module, args, p))
     for name in opts.variants:
         entry: dict[str, Any] = {}
         row["variants"][name] = entry
         try:
             with torch.no_grad():
                 if name.startswith("autofuse"):
-                    why = mismatch(p, check_autofuse(name, module, args, db), expected, reference)
+                    why = mismatch(p, check_autofuse(name, module, args, db, wrap), expected, reference)
                     if why:
                         entry.update(correct=False, error=f"differs from eager (poisoned buffers): {why}")
                         continue
-                fn = build_variant(name, module, args, db)
+                fn = wrap(build_variant(name, module, args, db))
                 t0 = time.perf_counter()
                 out = fn(*args)
                 if timed:
