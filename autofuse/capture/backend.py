@@ -10,6 +10,8 @@ by `explain`), as Dynamo itself runs a frame eagerly past its recompile limit.
 """
 from __future__ import annotations
 
+import functools
+
 import logging
 import warnings
 from typing import Any, Callable, Sequence
@@ -189,6 +191,7 @@ class _EagerProgram:
 def make_backend(options: CompileOptions | None = None) -> Callable[..., Any]:
     """A torch.compile backend that compiles every captured graph with autofuse."""
     from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
 
     options = options or CompileOptions()
 
@@ -204,8 +207,12 @@ def make_backend(options: CompileOptions | None = None) -> Callable[..., Any]:
 
     # input mutations AOTAutograd can keep in the graph (BatchNorm's running statistics, a cache
     # buffer's update) run inside the compiled program, as with Inductor, instead of one copy_ call
-    # per mutated input after it (`lower/mutation.py`)
+    # per mutated input after it (`lower/mutation.py`). The forward saves what Inductor's forward
+    # saves: the min-cut partition recomputes in the backward what fused pointwise work can
+    # recompute from fewer saved bytes (a SwiGLU saves its two inputs, not the sigmoid too)
     return folding_backend(aot_autograd(fw_compiler=fw, bw_compiler=bw, inference_compiler=inference,
+                                        partition_fn=functools.partial(min_cut_rematerialization_partition,
+                                                                       compiler="inductor"),
                                         decompositions=decomposition_table(), keep_inference_input_mutations=True))
 
 
