@@ -66,6 +66,18 @@ def test_training_module_parameters(device):
 
 # ---- kernel counts ---------------------------------------------------------------------------
 
+def test_the_forward_saves_inputs_not_what_the_backward_can_recompute(device):
+    """Training graphs are split as Inductor splits them (the min-cut partition): SwiGLU's forward
+    saves its two inputs, and the backward recomputes silu(a) in its own kernel, where the default
+    partition saved silu(a) too (a third tensor of the activation's size written by the forward
+    and read back)."""
+    rec = _grads_match(lambda a, b: F.silu(a) * b, [rand((37, 53)), rand((37, 53))], device)
+    (forward,) = [gm for label, gm, _ in rec.graphs if label == "forward"]
+    (output,) = forward.graph.find_nodes(op="output")
+    saved = [n for n in output.args[0][1:] if isinstance(n, torch.fx.Node)]
+    assert saved and all(n.op == "placeholder" for n in saved), [n.format_node() for n in saved]
+
+
 def test_seed_example_is_one_kernel():
     c = compile_and_compare(seed_fn, [rand((64, 48)), rand((48,)), rand((48,)), rand((48,))])
     ks = kernels_of(c)
