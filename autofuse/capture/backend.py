@@ -209,7 +209,7 @@ def make_backend(options: CompileOptions | None = None) -> Callable[..., Any]:
     # buffer's update) run inside the compiled program, as with Inductor, instead of one copy_ call
     # per mutated input after it (`lower/mutation.py`). The forward saves what Inductor's forward
     # saves: the min-cut partition recomputes in the backward what fused pointwise work can
-    # recompute from fewer saved bytes (a SwiGLU saves its two inputs, not the sigmoid too)
+    # recompute from fewer saved bytes (a SwiGLU saves its two inputs, not silu(a) too)
     return folding_backend(aot_autograd(fw_compiler=fw, bw_compiler=bw, inference_compiler=inference,
                                         partition_fn=functools.partial(min_cut_rematerialization_partition,
                                                                        compiler="inductor"),
