@@ -416,7 +416,8 @@ class ProgramBuilder:
             for s in freed:
                 names = names_of[s]
                 lay = self.layouts.get(names[0])
-                # an ATen result's storage may be larger than its layout: it is freed, not taken over
+                # an ATen result's storage may be larger than its layout or start at an offset:
+                # it is freed, not taken over
                 if lay is not None and all(n in by_name and by_name[n].kind != "extern" for n in names) \
                         and s not in aliased:
                     pool.setdefault((str(lay.device), lay.dtype, lay.storage_span()), []).append(s)

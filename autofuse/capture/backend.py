@@ -11,7 +11,6 @@ by `explain`), as Dynamo itself runs a frame eagerly past its recompile limit.
 from __future__ import annotations
 
 import functools
-
 import logging
 import warnings
 from typing import Any, Callable, Sequence

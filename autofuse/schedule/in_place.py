@@ -6,10 +6,11 @@ as Inductor's wrappers reuse such buffers (`# reuse`). Allocated anew, the resul
 dead operand for the length of the kernel, and a model's forward peaks higher: ConvNeXt-T's MLP
 at 1.67x torch.compile's peak memory. The operand must be read only at the element the kernel
 writes and before the store (a later node's load of another element, or of the same element
-under a mask of its own, would read the new value), over dense memory of the output's size, by no ATen call that may hand back a view of it, and must not be made by one (its storage
-could be shared with a live tensor). A kernel that writes over its own operand cannot be rerun on
-the same buffers, so only the program a call runs does it (as with input updates); the search
-times kernels with separate buffers, and the kernels' sources are the same either way.
+under a mask of its own, would read the new value), cover dense memory of the output's size, be
+read by no ATen call that may hand back a view of it and not be made by one (its storage could
+be shared with a live tensor). A kernel that writes over its own operand cannot be rerun on the
+same buffers, so only the program a call runs does it (as with input updates); the search times
+kernels with separate buffers, and the kernels' sources are the same either way.
 """
 from __future__ import annotations
 
