@@ -76,7 +76,11 @@ def donated_operands(graph: SchedulerGraph, groups: Sequence[FusionGroup], reade
             if w in taken or w not in layouts:
                 continue
             for d in dict.fromkeys(r.name for n in g.nodes for r in n.reads):
-                if _can_donate(graph, g, gi, readers, layouts, may_alias, aliasing_reads, taken | donors, w, d):
+                root = d
+                while root in out:   # d itself lives in an earlier operand's buffer: the one it hands on
+                    root = out[root]
+                if _can_donate(graph, g, gi, readers, layouts, may_alias, aliasing_reads, taken | donors, w, d,
+                               layouts.get(root)):
                     out[w] = d
                     donors.add(d)
                     break
@@ -85,7 +89,9 @@ def donated_operands(graph: SchedulerGraph, groups: Sequence[FusionGroup], reade
 
 def _can_donate(graph: SchedulerGraph, g: FusionGroup, gi: int, readers: dict[str, set[int]],
                 layouts: dict[str, Any], may_alias: Callable[[Any], bool], aliasing_reads: set[str],
-                unavailable: set[str], w: str, d: str) -> bool:
+                unavailable: set[str], w: str, d: str, buffer: Any) -> bool:
+    """`buffer`: the layout of the tensor that holds d (d's own, or that of the operand d was
+    stored over)."""
     producer = graph.producer.get(d)
     if producer is None or d in unavailable or d in graph.graph_outputs or d in aliasing_reads:
         return False
@@ -94,8 +100,8 @@ def _can_donate(graph: SchedulerGraph, g: FusionGroup, gi: int, readers: dict[st
     if producer.kind == "extern" and may_alias(producer.extern.op):
         return False
     lay, wlay = layouts.get(d), layouts[w]
-    if lay is None or not _same_storage(lay, wlay) or (w in graph.graph_outputs and lay != wlay):
-        return False   # a returned output is handed over as its buffer: it must have its own shape
+    if lay is None or not _same_storage(lay, wlay) or (w in graph.graph_outputs and buffer != wlay):
+        return False   # a returned output is handed over as the tensor that holds it: it must have its shape
     return reads_only_written_element(g, w, d, wlay)
 
 
