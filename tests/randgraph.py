@@ -23,6 +23,15 @@ How programs stay comparable with eager:
     half of tests/helpers.py's tolerance (or an integer/bool output changes at all) the draft is
     numerically ill-conditioned and a new draft is drawn from the same seeded stream. This looks
     at eager only, never at the compiler.
+
+`make_training_case(seed)` takes, from the same seeded drafts, the first program to train through
+(tests/randgraph_train.py: float32/float64 inputs as leaves, autograd.grad of the float outputs): a
+draft counts only if such a backward reaches a computed output and its gradients are
+well-conditioned too: the forward statements are perturbed as above and, in the backward, every
+gradient flowing into a statement's result is moved by a few ulps of its dtype, which stands for
+the rounding of a fused backward kernel; where a max/min tie, a kink of abs/relu/clamp or a where's
+boundary sits within that noise, the gradients move by more than half the tolerance and the next
+draft is taken. Again eager only.
 """
 from __future__ import annotations
 
@@ -35,6 +44,7 @@ from typing import Any, Callable
 import torch
 
 from tests.helpers import TOLERANCES, rand
+from tests.randgraph_train import grads_agree, training_step
 
 LOWP = (torch.float16, torch.bfloat16)
 INTS = (torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8)
@@ -798,15 +808,19 @@ class Builder:
         body.append(f"    return {ret}")
         return f"def program({params}):\n" + "\n".join(body) + "\n"
 
-    def source(self, fn_src: str) -> str:
+    def source(self, fn_src: str, check: str = "compile_and_compare") -> str:
+        """The replayable script; `check` is the comparison it ends with (compile_and_compare, or
+        tests/randgraph_train.py's compare_training)."""
+        imports = (["from tests.helpers import rand", f"from tests.randgraph_train import {check}"]
+                   if check == "compare_training" else [f"from tests.helpers import rand, {check}"])
         head = [f"# autofuse random graph: seed {self.seed}, draft {self.attempt}",
                 "import torch",
                 "import torch.nn.functional as F",
-                "from tests.helpers import rand, compile_and_compare",
+                *imports,
                 "",
                 'DEVICE = "cpu"',
                 f"gen = torch.Generator().manual_seed({self.torch_seed})"]
-        tail = ["", f"args = [{', '.join(v.name for v in self.inputs)}]", "compile_and_compare(program, args)"]
+        tail = ["", f"args = [{', '.join(v.name for v in self.inputs)}]", f"{check}(program, args)"]
         return "\n".join(head + self.input_src + [""] + [fn_src.rstrip("\n")] + tail) + "\n"
 
     # ---- conditioning -----------------------------------------------------------------------
@@ -838,6 +852,47 @@ class Builder:
                     return False
         return True
 
+    def program(self, g: torch.Generator | None = None) -> Callable[..., tuple[Any, ...]]:
+        """The draft as a callable over its inputs; with g, every error-introducing statement is
+        perturbed as in well_conditioned and every gradient flowing into a statement's result too."""
+        names = [v.name for v in self.inputs]
+
+        def run(*inputs: Any) -> tuple[Any, ...]:
+            ns: dict[str, Any] = {"torch": torch, "F": torch.nn.functional, **dict(zip(names, inputs))}
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                for name, expr, mode, pin in self.lines:
+                    local = dict(ns)
+                    if g is not None:
+                        for o in pin:
+                            local[o] = _perturb(ns[o], "f32", g)
+                    out = eval(expr, local)
+                    if g is not None:
+                        out = _perturb(out, mode, g)
+                        if out.requires_grad:
+                            out.register_hook(lambda grad: _perturb_grad(grad, g))
+                    ns[name] = out
+            return tuple(ns[o] for o in self.outputs)
+        return run
+
+    def trains_well(self) -> bool:
+        """Does a backward run (a float32/float64 input reaches a computed float output), and do the
+        gradients stay put when the forward statements and the backward's gradients are perturbed?"""
+        args = [self.ns[v.name] for v in self.inputs]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                clean = training_step(self.program(), args)
+            except RuntimeError:   # an op eager cannot differentiate
+                return False
+            if not clean.computes_gradient:
+                return False
+            for trial in range(2):
+                g = torch.Generator().manual_seed(self.torch_seed * 7 + 3 + trial)
+                if not grads_agree(training_step(self.program(g), args), clean, scale=0.5):
+                    return False
+        return True
+
 
 def _perturb(t: torch.Tensor, mode: str | None, g: torch.Generator) -> torch.Tensor:
     if mode is None or not t.is_floating_point():
@@ -856,6 +911,14 @@ def _perturb(t: torch.Tensor, mode: str | None, g: torch.Generator) -> torch.Ten
     return torch.empty_like(t).copy_(y)
 
 
+def _perturb_grad(grad: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    """A gradient moved by a few ulps of its own dtype (what a backward kernel's rounding may do)."""
+    if grad.dtype != torch.float64:
+        return _perturb(grad, "lowp" if grad.dtype in LOWP else "f32", g)
+    noise = torch.rand(grad.shape, generator=g, dtype=torch.float64) * 2 - 1
+    return grad * (1 + 8 * 2.0 ** -52 * noise)
+
+
 def make_case(seed: int, device: str = "cpu", max_drafts: int = 25,
               nonfinite: float = 0.1) -> tuple[Callable[..., Any], list[Any], str]:
     """(program, args, source) for seed: a well-conditioned random program and its inputs on device.
@@ -869,8 +932,27 @@ def make_case(seed: int, device: str = "cpu", max_drafts: int = 25,
         if b.well_conditioned():
             break
     assert b is not None
-    fn_src = b.function_source()
-    src = b.source(fn_src).replace('DEVICE = "cpu"', f"DEVICE = {device!r}")  # drawn on the CPU, run on device
+    return _realize(b, device, "compile_and_compare")
+
+
+def make_training_case(seed: int, device: str = "cpu", max_drafts: int = 25,
+                       nonfinite: float = 0.1) -> tuple[Callable[..., Any], list[Any], str] | None:
+    """(program, args, source) for seed: a random program to train through (Builder.trains_well),
+    or None when no draft of the seed's stream qualifies. The drafts are make_case's; this takes the
+    first that also trains well, so it may be a later one than make_case(seed)'s."""
+    rng = random.Random(seed)
+    for attempt in range(max_drafts):
+        b = Builder(seed, rng, attempt, nonfinite)
+        b.build()
+        if b.well_conditioned() and b.trains_well():
+            return _realize(b, device, "compare_training")
+    return None
+
+
+def _realize(b: Builder, device: str, check: str) -> tuple[Callable[..., Any], list[Any], str]:
+    """Run the draft's replayable source (without its final check) for its program and inputs."""
+    src = b.source(b.function_source(), check)
+    src = src.replace('DEVICE = "cpu"', f"DEVICE = {device!r}")  # drawn on the CPU, run on device
     ns: dict[str, Any] = {}
-    exec(compile(src.replace("\ncompile_and_compare(program, args)\n", "\n"), f"<randgraph seed {seed}>", "exec"), ns)
+    exec(compile(src.replace(f"\n{check}(program, args)\n", "\n"), f"<randgraph seed {b.seed}>", "exec"), ns)
     return ns["program"], ns["args"], src

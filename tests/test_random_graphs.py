@@ -12,7 +12,12 @@ Every seed in range(--graphs) is traced, compiled with poisoned buffers and comp
   * test_random_graph_gpu_defaults: every 4th seed (from 3) with the launch configs the GPU's
     default rules choose (outer tiles, rows per program, pass-aware steps), run in the interpreter;
   * test_random_graph_autotuned:  every 5th seed (from 4) compiled from the plan the compile-time
-    autotune picks, under a fake timer that ranks the candidate configs at random.
+    autotune picks, under a fake timer that ranks the candidate configs at random;
+  * test_random_graph_training:   every 2nd seed drawn as a program to train through
+    (`make_training_case`), compiled by torch.compile with autofuse's backend (AOTAutograd's
+    forward and min-cut backward graphs), forward + autograd.grad compared with eager's outputs and
+    gradients (tests/randgraph_train.py); test_random_graph_training_coverage checks that most of
+    those seeds find such a program at all.
 A failure prints the seed and the program's source, which replays the case on its own.
 """
 from __future__ import annotations
@@ -26,7 +31,8 @@ from autofuse import CompileOptions, Heuristics
 from autofuse.capture.trace import compile_traced
 from autofuse.codegen.config import LaunchConfig
 from tests.helpers import assert_close, compile_and_compare
-from tests.randgraph import make_case
+from tests.randgraph import make_case, make_training_case
+from tests.randgraph_train import compare_training
 
 
 SUBSETS = {  # test -> (first seed, step) of the seeds it runs
@@ -36,7 +42,9 @@ SUBSETS = {  # test -> (first seed, step) of the seeds it runs
     "test_random_graph_reuse": (2, 4),
     "test_random_graph_gpu_defaults": (3, 4),
     "test_random_graph_autotuned": (4, 5),
+    "test_random_graph_training": (0, 2),
 }
+TRAINED_SHARE = 0.7  # of the training subset's seeds, at least this many must run a backward
 
 
 def pytest_generate_tests(metafunc):
@@ -153,3 +161,64 @@ def test_random_graph_autotuned(seed, device):
         plan = autotuned_plan(trace_aten(fn, args), args, opts, benchmarker=FakeBenchmarker(any_order))
         _compile_with(fn, args, **({"plan": plan} if plan is not None else {}), poison=True)
     _check(seed, device, run)
+
+
+def test_random_graph_training(seed, device):
+    """Forward and backward of a random program, compiled vs eager (outputs, gradients, inputs left
+    alone); a seed whose stream holds no well-conditioned program to train through is skipped."""
+    from autofuse.api import Recorder
+
+    case = make_training_case(seed, device)
+    if case is None:
+        pytest.skip(f"seed {seed}: no draft with a well-conditioned backward")
+    fn, args, src = case
+    rec = Recorder()
+    try:
+        compare_training(fn, args, rec)
+        assert any(o.label == "backward" and o.compiled for o in rec.outcomes), \
+            f"no backward graph compiled: {[(o.label, o.compiled) for o in rec.outcomes]}"
+    except Exception as e:  # noqa: BLE001 - any failure is reported with the program
+        tb = "".join(traceback.format_exception(e, chain=False)[-6:])
+        pytest.fail(f"seed {seed}: {type(e).__name__}: {e}\n\n{tb}\n--- program (seed {seed}) ---\n{src}",
+                    pytrace=False)
+
+
+def test_random_graph_training_coverage(request):
+    """Most of test_random_graph_training's seeds train a program (decided from eager alone), so a
+    change to the generator or its conditioning cannot quietly turn that test into skips."""
+    first, step = SUBSETS["test_random_graph_training"]
+    seeds = list(range(request.config.getoption("--graphs")))[first::step]
+    trained = [s for s in seeds if make_training_case(s) is not None]
+    assert len(trained) >= TRAINED_SHARE * len(seeds), \
+        f"{len(trained)} of {len(seeds)} seeds train a program; skipped: {sorted(set(seeds) - set(trained))}"
+
+
+def test_training_check_catches_a_wrong_gradient(monkeypatch):
+    """The training comparison is not vacuous: a backward graph whose gradients are 0.1% off fails."""
+    import torch
+
+    from autofuse.capture import backend
+    from tests.randgraph_train import Mismatch
+
+    run = backend.CompiledGraph.__call__
+
+    def off(self, args):
+        out = run(self, args)
+        if self.label != "backward":
+            return out
+        return [o * 1.001 if isinstance(o, torch.Tensor) and o.is_floating_point() else o for o in out]
+
+    monkeypatch.setattr(backend.CompiledGraph, "__call__", off)
+    fn, args, _ = make_training_case(3)
+    with pytest.raises(Mismatch, match="gradient of input"):
+        compare_training(fn, args)
+
+
+def test_the_soak_runs_training_steps(tmp_path):
+    import json
+
+    from benchmarks.soak import main
+    out = tmp_path / "soak.json"
+    assert main(["--seed", "7", "--programs", "2", "--train", "--out", str(out), "--quiet"]) == 0
+    counts = json.loads(out.read_text())["counts"]
+    assert counts["programs"] == counts["equal"] == counts["with_backward"] == 2 and counts["skipped"] == 0
