@@ -154,8 +154,10 @@ def assert_step_matches(actual: Step, expected: Step, args: Sequence[Any]) -> No
         assert _same(g, e), f"the gradient of output {actual.differentiated[k]} was written by the compiled backward"
 
 
-def compare_training(fn: Callable[..., Any], args: Sequence[Any], recorder: Any = None) -> Step:
-    """Compile fn with autofuse (strict, poisoned buffers, no tuning DB) through torch.compile, run
+def compare_training(fn: Callable[..., Any], args: Sequence[Any], recorder: Any = None,
+                     poison: bool = True) -> Step:
+    """Compile fn with autofuse (strict, poisoned buffers unless `poison` is False, which lets
+    allocations take over freed buffers; no tuning DB) through torch.compile, run
     the training step eagerly and compiled (twice: the second call runs the programs the first one
     built, on fresh buffers) and assert both match (assert_step_matches; a difference raises
     Mismatch, anything the compiler raises passes through). The last compiled step is returned;
@@ -164,7 +166,7 @@ def compare_training(fn: Callable[..., Any], args: Sequence[Any], recorder: Any 
     from autofuse.capture.backend import make_backend
 
     torch._dynamo.reset()
-    backend = make_backend(CompileOptions(strict=True, poison=True, use_db=False, recorder=recorder))
+    backend = make_backend(CompileOptions(strict=True, poison=poison, use_db=False, recorder=recorder))
     compiled = torch.compile(fn, backend=backend, dynamic=False)
     expected = training_step(fn, args)
     for call in ("first", "second"):

@@ -165,7 +165,8 @@ def test_random_graph_autotuned(seed, device):
 
 def test_random_graph_training(seed, device):
     """Forward and backward of a random program, compiled vs eager (outputs, gradients, inputs left
-    alone); a seed whose stream holds no well-conditioned program to train through is skipped."""
+    alone); a seed whose stream holds no well-conditioned program to train through is skipped.
+    Every other seed runs unpoisoned, so the backward's allocations take over freed buffers too."""
     from autofuse.api import Recorder
 
     case = make_training_case(seed, device)
@@ -174,7 +175,7 @@ def test_random_graph_training(seed, device):
     fn, args, src = case
     rec = Recorder()
     try:
-        compare_training(fn, args, rec)
+        compare_training(fn, args, rec, poison=seed % 4 == 0)
         assert any(o.label == "backward" and o.compiled for o in rec.outcomes), \
             f"no backward graph compiled: {[(o.label, o.compiled) for o in rec.outcomes]}"
     except Exception as e:  # noqa: BLE001 - any failure is reported with the program
