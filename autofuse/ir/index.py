@@ -246,7 +246,14 @@ def contiguous_strides(sizes: Sequence[int]) -> tuple[int, ...]:
 
 
 def make_vars(prefix: str, n: int) -> list[sympy.Symbol]:
-    return [sympy.Symbol(f"{prefix}{i}", integer=True, nonnegative=True) for i in range(n)]
+    return list(_vars(prefix, n))
+
+
+@functools.lru_cache(maxsize=None)
+def _vars(prefix: str, n: int) -> tuple[sympy.Symbol, ...]:
+    """make_vars' symbols, built once: every node's `vars` asks for them, tens of thousands of times
+    while fusion compares a model's nodes, and a sympy Symbol costs its assumptions each time."""
+    return tuple(sympy.Symbol(f"{prefix}{i}", integer=True, nonnegative=True) for i in range(n))
 
 
 def prod(xs: Sequence[int]) -> int:

@@ -214,9 +214,11 @@ class Heuristics:
         if isinstance(space, str) or not space[2]:
             return None
         split = option("split")
-        wanting = [g for g in (a, b) if g.is_reduction and split.eligible(KernelView.of(g), False, 1) is None
+        # the size rule first: the legality check traces the kernel's bodies (online softmax pairs)
+        wanting = [g for g in (a, b) if g.is_reduction
                    and self.wants_split(g.numel, g.rnumel, is_outer_reduction(g, self.persistent_rnumel_max),
-                                       device_facts(g.device))]
+                                        device_facts(g.device))
+                   and split.eligible(KernelView.of(g), False, 1) is None]
         if not wanting:
             return None
         merged = FusionGroup(sorted(a.nodes + b.nodes, key=lambda n: n.order), *space)

@@ -150,8 +150,8 @@ def _reads_one_value_per_row(node: SchedulerNode, way: tuple[tuple[int, ...], in
     order, split = way
     xs = {node.vars[d] for d in order[:split] if node.sizes[d] != 1}
     rs = {node.vars[d] for d in order[split:]}
-    return any(not d.is_indirect and d.footprint() == numel and xs <= d.index.free_symbols
-               and not rs & d.index.free_symbols for d in node.reads)
+    return any(not d.is_indirect and d.footprint() == numel and xs <= d.symbols and not rs & d.symbols
+               for d in node.reads)
 
 
 def refine(a: Sequence[int], b: Sequence[int]) -> list[int] | None:

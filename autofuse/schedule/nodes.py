@@ -1,6 +1,7 @@
 """Scheduler nodes: one per realized buffer or ATen fallback, with MemoryDep read/write sets."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,14 +21,20 @@ class MemoryDep:
     index: sympy.Expr
     ranges: tuple[tuple[sympy.Symbol, int], ...]
 
-    @property
+    @functools.cached_property
+    def symbols(self) -> frozenset[sympy.Symbol]:
+        """The index's free symbols, found once: fusion asks for them of every read of every
+        candidate pair (sympy walks the expression on each call)."""
+        return frozenset(self.index.free_symbols)
+
+    @functools.cached_property
     def is_indirect(self) -> bool:
         known = {s for s, _ in self.ranges}
-        return any(s not in known for s in self.index.free_symbols)
+        return any(s not in known for s in self.symbols)
 
     def footprint(self) -> int:
         """Elements this access touches (broadcast dims count once)."""
-        used = self.index.free_symbols
+        used = self.symbols
         return prod([n for s, n in self.ranges if s in used]) if not self.is_indirect else prod([n for _, n in self.ranges])
 
     def __str__(self) -> str:
