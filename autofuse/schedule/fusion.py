@@ -270,10 +270,7 @@ def creates_cycle(a: FusionGroup, b: FusionGroup, graph: SchedulerGraph,
         return list(out.values())
 
     for first, second in ((a, b), (b, a)):
-        # nodes are in a topological order: a group whose nodes all come before first's cannot
-        # read from it, nor can anything it reads from
-        earliest = first.min_order
-        stack = [g for g in deps(second) if g is not first and g.max_order > earliest]
+        stack = [g for g in deps(second) if g is not first]
         seen: set[int] = set()
         while stack:
             g = stack.pop()
@@ -283,7 +280,7 @@ def creates_cycle(a: FusionGroup, b: FusionGroup, graph: SchedulerGraph,
             for d in deps(g):
                 if d is first:
                     return True
-                if d is not second and d.max_order > earliest:
+                if d is not second:
                     stack.append(d)
     return False
 
