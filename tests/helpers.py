@@ -82,6 +82,12 @@ def compile_and_compare(fn: Callable[..., Any], args: Sequence[Any], *, strategy
     return compiled
 
 
+def writes_over_operand(program: Any) -> bool:
+    """Does a launch of the program pass one buffer twice (an operand, and the output stored over it)?"""
+    from autofuse.runtime.program import KernelLaunch
+    return any(isinstance(s, KernelLaunch) and len(set(s.arg_slots)) < len(s.arg_slots) for s in program.steps)
+
+
 def kernels_of(compiled: Any) -> list:
     """KernelInfo list of the (single) specialization a traced compile built."""
     progs = list(compiled.compiled.programs.values())

@@ -15,8 +15,7 @@ from autofuse import CompileOptions, Heuristics
 from autofuse.capture.trace import trace_aten
 from autofuse.codegen.config import LaunchConfig
 from autofuse.compiler import compile_graph
-from autofuse.runtime.program import KernelLaunch
-from tests.helpers import assert_close, rand
+from tests.helpers import assert_close, rand, writes_over_operand
 
 SEEDS = range(24)
 
@@ -79,10 +78,6 @@ def _case(seed: int):
     return fn, [rand((a, k)), rand((k, n)) / 3, rand((n, 7)) / 4, rand((n,))]
 
 
-def _writes_over(prog) -> bool:
-    return any(isinstance(s, KernelLaunch) and len(set(s.arg_slots)) < len(s.arg_slots) for s in prog.steps)
-
-
 @pytest.mark.parametrize("seed", SEEDS)
 def test_chains_after_a_product_match_eager(seed):
     fn, args = _case(seed)
@@ -99,6 +94,6 @@ def test_most_chains_write_over_an_operand():
     over = 0
     for seed in SEEDS:
         fn, args = _case(seed)
-        over += _writes_over(compile_graph(trace_aten(fn, args), args,
+        over += writes_over_operand(compile_graph(trace_aten(fn, args), args,
                                            CompileOptions(strict=True, use_db=False)).program)
     assert over >= len(SEEDS) // 2, over

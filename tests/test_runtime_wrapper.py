@@ -17,7 +17,7 @@ from autofuse.compiler import compile_graph
 from autofuse.runtime.aliasing import may_alias
 from autofuse.runtime.launcher import FastLauncher
 from autofuse.runtime.program import Alloc, ExternCall
-from tests.helpers import assert_close, rand
+from tests.helpers import assert_close, rand, writes_over_operand
 
 OPTS = CompileOptions(strict=True, use_db=False)
 
@@ -491,12 +491,6 @@ def test_no_dead_buffer_waits_for_its_taker_beside_an_aten_result_it_could_hold(
         _check(prog, gm, [x, w1, w2])
 
 
-def _writes_over_operand(prog) -> bool:
-    """Does a launch of prog pass one buffer twice (an operand and the output stored over it)?"""
-    from autofuse.runtime.program import KernelLaunch
-    return any(isinstance(s, KernelLaunch) and len(set(s.arg_slots)) < len(s.arg_slots) for s in prog.steps)
-
-
 def test_a_pointwise_kernel_writes_over_an_operand_that_dies_in_it(device):
     """A GELU after the product that made its input stores over that input instead of into a new
     buffer (as torch.compile's wrappers reuse it): nothing is allocated beside the products'
@@ -524,7 +518,7 @@ def test_a_pointwise_kernel_writes_over_an_operand_that_dies_in_it(device):
     for fn, over in ((mlp, True), (viewed, True), (shifted, False), (returned, False), (read_later, False)):
         gm = trace_aten(fn, [x, w1, w2])
         prog = _compile(gm, [x, w1, w2])
-        assert _writes_over_operand(prog) == over, fn.__name__
+        assert writes_over_operand(prog) == over, fn.__name__
         if fn is mlp:
             assert not any(isinstance(s, Alloc) for s in prog.steps), prog.source
         _check(prog, gm, [x, w1, w2])
