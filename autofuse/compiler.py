@@ -9,6 +9,7 @@ import torch
 import torch.fx
 from torch.utils._pytree import tree_leaves
 
+from .codegen.accesses import Access
 from .codegen.config import LaunchConfig
 from .codegen.device import device_facts
 from .codegen.options import KernelView, default_legality
@@ -222,9 +223,16 @@ class ProgramBuilder:
         in_inputs = stored_in_place(self.graph, self.groups, readers) if self.final else {}
         for src, dst in in_inputs.items():
             self.slots[src] = self.slot(dst)
+        written: dict[int, tuple[LaunchConfig, KernelWriter, KernelSource]] = {}
+
+        def accesses(gi: int) -> tuple[Access, ...]:
+            if gi not in written:
+                written[gi] = self._write(self.groups[gi], self._stored_by(gi, readers), self.configs[gi])
+            return written[gi][2].accesses
+
         over_operands = donated_operands(self.graph, self.groups, readers, self.layouts,
                                          lambda gi: self._stored_by(gi, readers), may_alias,
-                                         set(in_inputs)) if self.final else {}
+                                         set(in_inputs), accesses) if self.final else {}
         for w, d in over_operands.items():
             self.slots[w] = self.slot(d)
         for gi, g in enumerate(self.groups):
@@ -246,7 +254,7 @@ class ProgramBuilder:
                     if w not in in_inputs and w not in over_operands:
                         steps.append(Alloc(self.slot(w), self.layouts[w], poison=self.options.poison))
                 self.stored_of[gi], self.kernel_index_of[gi] = stored, len(kernels)
-                launch, info = self._kernel_step(g, stored, len(kernels), self.configs[gi])
+                launch, info = self._kernel_step(g, stored, len(kernels), self.configs[gi], written.get(gi))
                 if self.final:   # what combine_launches needs to know of the launch
                     self.launch_io[id(launch)] = LaunchIO(frozenset(self.slot(r) for r in info.reads),
                                                           frozenset(self.slot(w) for w in info.writes), info.source,
@@ -318,28 +326,39 @@ class ProgramBuilder:
 
         return ExternCall(k.name, IN_PLACE_FORMS[k.op] if in_place else k.op, args, kwargs, slots_of(k.outputs), layouts)
 
-    def _kernel_step(self, g: FusionGroup, stored: set[str], index: int,
-                     config: LaunchConfig | None) -> tuple[KernelLaunch, KernelInfo]:
+    def _write(self, g: FusionGroup, stored: set[str], config: LaunchConfig | None
+               ) -> tuple[LaunchConfig, KernelWriter, KernelSource]:
+        """Group g's kernel source (config None: the default config)."""
+        interpret = g.device.type != "cuda"
+        if config is None:
+            config = default_config(g, self.options.heuristics, interpret)
+        origins = sorted(set().union(*(n.origins for n in g.nodes)))
+        # the source names the function without the site index, so identical kernels (a model's
+        # repeated layers) have identical source: one module, one Triton compile
+        fn_name = kernel_name(kernel_kind(g), config.persistent, origins, None)
+        dtypes = {k: v.dtype for k, v in self.layouts.items()}
+        spans = {k: v.storage_span() for k, v in self.layouts.items()}
+        writer = KernelWriter(fn_name, g.placements(), g.numel, g.rnumel, g.is_reduction, stored, dtypes, spans,
+                              config, interpret, lane_order(g, self.options.heuristics.persistent_rnumel_max))
+        return config, writer, writer.generate()
+
+    def _kernel_step(self, g: FusionGroup, stored: set[str], index: int, config: LaunchConfig | None,
+                     written: tuple[LaunchConfig, KernelWriter, KernelSource] | None = None
+                     ) -> tuple[KernelLaunch, KernelInfo]:
+        """`written`: the kernel as `_write` made it for these arguments, if it already did."""
         device = g.device
         interpret = device.type != "cuda"
         if interpret:
             warn_interpreter_once()
         kind = kernel_kind(g)
-        if config is None:
-            config = default_config(g, self.options.heuristics, interpret)
+        config, writer, src = written or self._write(g, stored, config)
         self.used_configs.append(config)
         origins: set[str] = set()
         for n in g.nodes:
             origins |= n.origins
         name = kernel_name(kind, config.persistent, sorted(origins), index)
-        # the source names the function without the site index, so identical kernels (a model's
-        # repeated layers) have identical source: one module, one Triton compile
-        fn_name = kernel_name(kind, config.persistent, sorted(origins), None)
+        fn_name = src.name
         dtypes = {k: v.dtype for k, v in self.layouts.items()}
-        spans = {k: v.storage_span() for k, v in self.layouts.items()}
-        writer = KernelWriter(fn_name, g.placements(), g.numel, g.rnumel, g.is_reduction, stored, dtypes, spans,
-                              config, interpret, lane_order(g, self.options.heuristics.persistent_rnumel_max))
-        src: KernelSource = writer.generate()
         fn = load_kernel(fn_name, src.source, interpret)
         sp = src.split  # a split reduction's workspaces and counters (codegen/split.py)
         launch = KernelLaunch(name, fn, tuple(self.slot(a) for a in src.arg_names), g.numel, g.rnumel,

@@ -2,7 +2,9 @@
 write their outputs over operands dying in them (`autofuse/schedule/in_place.py`) must leave every
 value eager's, whichever way the chain reads the operand: at the element it writes, at another one
 (a flip, a roll), or under a mask (a pad, a concatenation), through views of the product, with a
-bias, a second product, a returned intermediate."""
+bias, a second product, a returned intermediate. Reduction kernels too (softmax, log-softmax,
+norms over the last or the first dim after a prologue), persistent and in looped passes of a few
+elements, with an online softmax and a split reduction where they are legal."""
 from __future__ import annotations
 
 import random
@@ -18,6 +20,7 @@ from autofuse.compiler import compile_graph
 from tests.helpers import assert_close, rand, writes_over_operand
 
 SEEDS = range(24)
+REDUCTION_SEEDS = range(36)
 
 
 class SmallBlocks(Heuristics):
@@ -27,6 +30,27 @@ class SmallBlocks(Heuristics):
     def launch_config(self, kind, numel, rnumel, interpret, *args, **kw):
         return LaunchConfig(XBLOCK=8) if kind == "pointwise" else super().launch_config(
             kind, numel, rnumel, interpret, *args, **kw)
+
+
+class SmallLoops(SmallBlocks):
+    """Reductions in looped passes of 4 elements, 2 rows per program, the softmax's sum online
+    where legal: a load in a later pass, or recomputed after the store, would read the new value."""
+
+    def launch_config(self, kind, numel, rnumel, interpret, outer=False, splittable=False, online=False,
+                      *args, **kw):
+        if kind == "reduction":
+            return LaunchConfig(XBLOCK=2, RBLOCK=4, persistent=False, online=online)
+        return super().launch_config(kind, numel, rnumel, interpret, outer, splittable, online, *args, **kw)
+
+
+class SplitLoops(SmallBlocks):
+    """Reductions split in two chunks of looped passes where legal, else as SmallLoops."""
+
+    def launch_config(self, kind, numel, rnumel, interpret, outer=False, splittable=False, online=False,
+                      *args, **kw):
+        if kind == "reduction":
+            return LaunchConfig(XBLOCK=2, RBLOCK=4, persistent=False, online=online, split=2 if splittable else 1)
+        return super().launch_config(kind, numel, rnumel, interpret, outer, splittable, online, *args, **kw)
 
 
 def _unary(r: random.Random, t: torch.Tensor) -> torch.Tensor:
@@ -97,3 +121,79 @@ def test_most_chains_write_over_an_operand():
         over += writes_over_operand(compile_graph(trace_aten(fn, args), args,
                                            CompileOptions(strict=True, use_db=False)).program)
     assert over >= len(SEEDS) // 2, over
+
+
+def _reduce(r: random.Random, t: torch.Tensor) -> torch.Tensor:
+    c = r.randrange(8)
+    if c == 0:
+        return torch.softmax(t, -1)
+    if c == 1:
+        return torch.log_softmax(t, -1)
+    if c == 2:
+        return F.layer_norm(t, t.shape[-1:])
+    if c == 3:
+        return t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + 1e-6)   # RMS norm
+    if c == 4:
+        return torch.softmax(t, 0)                                        # over the first dim
+    if c == 5:
+        return t - t.amax(-1, keepdim=True) + t.sum(-1, keepdim=True) * 0.1
+    if c == 6:
+        return torch.softmax(t.flip(-1), -1) * t                          # another element
+    return torch.cumsum(t, -1)
+
+
+def _reduction_case(seed: int):
+    r = random.Random(seed)
+    a, k, n = r.choice([6, 9, 12]), r.choice([5, 8]), r.choice([12, 20])
+    state = r.getstate()
+
+    def fn(x, w, w2, b):
+        r.setstate(state)
+        y = x @ w
+        if r.random() < 0.3:
+            y = y.view(a, n // 4, 4)
+        outs = []
+        if r.random() < 0.4:
+            y = _unary(r, y)
+            if r.random() < 0.3:
+                outs.append(y.reshape(a, n) * 1)
+        if r.random() < 0.3:   # a returned value of the second pass, and the third pass reads y again
+            u = y - y.amax(-1, keepdim=True)
+            outs.append(u.reshape(a, n))
+            y = y / u.exp().sum(-1, keepdim=True)
+        else:
+            y = _reduce(r, y)
+        if r.random() < 0.4:
+            y = _unary(r, y) if r.random() < 0.5 else _reduce(r, y)
+        y = y.reshape(a, n)
+        if r.random() < 0.2:
+            outs.append(y)
+        return outs + [y @ w2]
+
+    return fn, [rand((a, k)), rand((k, n)) / 3, rand((n, 7)) / 4, rand((n,))]
+
+
+HEURISTICS = {0: Heuristics, 1: SmallLoops, 2: SplitLoops}
+
+
+@pytest.mark.parametrize("seed", REDUCTION_SEEDS)
+def test_reduction_chains_after_a_product_match_eager(seed):
+    fn, args = _reduction_case(seed)
+    gm = trace_aten(fn, args)
+    opts = CompileOptions(strict=True, use_db=False, heuristics=HEURISTICS[seed % 3]())
+    prog = compile_graph(gm, args, opts).program
+    expected = list(gm(*args))
+    for _ in range(2):
+        assert_close(prog(list(args)), expected)
+
+
+def test_most_reduction_chains_write_over_an_operand():
+    """The reduction cases above exercise the rule: at least a third of them store over an operand,
+    in looped passes too."""
+    over = {h: 0 for h in (Heuristics, SmallLoops)}
+    for h in over:
+        for seed in REDUCTION_SEEDS:
+            fn, args = _reduction_case(seed)
+            over[h] += writes_over_operand(compile_graph(trace_aten(fn, args), args,
+                                                  CompileOptions(strict=True, use_db=False, heuristics=h())).program)
+    assert all(v >= len(REDUCTION_SEEDS) // 3 for v in over.values()), over

@@ -47,9 +47,9 @@ def _lifetimes(source: str) -> tuple[set[str], set[str], set[str], dict[str, str
 
 
 def test_frees_and_reuses_as_planned():
-    def fn(x, w):   # the softmax takes the relu's storage (the pointwise ones write over their operands)
-        h = torch.relu(x) @ w
-        h = torch.softmax(h, -1) @ w
+    def fn(x, w):   # the softmax takes the relu's storage (the others write over their operands; the softmax
+        h = torch.relu(x) @ w   # reads its row reversed, so it cannot)
+        h = torch.softmax(h.flip(-1), -1) @ w
         h = torch.tanh(h) @ w
         return h * 2
     x, w = rand((16, 24)), rand((24, 24))
@@ -469,13 +469,14 @@ def test_no_dead_buffer_waits_for_its_taker_beside_an_aten_result_it_could_hold(
     """A freed buffer an allocation will take later is held until then; an ATen call in between
     allocates its own result, so a held buffer that could hold that result is freed before it (a
     transformer MLP: one layer's activation beside the next layer's first product, ConvNeXt's
-    peak at twice torch.compile's; a softmax here, since a GELU writes over its product). A held
+    peak at twice torch.compile's; a softmax of reversed rows here, since a GELU or a plain
+    softmax writes over its product). A held
     buffer smaller than the results in between is still taken, as is one the allocator would keep
     among its small blocks."""
     def mlp(x, w1, w2):
-        h = torch.softmax(x @ w1, -1)
+        h = torch.softmax((x @ w1).flip(-1), -1)
         y = h @ w2 + x
-        return torch.softmax(y @ w1, -1) @ w2
+        return torch.softmax((y @ w1).flip(-1), -1) @ w2
 
     def narrow(x, w1, w2):
         h = torch.sigmoid(x) * x

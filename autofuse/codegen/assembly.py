@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from .accesses import Access
 from .config import LaunchConfig
 from .prelude import prelude
 from .scan import SCAN_HELPERS, is_scan_kernel
@@ -30,6 +31,7 @@ class KernelSource:
     config: LaunchConfig
     split: SplitWorkspaces | None = None  # a split reduction's workspaces and counters
     tile: Tiling | None = None  # a 2-D tiled pointwise kernel's (y, x) split (tiling.py)
+    accesses: tuple[Access, ...] = ()  # loads issued and stores, in program order (accesses.py)
 
 
 def mask_line(name: str, cond: str, full: bool, shape: str) -> str:
@@ -104,4 +106,4 @@ class AssemblyMixin:
         src = prelude(self.interpret) + (SCAN_HELPERS if is_scan_kernel(self.members) else "") + self._function(params)
         return KernelSource(self.name, src, tuple(self.inputs) + tuple(self.outputs),
                             "reduction" if self.reduction_kernel else "pointwise", self.numel, self.rnumel,
-                            self.config, split, self.tile)
+                            self.config, split, self.tile, tuple(self.accesses))

@@ -16,6 +16,7 @@ import torch
 from ..ir.index import fold_divmod, simplify_index
 from ..schedule.loops import Placement
 from ..schedule.nodes import SchedulerNode
+from .accesses import Access
 from .cache_hints import hint, varies_along_x
 from .emitter import TV
 from .expressions import convert
@@ -119,13 +120,20 @@ class MemoryMixin:
         policy = self._cache_hint(name, index)
         ep = f", eviction_policy='{policy}'" if policy else ""
         offsets = self.index_str(index, pl.cls)
+        issued = self.counter
         if self._varies_along_r_only(offsets, index):
             text = f"tl.load({ptr} + ({offsets}), rmask, other=0{ep})"
-            return self.cse(text + load_cast(dtype), cdt)
+            return self._issued(name, offsets, issued, self.cse(text + load_cast(dtype), cdt))
         text = f"tl.load({ptr} + ({self._full_shape(offsets, pl.cls)}), {self._mask(pl.cls)}, other=0{ep})"
-        tv = self.cse(text + load_cast(dtype), cdt)
+        tv = self._issued(name, offsets, issued, self.cse(text + load_cast(dtype), cdt))
         if self.mask_stack:
             self.masked_loads[tv.name] = frozenset(self.mask_stack)
+        return tv
+
+    def _issued(self, name: str, offsets: str, counter_before: int, tv: TV) -> TV:
+        """Record a load of `name` in the kernel's accesses unless the CSE cache served it."""
+        if self.counter != counter_before:
+            self.accesses.append(Access(name, False, offsets))
         return tv
 
     def _varies_along_r_only(self, offsets: str, index: sympy.Expr) -> bool:
@@ -156,8 +164,9 @@ class MemoryMixin:
         if "rindex" in text:
             return None
         body = f"tl.load({ptr} + ({self.pointer_index(index, 'x')}), xmask, other=0){load_cast(dtype)}"
+        name = self.inputs[int(ptr[len("in_ptr"):])]
         if not in_loop:  # a persistent block: the [XBLOCK, 1] load in place
-            return self.cse(body, cdt)
+            return self._issued(name, text, self.counter, self.cse(body, cdt))
         scope, _ = self.hoist
         key = f"{body}::{cdt}"
         hit = scope.lookup(key)
@@ -165,6 +174,7 @@ class MemoryMixin:
             return hit
         tv = TV(f"tmp{self.counter}", cdt)
         self.counter += 1
+        self.accesses.append(Access(name, False, text))  # issued before the loop: before any store in it
         at = self.hoist[1]
         self.lines.insert(at, "    " * scope.indent + f"{tv.name} = {body}")
         self.hoist = (scope, at + 1)
@@ -199,7 +209,9 @@ class MemoryMixin:
         self.current = (node, pl)
         # a reduction's value is [XBLOCK, 1]: its store has the shape of an x-loop node's
         shape_cls = "x" if pl.cls == "red" else pl.cls
-        idx = self.pointer_index(node.write.index, shape_cls)
+        offsets = self.index_str(node.write.index, shape_cls)
+        idx = self._full_shape(offsets, shape_cls)
+        self.accesses.append(Access(node.name, True, offsets))
         self.current = saved
         dt = node.buffer.dtype
         v = value.name if value.dtype == dt else convert(value.name, dt)

@@ -20,6 +20,7 @@ import torch
 from ..ir.ops import OpsHandler
 from ..schedule.loops import Placement, XOrder
 from ..schedule.nodes import SchedulerNode
+from .accesses import Access
 from .assembly import AssemblyMixin, KernelSource, kernel_name
 from .config import LaunchConfig
 from .early_loads import early_loads
@@ -72,6 +73,7 @@ class KernelWriter(ExpressionMixin, MemoryMixin, ReductionMixin, LoopedMixin, On
         self.masked_loads: dict[str, frozenset[str]] = {}   # a load's name -> the masks it was issued under
         self.direct_reads: set[str] = set()              # buffers loaded at an index of x/r alone
         self.gathers: dict[str, dict[str, int]] = {}     # buffer -> {indirect index: elements it loads}
+        self.accesses: list[Access] = []                 # loads issued and stores, in program order
         self.persistent = config.persistent or not reduction_kernel
         self.split = config.split if reduction_kernel else 1
         self.role = "partial" if self.split > 1 else "kernel"

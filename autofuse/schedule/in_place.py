@@ -11,6 +11,14 @@ read by no ATen call that may hand back a view of it and not be made by one (its
 be shared with a live tensor). A kernel that writes over its own operand cannot be rerun on the
 same buffers, so only the program a call runs does it (as with input updates); the search times
 kernels with separate buffers, and the kernels' sources are the same either way.
+
+A reduction kernel does it too (a softmax's probabilities over the scores that die in it, as
+Inductor's reduction kernels store through the `in_out_ptr` they read). Its passes, recomputed
+producers and hoisted loads decide where each load falls, so the rule reads the emitted kernel's
+accesses (codegen/accesses.py): every load of the operand at the offsets of the output's one store,
+issued before it. Equal offsets in kernel terms confine each program to its own rows, and a load in
+an earlier pass of a looped reduction has finished before the row's reduction that the store
+waits for.
 """
 from __future__ import annotations
 
@@ -18,6 +26,7 @@ from typing import Any, Callable, Sequence
 
 import sympy
 
+from ..codegen.accesses import Access
 from ..ir.index import simplify_index
 from .fusion import FusionGroup
 from .nodes import MemoryDep
@@ -55,12 +64,24 @@ def _same_index(dep: MemoryDep, index: sympy.Expr) -> bool:
     return simplify_index(dep.index, ranges) == simplify_index(index, ranges)
 
 
+def loads_before_store(accesses: Sequence[Access], w: str, d: str) -> bool:
+    """Does the kernel store w once and issue every load of d before that store, at its offsets?"""
+    stores = [i for i, a in enumerate(accesses) if a.store and a.buffer == w]
+    if len(stores) != 1:
+        return False
+    at, offsets = stores[0], accesses[stores[0]].offsets
+    loads = [(i, a) for i, a in enumerate(accesses) if not a.store and a.buffer == d]
+    return bool(loads) and all(i < at and a.offsets == offsets for i, a in loads)
+
+
 def donated_operands(graph: SchedulerGraph, groups: Sequence[FusionGroup], readers: dict[str, set[int]],
                      layouts: dict[str, Any], stored_of: Callable[[int], set[str]],
-                     may_alias: Callable[[Any], bool], taken: set[str]) -> dict[str, str]:
+                     may_alias: Callable[[Any], bool], taken: set[str],
+                     accesses: Callable[[int], Sequence[Access]] | None = None) -> dict[str, str]:
     """Kernel output -> the operand buffer it is stored into. `stored_of(gi)`: the buffers group gi's
     kernel stores; `may_alias(op)`: can an ATen op's result share storage with an argument;
-    `taken`: buffers already stored elsewhere (input updates)."""
+    `taken`: buffers already stored elsewhere (input updates); `accesses(gi)`: the loads and stores
+    of group gi's kernel as emitted (without it, reduction kernels keep their operands)."""
     aliasing_reads: set[str] = set()
     for g in groups:
         if g.is_extern and may_alias(g.nodes[0].extern.op):
@@ -68,7 +89,7 @@ def donated_operands(graph: SchedulerGraph, groups: Sequence[FusionGroup], reade
     out: dict[str, str] = {}
     donors: set[str] = set()
     for gi, g in enumerate(groups):
-        if g.is_extern or g.is_reduction:
+        if g.is_extern or (g.is_reduction and accesses is None):
             continue
         stored = stored_of(gi)
         order = {n.name: n.order for n in g.nodes}
@@ -80,7 +101,7 @@ def donated_operands(graph: SchedulerGraph, groups: Sequence[FusionGroup], reade
                 while root in out:   # d itself lives in an earlier operand's buffer: the one it hands on
                     root = out[root]
                 if _can_donate(graph, g, gi, readers, layouts, may_alias, aliasing_reads, taken | donors, w, d,
-                               layouts.get(root)):
+                               layouts.get(root), accesses):
                     out[w] = d
                     donors.add(d)
                     break
@@ -89,7 +110,8 @@ def donated_operands(graph: SchedulerGraph, groups: Sequence[FusionGroup], reade
 
 def _can_donate(graph: SchedulerGraph, g: FusionGroup, gi: int, readers: dict[str, set[int]],
                 layouts: dict[str, Any], may_alias: Callable[[Any], bool], aliasing_reads: set[str],
-                unavailable: set[str], w: str, d: str, buffer: Any) -> bool:
+                unavailable: set[str], w: str, d: str, buffer: Any,
+                accesses: Callable[[int], Sequence[Access]] | None) -> bool:
     """`buffer`: the layout of the tensor that holds d (d's own, or that of the operand d was
     stored over)."""
     producer = graph.producer.get(d)
@@ -102,6 +124,8 @@ def _can_donate(graph: SchedulerGraph, g: FusionGroup, gi: int, readers: dict[st
     lay, wlay = layouts.get(d), layouts[w]
     if lay is None or not _same_storage(lay, wlay) or (w in graph.graph_outputs and buffer != wlay):
         return False   # a returned output is handed over as the tensor that holds it: it must have its shape
+    if g.is_reduction:
+        return accesses is not None and loads_before_store(accesses(gi), w, d)
     return reads_only_written_element(g, w, d, wlay)
 
 
