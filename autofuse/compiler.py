@@ -37,6 +37,7 @@ from .strategies import tvm
 
 SECTOR_BYTES = 32  # the DRAM access granularity of NVIDIA GPUs: a scattered element moves a whole sector
 SMALL_BLOCK_BYTES = 1 << 20  # the CUDA caching allocator's largest small block (small ones have a pool of their own)
+MAX_PEAK_PASSES = 8  # memory planning: rounds of freeing dead buffers held across the program's peak
 
 
 @dataclass(frozen=True)
@@ -407,43 +408,22 @@ class ProgramBuilder:
         for s, st in last_use.items():
             if s not in keep:
                 frees_at.setdefault(st, []).append(s)
-        out: list[Any] = []
-        pool: dict[tuple, list[int]] = {}
-        for i, step in enumerate(steps):
-            if isinstance(step, ExternCall) and pool:
-                # an ATen call allocates its own result, and a dead buffer held for a later taker
-                # would sit beside it: one that could hold the result is freed first, so the
-                # caching allocator gives its memory to the result (as torch.compile's wrappers
-                # pass such buffers as out=; held, ConvNeXt's MLP peaked at twice its activation).
-                # A small one stays held: the allocator serves small and large blocks apart
-                largest = max((lay.storage_span() * itemsize(lay.dtype) for lay in step.out_layouts.values()),
-                              default=0)
-                released = [s for key, slots in pool.items() for s in slots
-                            if largest and key[2] * itemsize(key[1]) >= max(largest, SMALL_BLOCK_BYTES + 1)]
-                if released:
-                    for key in list(pool):
-                        pool[key] = [s for s in pool[key] if s not in released]
-                    out.append(Free(tuple(released)))
-            if isinstance(step, Alloc):
-                lay = step.layout
-                key = (str(lay.device), lay.dtype, lay.storage_span())
-                if pool.get(key) and not step.poison:
-                    step.reuse = pool[key].pop()
-            out.append(step)
-            freed = frees_at.get(i, [])
-            to_free = []
-            for s in freed:
-                names = names_of[s]
-                lay = self.layouts.get(names[0])
-                # an ATen result's storage may be larger than its layout or start at an offset:
-                # it is freed, not taken over
-                if lay is not None and all(n in by_name and by_name[n].kind != "extern" for n in names) \
-                        and s not in aliased:
-                    pool.setdefault((str(lay.device), lay.dtype, lay.storage_span()), []).append(s)
-                else:
-                    to_free.append(s)
-            if to_free:
-                out.append(Free(tuple(to_free)))
+        # an ATen result's storage may be larger than its layout or start at an offset: it is freed,
+        # not taken over
+        layout_of = {s: self.layouts.get(names[0]) for s, names in names_of.items()}
+        poolable = {s for s, names in names_of.items() if layout_of[s] is not None and s not in aliased
+                    and all(n in by_name and by_name[n].kind != "extern" for n in names)}
+        # a dead buffer held for a later allocation of its size stays allocated until then: where the
+        # program's peak falls inside that wait, or no allocation takes it, it is freed when it dies
+        unheld: set[int] = set()
+        for _ in range(MAX_PEAK_PASSES):
+            out, holds, untaken = _place_frees(steps, frees_at, layout_of, poolable - unheld)
+            peak = _peak_step(out)
+            spanning = {slot for slot, (died, taken, nbytes) in holds.items()
+                        if died < peak < taken and nbytes > SMALL_BLOCK_BYTES}
+            if not (spanning or untaken):
+                break
+            unheld |= spanning | untaken
         return out
 
     def _output_getter(self, o: Any):
@@ -452,6 +432,73 @@ class ProgramBuilder:
         if isinstance(o, Buffer):
             return SlotOutput(self.slot(o.name))
         return ConstOutput(o)
+
+
+def _place_frees(steps: list[Any], frees_at: dict[int, list[int]], layout_of: dict[int, Any], poolable: set[int]
+                 ) -> tuple[list[Any], dict[int, tuple[int, int, int]], set[int]]:
+    """The steps with frees after last uses and allocations taking over the storage of `poolable`
+    dead buffers of their size; also each taken buffer's (position it died at, position taken,
+    bytes), and the pooled buffers no allocation took (held until an ATen call or the end)."""
+    out: list[Any] = []
+    pool: dict[tuple, list[int]] = {}
+    died_at: dict[int, int] = {}
+    holds: dict[int, tuple[int, int, int]] = {}
+    for i, step in enumerate(steps):
+        if isinstance(step, ExternCall) and pool:
+            # an ATen call allocates its own result, and a dead buffer held for a later taker
+            # would sit beside it: one that could hold the result is freed first, so the
+            # caching allocator gives its memory to the result (as torch.compile's wrappers
+            # pass such buffers as out=; held, ConvNeXt's MLP peaked at twice its activation).
+            # A small one stays held: the allocator serves small and large blocks apart
+            largest = max((lay.storage_span() * itemsize(lay.dtype) for lay in step.out_layouts.values()),
+                          default=0)
+            released = [s for key, slots in pool.items() for s in slots
+                        if largest and key[2] * itemsize(key[1]) >= max(largest, SMALL_BLOCK_BYTES + 1)]
+            if released:
+                for key in list(pool):
+                    pool[key] = [s for s in pool[key] if s not in released]
+                out.append(Free(tuple(released)))
+        if isinstance(step, Alloc):
+            lay = step.layout
+            key = (str(lay.device), lay.dtype, lay.storage_span())
+            step.reuse = None
+            if pool.get(key) and not step.poison:
+                step.reuse = pool[key].pop()
+                holds[step.reuse] = (died_at[step.reuse], len(out), lay.storage_span() * itemsize(lay.dtype))
+        out.append(step)
+        to_free = []
+        for s in frees_at.get(i, []):
+            lay = layout_of[s]
+            if s in poolable:
+                pool.setdefault((str(lay.device), lay.dtype, lay.storage_span()), []).append(s)
+                died_at[s] = len(out)
+            else:
+                to_free.append(s)
+        if to_free:
+            out.append(Free(tuple(to_free)))
+    return out, holds, set(died_at) - set(holds)
+
+
+def _peak_step(steps: Sequence[Any]) -> int:
+    """The position at which the buffers a program has allocated (not its inputs) weigh most."""
+    live: dict[int, int] = {}
+    total, best, at = 0, -1, 0
+    for i, step in enumerate(steps):
+        if isinstance(step, Alloc):
+            nbytes = live.pop(step.reuse) if step.reuse is not None else \
+                step.layout.storage_span() * itemsize(step.layout.dtype)
+            total += 0 if step.reuse is not None else nbytes
+            live[step.slot] = nbytes
+        elif isinstance(step, ExternCall):
+            for slot, lay in step.out_layouts.items():
+                if slot not in live:
+                    live[slot] = lay.storage_span() * itemsize(lay.dtype)
+                    total += live[slot]
+        elif isinstance(step, Free):
+            total -= sum(live.pop(slot, 0) for slot in step.slots)
+        if total > best:
+            best, at = total, i
+    return at
 
 
 def _without_updates(k: Any, stored: dict[str, str]) -> Any:

@@ -492,6 +492,110 @@ def test_no_dead_buffer_waits_for_its_taker_beside_an_aten_result_it_could_hold(
         _check(prog, gm, [x, w1, w2])
 
 
+def _live_bytes(steps) -> list[int]:
+    """Bytes of the buffers the program allocated (not its inputs) after each step; a buffer held
+    for a later taker counts until it is taken."""
+    from autofuse.runtime.program import Free
+    from autofuse.schedule.nodes import itemsize
+    live, total, out = {}, 0, []
+    for s in steps:
+        if isinstance(s, Alloc):
+            n = live.pop(s.reuse) if s.reuse is not None else s.layout.storage_span() * itemsize(s.layout.dtype)
+            total += 0 if s.reuse is not None else n
+            live[s.slot] = n
+        elif isinstance(s, ExternCall):
+            for slot, lay in s.out_layouts.items():
+                if slot not in live:
+                    live[slot] = lay.storage_span() * itemsize(lay.dtype)
+                    total += live[slot]
+        elif isinstance(s, Free):
+            total -= sum(live.pop(slot, 0) for slot in s.slots)
+        out.append(total)
+    return out
+
+
+def test_no_dead_buffer_is_held_across_the_peak_or_to_the_end():
+    """A dead buffer waits for a later allocation of its size only where the program's peak does
+    not fall inside the wait, and one that nothing takes is freed when it dies, not at the end:
+    ConvNeXt's channels-last input copy, held for a stage-2 activation of its size, sat beside
+    every MLP expansion of stage 1."""
+    from autofuse.compiler import SMALL_BLOCK_BYTES
+    from autofuse.runtime.program import Free
+    from autofuse.runtime.wrapper import reads_of
+    from autofuse.schedule.nodes import itemsize
+
+    def fn(x, w1, w2, w3):
+        a = torch.sigmoid(x) * x                       # [2048, 192]: 1.5 MiB, dead after the product
+        h = torch.tanh(a @ w1)                         # a wide product: the peak
+        y = torch.relu(h @ w2)                         # [2048, 192] again: could take a's storage
+        z = torch.exp(x[:, :16]) @ w3                  # a value no allocation of its size follows
+        return y * 2, z
+
+    x, w1, w2, w3 = rand((2048, 192)), rand((192, 1024)) / 14, rand((1024, 192)) / 32, rand((16, 8))
+    gm = trace_aten(fn, [x, w1, w2, w3])
+    prog = _compile(gm, [x, w1, w2, w3])
+    steps = prog.steps
+    live = _live_bytes(steps)
+    peak = max(range(len(steps)), key=live.__getitem__)
+    freed = {slot for s in steps if isinstance(s, Free) for slot in s.slots}
+    for at, s in enumerate(steps):
+        if isinstance(s, Alloc) and s.reuse is not None:
+            died = max(i for i, t in enumerate(steps[:at]) if s.reuse in reads_of(t) and not isinstance(t, Alloc))
+            held = s.layout.storage_span() * itemsize(s.layout.dtype)
+            assert not (died < peak < at and held > SMALL_BLOCK_BYTES), (s.reuse, died, peak, at)
+    allocated = {s.slot for s in steps if isinstance(s, Alloc)}
+    taken = {s.reuse for s in steps if isinstance(s, Alloc) and s.reuse is not None}
+    returned = {o.slot for o in prog.outputs if hasattr(o, "slot")}
+    assert allocated - taken - returned <= freed, allocated - taken - returned - freed
+    _check(prog, gm, [x, w1, w2, w3])
+
+
+class _LayerNorm2d(torch.nn.LayerNorm):
+    def forward(self, x):
+        return F.layer_norm(x.permute(0, 2, 3, 1), self.normalized_shape, self.weight, self.bias).permute(0, 3, 1, 2)
+
+
+class _ConvNeXtBlock(torch.nn.Module):
+    def __init__(self, c: int) -> None:
+        super().__init__()
+        self.dw = torch.nn.Conv2d(c, c, 7, padding=3, groups=c)
+        self.norm = torch.nn.LayerNorm(c)
+        self.up, self.down = torch.nn.Linear(c, 4 * c), torch.nn.Linear(4 * c, c)
+        self.scale = torch.nn.Parameter(torch.rand(c, 1, 1))
+
+    def forward(self, x):
+        y = self.down(F.gelu(self.up(self.norm(self.dw(x).permute(0, 2, 3, 1))))).permute(0, 3, 1, 2)
+        return x + self.scale * y
+
+
+def test_a_value_stored_channels_last_is_read_from_its_buffer():
+    """A lazy value stored channels-last for a convolution is read from that buffer by the graph's
+    other kernels: a ConvNeXt block's output, stored for the next block's depthwise convolution,
+    was recomputed in the next block's residual add from the block's input and its MLP's output,
+    which kept both alive across the next MLP's expansion."""
+    from autofuse.schedule.heuristics import Heuristics
+
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 4, 4), _LayerNorm2d(8), _ConvNeXtBlock(8), _ConvNeXtBlock(8),
+                            _LayerNorm2d(8), torch.nn.Conv2d(8, 16, 2, 2), _ConvNeXtBlock(16), _ConvNeXtBlock(16),
+                            torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(16, 10))
+    x = rand((2, 3, 32, 32))
+    m = m.to(x.device)
+    params = dict(m.named_parameters())
+    names = list(params)
+
+    def fn(*flat):
+        return torch.func.functional_call(m, dict(zip(names, flat[:-1])), (flat[-1],))
+
+    args = [p.detach() for p in params.values()] + [x]
+    gm = trace_aten(fn, args)
+    prog = _compile(gm, args, heuristics=Heuristics(conv_layout="channels_last"))
+    stem_norm = next(k for k in prog.kernels if k.kind == "reduction").writes[0]
+    readers = [k.name for k in prog.kernels if stem_norm in k.reads]
+    assert len(readers) <= 2, readers   # the first block's depthwise convolution and its residual add
+    _check(prog, gm, args)
+
+
 def test_a_pointwise_kernel_writes_over_an_operand_that_dies_in_it(device):
     """A GELU after the product that made its input stores over that input instead of into a new
     buffer (as torch.compile's wrappers reuse it): nothing is allocated beside the products'

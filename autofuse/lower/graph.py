@@ -111,11 +111,16 @@ class GraphLowering:
             layout = Layout.contiguous(value.device, value.dtype, size)
         buf = ComputedBuffer(self.new_name(), layout, PointwiseBody(size, value.inner_fn), value.origins)
         self.buffers.append(buf)
-        if holders:
-            self.buffer_fx[buf.name] = holders[0].name
-        for n in holders:
-            self.env[n] = buf
+        self._rebind(value, buf, holders)
         return buf
+
+    def _rebind(self, value: Pointwise, stored: Buffer | ReinterpretView, holders: list[torch.fx.Node]) -> None:
+        """The FX nodes bound to lazy `value` read `stored` from now on."""
+        if holders:
+            name = stored.name if isinstance(stored, Buffer) else stored.buffer.name
+            self.buffer_fx[name] = holders[0].name
+        for n in holders:
+            self.env[n] = stored
 
     def add_computed(self, buf: ComputedBuffer) -> ComputedBuffer:
         self.buffers.append(buf)
@@ -359,14 +364,21 @@ class GraphLowering:
     def realize_channels_last(self, value: TensorValue) -> Buffer | ReinterpretView:
         """The value stored channels-last, computed in the order `Heuristics.channels_last_loops` says:
         in memory order (N, *spatial, C; loads and stores contiguous in one dim), or in logical order
-        as 2-D tiles, which a consumer iterating N, C, *spatial (an NCHW output) can share."""
+        as 2-D tiles, which a consumer iterating N, C, *spatial (an NCHW output) can share. As with
+        `realize`, the FX nodes bound to a lazy value read the stored one from then on: a ConvNeXt
+        block's output, stored for the next block's depthwise convolution, was recomputed from the
+        block's input and its MLP's output in the next residual add, which kept both alive across
+        the next MLP's expansion."""
         size = tuple(int(s) for s in value.size)
         want = channels_last_strides(size)
         loops = self.heuristics.channels_last_loops
         logical = loops == "logical" or (loops == "auto" and self.node in self.feeds_returned_activation)
         if logical and isinstance(value, Pointwise):
             return self.realize(value, torch.empty_strided(size, want, device="meta"))
-        return self.realize_in_order(value, (0, *range(2, len(size)), 1), want)
+        stored = self.realize_in_order(value, (0, *range(2, len(size)), 1), want)
+        if isinstance(value, Pointwise):
+            self._rebind(value, stored, [n for n, v in self.env.items() if v is value])
+        return stored
 
     def realize_in_order(self, value: TensorValue, perm: Sequence[int], stride: Sequence[int]) -> ReinterpretView:
         """The value written by a kernel that iterates its dims in the order `perm` (outermost
