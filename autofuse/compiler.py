@@ -479,11 +479,12 @@ def _place_frees(steps: list[Any], frees_at: dict[int, list[int]], layout_of: di
     return out, holds, set(died_at) - set(holds)
 
 
-def _peak_step(steps: Sequence[Any]) -> int:
-    """The position at which the buffers a program has allocated (not its inputs) weigh most."""
+def live_bytes(steps: Sequence[Any]) -> list[int]:
+    """After each step, the bytes of the buffers the program has allocated (not its inputs); a dead
+    buffer held for a later taker counts until it is taken."""
     live: dict[int, int] = {}
-    total, best, at = 0, -1, 0
-    for i, step in enumerate(steps):
+    total, out = 0, []
+    for step in steps:
         if isinstance(step, Alloc):
             nbytes = live.pop(step.reuse) if step.reuse is not None else \
                 step.layout.storage_span() * itemsize(step.layout.dtype)
@@ -496,9 +497,14 @@ def _peak_step(steps: Sequence[Any]) -> int:
                     total += live[slot]
         elif isinstance(step, Free):
             total -= sum(live.pop(slot, 0) for slot in step.slots)
-        if total > best:
-            best, at = total, i
-    return at
+        out.append(total)
+    return out
+
+
+def _peak_step(steps: Sequence[Any]) -> int:
+    """The position at which the program's own buffers weigh most (the first, on a tie)."""
+    live = live_bytes(steps)
+    return max(range(len(live)), key=live.__getitem__, default=0)
 
 
 def _without_updates(k: Any, stored: dict[str, str]) -> Any:

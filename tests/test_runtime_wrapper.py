@@ -492,34 +492,12 @@ def test_no_dead_buffer_waits_for_its_taker_beside_an_aten_result_it_could_hold(
         _check(prog, gm, [x, w1, w2])
 
 
-def _live_bytes(steps) -> list[int]:
-    """Bytes of the buffers the program allocated (not its inputs) after each step; a buffer held
-    for a later taker counts until it is taken."""
-    from autofuse.runtime.program import Free
-    from autofuse.schedule.nodes import itemsize
-    live, total, out = {}, 0, []
-    for s in steps:
-        if isinstance(s, Alloc):
-            n = live.pop(s.reuse) if s.reuse is not None else s.layout.storage_span() * itemsize(s.layout.dtype)
-            total += 0 if s.reuse is not None else n
-            live[s.slot] = n
-        elif isinstance(s, ExternCall):
-            for slot, lay in s.out_layouts.items():
-                if slot not in live:
-                    live[slot] = lay.storage_span() * itemsize(lay.dtype)
-                    total += live[slot]
-        elif isinstance(s, Free):
-            total -= sum(live.pop(slot, 0) for slot in s.slots)
-        out.append(total)
-    return out
-
-
 def test_no_dead_buffer_is_held_across_the_peak_or_to_the_end():
     """A dead buffer waits for a later allocation of its size only where the program's peak does
     not fall inside the wait, and one that nothing takes is freed when it dies, not at the end:
     ConvNeXt's channels-last input copy, held for a stage-2 activation of its size, sat beside
     every MLP expansion of stage 1."""
-    from autofuse.compiler import SMALL_BLOCK_BYTES
+    from autofuse.compiler import SMALL_BLOCK_BYTES, live_bytes
     from autofuse.runtime.program import Free
     from autofuse.runtime.wrapper import reads_of
     from autofuse.schedule.nodes import itemsize
@@ -535,7 +513,7 @@ def test_no_dead_buffer_is_held_across_the_peak_or_to_the_end():
     gm = trace_aten(fn, [x, w1, w2, w3])
     prog = _compile(gm, [x, w1, w2, w3])
     steps = prog.steps
-    live = _live_bytes(steps)
+    live = live_bytes(steps)
     peak = max(range(len(steps)), key=live.__getitem__)
     freed = {slot for s in steps if isinstance(s, Free) for slot in s.slots}
     for at, s in enumerate(steps):
