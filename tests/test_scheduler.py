@@ -101,9 +101,9 @@ def test_realize_thresholds_come_from_heuristics():
 
 
 def test_freed_buffers_are_reused():
-    def fn(x, w):   # the softmax takes the relu's storage (the pointwise ones write over their operands)
-        h = torch.relu(x) @ w
-        h = torch.softmax(h, -1) @ w
+    def fn(x, w):   # the softmax takes the relu's storage (the others write over their operands; the softmax
+        h = torch.relu(x) @ w   # reads its row reversed, so it cannot)
+        h = torch.softmax(h.flip(-1), -1) @ w
         h = torch.tanh(h) @ w
         return h * 2
     x, w = rand((16, 16)), rand((16, 16))
