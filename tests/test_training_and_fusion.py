@@ -64,6 +64,43 @@ def test_training_module_parameters(device):
         torch.testing.assert_close(p2.grad, p1.grad, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype,padding_idx", [(torch.float32, None), (torch.float32, 3), (torch.bfloat16, 3)])
+def test_embedding_gradient_is_one_index_add(device, dtype, padding_idx):
+    """An embedding's weight gradient adds each token's gradient row into zeros with one
+    `index_add` (atomic adds on CUDA), repeated tokens and the padding row included, instead of
+    PyTorch's sorting `index_put`."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Embedding(50, 24, padding_idx=padding_idx), torch.nn.LayerNorm(24))
+    m = m.to(device, dtype)
+    m2 = torch.nn.Sequential(torch.nn.Embedding(50, 24, padding_idx=padding_idx), torch.nn.LayerNorm(24))
+    m2 = m2.to(device, dtype)
+    m2.load_state_dict(m.state_dict())
+    ids = torch.randint(0, 50, (4, 37), device=device)
+    ids[0, :5] = 7
+    ids[1, 0] = 3
+    w = torch.randn(4, 37, 24, device=device)
+    rec = Recorder()
+    compiled = autofuse.compile(m2, strict=True, poison=True, recorder=rec)
+    (m(ids).float() * w).sum().backward()
+    (compiled(ids).float() * w).sum().backward()
+    if dtype == torch.float32:
+        for p1, p2 in zip(m.parameters(), m2.parameters()):
+            torch.testing.assert_close(p2.grad, p1.grad, rtol=1e-4, atol=1e-5)
+    else:   # bf16: eager's layer norm gradients are themselves far from float64's; no farther than eager
+        m64 = torch.nn.Sequential(torch.nn.Embedding(50, 24, padding_idx=padding_idx), torch.nn.LayerNorm(24))
+        m64 = m64.to(device, torch.float64)
+        m64.load_state_dict({k: v.double() for k, v in m.state_dict().items()})
+        (m64(ids) * w).sum().backward()
+        for p1, p2, p64 in zip(m.parameters(), m2.parameters(), m64.parameters()):
+            err_e, err_c = ((g.grad.double() - p64.grad).abs().max() for g in (p1, p2))
+            assert err_c <= max(1.5 * err_e, 1e-2 * p64.grad.abs().max()), (err_c, err_e)
+    (backward,) = [gm for label, gm, _ in rec.graphs if label == "backward"]
+    targets = {n.target for n in backward.graph.nodes if n.op == "call_function"}
+    assert torch.ops.aten.index_add.default in targets, targets
+    assert torch.ops.aten.index_put.default not in targets
+
+
 # ---- kernel counts ---------------------------------------------------------------------------
 
 def test_the_forward_saves_inputs_not_what_the_backward_can_recompute(device):
