@@ -65,10 +65,9 @@ def test_training_module_parameters(device):
 
 
 @pytest.mark.parametrize("dtype,padding_idx", [(torch.float32, None), (torch.float32, 3), (torch.bfloat16, 3)])
-def test_embedding_gradient_is_one_index_add(device, dtype, padding_idx):
-    """An embedding's weight gradient adds each token's gradient row into zeros with one
-    `index_add` (atomic adds on CUDA), repeated tokens and the padding row included, instead of
-    PyTorch's sorting `index_put`."""
+def test_embedding_gradient_with_repeated_tokens(device, dtype, padding_idx):
+    """An embedding's weight gradient sums the rows of repeated tokens and leaves the padding row
+    at zero, as eager's; in bf16 no farther from float64's than eager's."""
     torch._dynamo.reset()
     torch.manual_seed(0)
     m = torch.nn.Sequential(torch.nn.Embedding(50, 24, padding_idx=padding_idx), torch.nn.LayerNorm(24))
@@ -95,10 +94,7 @@ def test_embedding_gradient_is_one_index_add(device, dtype, padding_idx):
         for p1, p2, p64 in zip(m.parameters(), m2.parameters(), m64.parameters()):
             err_e, err_c = ((g.grad.double() - p64.grad).abs().max() for g in (p1, p2))
             assert err_c <= max(1.5 * err_e, 1e-2 * p64.grad.abs().max()), (err_c, err_e)
-    (backward,) = [gm for label, gm, _ in rec.graphs if label == "backward"]
-    targets = {n.target for n in backward.graph.nodes if n.op == "call_function"}
-    assert torch.ops.aten.index_add.default in targets, targets
-    assert torch.ops.aten.index_put.default not in targets
+    assert [label for label, _, _ in rec.graphs] == ["forward", "backward"]
 
 
 # ---- kernel counts ---------------------------------------------------------------------------

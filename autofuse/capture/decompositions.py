@@ -15,14 +15,11 @@ flash-attention op is not decomposed either: PyTorch's rule for it returns the a
 where its backward expects the logsumexp (Inductor excludes it too), so attention runs as an
 extern kernel on both devices. bucketize of a tensor is lowered as one search in the kernel
 (lower/bucketize.py); its decomposition unrolls the search into int64 tensor ops (the scalar
-overload keeps it). Foreach ops become one op per list element (foreach.py). An embedding's
-backward is an `index_add` into zeros (`_embedding_dense_backward`), and `index_add` stays one
-ATen call, except in deterministic mode.
+overload keeps it). Foreach ops become one op per list element (foreach.py).
 """
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
 
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
@@ -55,34 +52,6 @@ KEEP = {aten.mean.dim, aten.mean.default, aten.var_mean.correction, aten.var.cor
         aten.masked_fill.Tensor, aten.baddbmm.default, aten.bucketize.Tensor}
 
 
-def _embedding_dense_backward(grad_output: torch.Tensor, indices: torch.Tensor, num_weights: int,
-                              padding_idx: int, scale_grad_by_freq: bool) -> torch.Tensor:
-    """An embedding's weight gradient as one `index_add` of the gradient rows into zeros (CUDA's
-    atomic adds, as Inductor's scatter) instead of PyTorch's accumulating `index_put`, which CUDA
-    runs by sorting the indices: 49 µs against Inductor's 29 for an embedding and layer norm's
-    training step. Deterministic mode, and counts-scaled gradients, keep PyTorch's rule."""
-    if scale_grad_by_freq or torch.are_deterministic_algorithms_enabled():
-        return NotImplemented
-    dtype = grad_output.dtype
-    compute = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
-    idx = indices.reshape(-1).to(torch.long)
-    rows = grad_output.reshape(idx.shape[0], *grad_output.shape[indices.ndim:]).to(compute)
-    keep = (idx >= 0) & (idx < num_weights) & (idx != padding_idx)
-    rows = torch.where(keep.view(-1, *[1] * (rows.ndim - 1)), rows, 0)
-    grad = rows.new_zeros((num_weights, *rows.shape[1:])).index_add(0, torch.where(keep, idx, 0), rows)
-    return grad.to(dtype)
-
-
-def _index_add(core: Any) -> Any:
-    """index_add stays one ATen call (CUDA's atomic adds) unless deterministic mode asks for
-    PyTorch's rule, an accumulating `index_put` that CUDA runs by sorting the indices."""
-    def index_add(x: torch.Tensor, dim: int, index: torch.Tensor, source: torch.Tensor, *, alpha: Any = 1) -> Any:
-        if not torch.are_deterministic_algorithms_enabled():
-            return NotImplemented
-        return core(x, dim, index, source, alpha=alpha)
-    return index_add
-
-
 def _cudnn_grid_sampler(x: torch.Tensor, grid: torch.Tensor) -> torch.Tensor:
     """cuDNN's sampler (what CUDA picks for bilinear, zero padding, align_corners=True) as the
     general one, which decomposes into generated gathers."""
@@ -96,9 +65,6 @@ def decomposition_table() -> dict:
     extra = [getattr(aten, n) for n in EXTRA_NAMES if hasattr(aten, n)]
     table.update(get_decompositions(extra))
     table.update(foreach_decompositions())
-    table[aten.embedding_dense_backward.default] = _embedding_dense_backward
-    if aten.index_add.default in table:
-        table[aten.index_add.default] = _index_add(table[aten.index_add.default])
     if hasattr(aten, "cudnn_grid_sampler"):
         table[aten.cudnn_grid_sampler.default] = _cudnn_grid_sampler
     for op in KEEP:
