@@ -354,12 +354,9 @@ class ProgramBuilder:
         kind = kernel_kind(g)
         config, writer, src = written or self._write(g, stored, config)
         self.used_configs.append(config)
-        origins: set[str] = set()
-        for n in g.nodes:
-            origins |= n.origins
-        name = kernel_name(kind, config.persistent, sorted(origins), index)
+        origins = sorted(set().union(*(n.origins for n in g.nodes)))
+        name = kernel_name(kind, config.persistent, origins, index)
         fn_name = src.name
-        dtypes = {k: v.dtype for k, v in self.layouts.items()}
         fn = load_kernel(fn_name, src.source, interpret)
         sp = src.split  # a split reduction's workspaces and counters (codegen/split.py)
         launch = KernelLaunch(name, fn, tuple(self.slot(a) for a in src.arg_names), g.numel, g.rnumel,
@@ -367,10 +364,10 @@ class ProgramBuilder:
                               split=sp.split if sp else 1, device=device,  # the launcher's fast path is per device
                               workspace_dtypes=sp.workspace_dtypes if sp else (),
                               ynumel=src.tile.ynumel if src.tile else 1, yblock=config.YBLOCK if src.tile else 0,
-                              arg_dtypes=tuple(dtypes[a] for a in src.arg_names if a in dtypes))
+                              arg_dtypes=tuple(self.layouts[a].dtype for a in src.arg_names if a in self.layouts))
         reads = tuple(dict.fromkeys(writer.inputs))
         writes = tuple(writer.outputs)
-        info = KernelInfo(name, kind, tuple(sorted(origins)), tuple(n.name for n in g.nodes), g.numel, g.rnumel,
+        info = KernelInfo(name, kind, tuple(origins), tuple(n.name for n in g.nodes), g.numel, g.rnumel,
                           config, reads, writes,
                           sum(self._read_bytes(r, writer) for r in reads), sum(self._bytes(w) for w in writes),
                           src.source, fn_name)

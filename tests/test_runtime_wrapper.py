@@ -502,16 +502,15 @@ def test_no_dead_buffer_is_held_across_the_peak_or_to_the_end():
     from autofuse.runtime.wrapper import reads_of
     from autofuse.schedule.nodes import itemsize
 
-    def fn(x, w1, w2, w3):
-        a = torch.sigmoid(x) * x                       # [2048, 192]: 1.5 MiB, dead after the product
-        h = torch.tanh(a @ w1)                         # a wide product: the peak
-        y = torch.relu(h @ w2)                         # [2048, 192] again: could take a's storage
+    def fn(x, w1, w3):
         z = torch.exp(x[:, :16]) @ w3                  # a value no allocation of its size follows
-        return y * 2, z
+        a = torch.sigmoid(x) * x                       # [2048, 192]: 1.5 MiB, dead after the product
+        k = torch.softmax((a @ w1).flip(-1), -1)       # its statistics beside the 8 MiB product: the peak
+        return k[:, :192] * 2, z                       # [2048, 192] again: could take a's storage
 
-    x, w1, w2, w3 = rand((2048, 192)), rand((192, 1024)) / 14, rand((1024, 192)) / 32, rand((16, 8))
-    gm = trace_aten(fn, [x, w1, w2, w3])
-    prog = _compile(gm, [x, w1, w2, w3])
+    x, w1, w3 = rand((2048, 192)), rand((192, 1024)) / 14, rand((16, 8))
+    gm = trace_aten(fn, [x, w1, w3])
+    prog = _compile(gm, [x, w1, w3])
     steps = prog.steps
     live = live_bytes(steps)
     peak = max(range(len(steps)), key=live.__getitem__)
@@ -525,7 +524,7 @@ def test_no_dead_buffer_is_held_across_the_peak_or_to_the_end():
     taken = {s.reuse for s in steps if isinstance(s, Alloc) and s.reuse is not None}
     returned = {o.slot for o in prog.outputs if hasattr(o, "slot")}
     assert allocated - taken - returned <= freed, allocated - taken - returned - freed
-    _check(prog, gm, [x, w1, w2, w3])
+    _check(prog, gm, [x, w1, w3])
 
 
 class _LayerNorm2d(torch.nn.LayerNorm):
