@@ -231,11 +231,17 @@ class ProgramBuilder:
                 written[gi] = self._write(self.groups[gi], self._stored_by(gi, readers), self.configs[gi])
             return written[gi][2].accesses
 
+        # a scatter's output lives in its target's memory (ScatterBody), in every program
+        scatters = {n.name: n.buffer.body.target for n in self.graph.nodes if n.is_scatter}
         over_operands = donated_operands(self.graph, self.groups, readers, self.layouts,
                                          lambda gi: self._stored_by(gi, readers), may_alias,
-                                         set(in_inputs), accesses) if self.final else {}
+                                         set(in_inputs) | set(scatters) | set(scatters.values()),
+                                         accesses) if self.final else {}
         for w, d in over_operands.items():
             self.slots[w] = self.slot(d)
+        for w, d in scatters.items():
+            self.slots[w] = self.slot(d)
+        over_operands.update(scatters)
         for gi, g in enumerate(self.groups):
             if g.is_extern:
                 self.used_configs.append(None)

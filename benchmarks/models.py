@@ -13,7 +13,8 @@ hidden 2048, GQA 16/4 heads, RMSNorm, RoPE, SwiGLU; batch 4 x 512 tokens), GPT-2
 layers, hidden 1536, GQA 12/2 heads, biased QKV, a 151 936-token vocabulary; 4 x 512), T5-base
 (encoder-decoder, relative position buckets; 16 x 512 in, 16 x 128 out) and torchvision's
 ConvNeXt-T, MobileNet v3 large, EfficientNet-B0 and Swin-T (32 images of 224²). "forward": bf16 inference, no grad. "train": one training step in f32 (forward
-with the loss inside the compiled model, backward, an eager AdamW step) for the decoder and ResNet-50.
+with the loss inside the compiled model, backward, an eager AdamW step) for the LLaMA-style decoder,
+GPT-2 (its token embedding tied to the LM head) and ResNet-50.
 "optimizer": one AdamW step (multi-tensor on CUDA) over the f32 model's parameters, with fixed
 gradients, `opt.step` compiled; its error is that of the parameters' change against eager's.
 
@@ -59,7 +60,7 @@ MODELS = ("llama", "gpt2", "bert", "vit", "resnet50", "qwen2", "t5", "convnext",
           "shufflenet")
 VISION = ("resnet50", "convnext", "mobilenet_v3", "efficientnet", "swin", "densenet121", "regnet", "mobilenet_v2",
           "shufflenet")   # torchvision classifiers
-TRAINABLE = ("llama", "resnet50")
+TRAINABLE = ("llama", "gpt2", "resnet50")
 MODES = ("forward", "train", "optimizer")
 VARIANTS = ("eager", "inductor", "autofuse_rules", "autofuse_default", "autofuse_tuned", "inductor_max_autotune")
 SLEEP_CYCLES_PER_S = 2.0e9   # about the H200's clock: a sleep of s seconds spins s * this many cycles

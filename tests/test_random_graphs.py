@@ -68,7 +68,7 @@ class SmallBlocks(Heuristics):
         if kind == "pointwise":
             return LaunchConfig(XBLOCK=8, YBLOCK=4) if tile is not None else LaunchConfig(XBLOCK=16)
         if self.looped and splittable and self.split > 1:
-            return LaunchConfig(XBLOCK=2, RBLOCK=8, persistent=False, split=self.split)
+            return LaunchConfig(XBLOCK=2, RBLOCK=8, persistent=False, split=self.split, online=online)
         if self.looped:
             return LaunchConfig(XBLOCK=2, RBLOCK=8, persistent=False, online=online)
         rblock = 1

@@ -209,12 +209,16 @@ class MemoryMixin:
         self.current = (node, pl)
         # a reduction's value is [XBLOCK, 1]: its store has the shape of an x-loop node's
         shape_cls = "x" if pl.cls == "red" else pl.cls
-        offsets = self.index_str(node.write.index, shape_cls)
+        # a scatter's offsets read its indices: evaluated here, in its own scope (their loads are CSE hits)
+        offsets = self.index_str(node.scatter_index(self) if node.is_scatter else node.write.index, shape_cls)
         idx = self._full_shape(offsets, shape_cls)
         self.accesses.append(Access(node.name, True, offsets))
         self.current = saved
         dt = node.buffer.dtype
         v = value.name if value.dtype == dt else convert(value.name, dt)
         mask = "xmask" if (not self.reduction_kernel or pl.cls in ("x", "red")) else "xrmask"
+        if node.is_scatter:
+            self.emit(f"tl.atomic_add(out_ptr_placeholder_{ptr} + ({idx}), {v}, {mask}, sem='relaxed')")
+            return
         cm = ", cache_modifier='.cs'" if self.config.cache_hints and not self.reduction_kernel else ""
         self.emit(f"tl.store(out_ptr_placeholder_{ptr} + ({idx}), {v}, {mask}{cm})")

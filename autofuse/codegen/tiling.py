@@ -126,6 +126,8 @@ def why_not_tile2d(members: Sequence[tuple["SchedulerNode", "Placement"]], is_re
         return "2-D tiles are for pointwise kernels"
     if any(n.kind != "pointwise" or p.cls != "x" for n, p in members):
         return "2-D tiles are for pointwise nodes"
+    if any(n.is_scatter for n, _ in members):
+        return "a scatter's atomic adds run in 1-D blocks"
     if choose_tiling(members) is None:
         return ("no load or store is contiguous along a dim other than the innermost at a split "
                 "every node's loops share")

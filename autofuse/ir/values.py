@@ -132,11 +132,27 @@ class ScanBody:
         return ivars[: self.dim] + [ivars[-1]] + ivars[self.dim:-1]
 
 
+@dataclass(frozen=True)
+class ScatterBody:
+    """out[position(idx)] += inner_fn(idx) for every idx of `size`, as atomic adds into `target`, a
+    buffer of the output's layout that holds the values added to (zeros, or a copy of the tensor
+    updated) and dies there: the program stores the output in the target's memory. `position`
+    returns the output index of an iteration point, indirect symbols included (index_put,
+    index_add, scatter_add). Why atomics: repeated indices (an embedding's gradient over a batch
+    of tokens) add up without sorting them, in a kernel that can be the epilogue of the one
+    computing the values."""
+
+    size: tuple[int, ...]
+    inner_fn: Loader
+    position: Callable[..., Sequence[Expr]]
+    target: str
+
+
 @dataclass(eq=False)
 class ComputedBuffer(Buffer):
     """A buffer written by a generated kernel."""
 
-    body: Union[PointwiseBody, ReductionBody, ScanBody] = None  # type: ignore[assignment]
+    body: Union[PointwiseBody, ReductionBody, ScanBody, ScatterBody] = None  # type: ignore[assignment]
     origins: frozenset[str] = frozenset()
     node_id: str = ""  # stable id: the FX node it was lowered from, and its index among that node's buffers
 
@@ -147,6 +163,10 @@ class ComputedBuffer(Buffer):
     @property
     def is_scan(self) -> bool:
         return isinstance(self.body, ScanBody)
+
+    @property
+    def is_scatter(self) -> bool:
+        return isinstance(self.body, ScatterBody)
 
 
 @dataclass(eq=False)

@@ -8,7 +8,7 @@ loads, so no address outside a buffer is ever touched.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import sympy
 import torch
@@ -73,39 +73,44 @@ def _embedding(g, weight, indices, padding_idx=-1, scale_grad_by_freq=False, spa
     return _out(g, fn, weight, indices)
 
 
-@register(aten.index)
-def _index(g, x, indices):
+def advanced_position(x_size: Sequence[int], indices: Sequence[Any]) -> tuple[tuple[int, ...], Any]:
+    """Advanced indexing of a tensor of `x_size` by `indices` (tensors or None, eager's rules): the
+    size of the indexed result, and fn(ops, idx) -> the index into x of the result's element idx.
+    The broadcast index dims take the first indexed dim's place when the indexed dims are adjacent,
+    else they come first. Shared by `index` (a gather) and `index_put` (a scatter)."""
     tensors = [(pos, t) for pos, t in enumerate(indices) if t is not None]
     if not tensors or any(t.dtype in (torch.bool, torch.uint8) for _, t in tensors):
         raise Unsupported("boolean or empty index")
     positions = [p for p, _ in tensors]
-    bshape = list(torch.broadcast_shapes(*[tuple(t.size) for _, t in tensors]))
+    bshape = tuple(torch.broadcast_shapes(*[tuple(t.size) for _, t in tensors]))
     nb = len(bshape)
-    adjacent = positions == list(range(positions[0], positions[0] + len(positions)))
-    first = positions[0] if adjacent else 0
-    xl = x.loader()
+    first = positions[0] if positions == list(range(positions[0], positions[0] + len(positions))) else 0
     loaders = [(p, t.loader(), tuple(t.size)) for p, t in tensors]
-    rest = [k for k in range(len(x.size)) if k not in positions]
-    expected = []
-    for k in range(len(x.size)):
-        pass
-    out_rank = len(g.out.shape)
-    if out_rank != nb + len(rest):
-        raise Unsupported("index shape")
+    rest = [k for k in range(len(x_size)) if k not in positions]
+    size = tuple(int(x_size[k]) for k in rest[:first]) + bshape + tuple(int(x_size[k]) for k in rest[first:])
 
     def fn(ops, idx):
         bidx = idx[first:first + nb]
         other = list(idx[:first]) + list(idx[first + nb:])
-        sub = [None] * len(x.size)
+        sub = [None] * len(x_size)
         for p, ld, tsize in loaders:
             lead = nb - len(tsize)
             tid = [sympy.Integer(0) if s == 1 else bidx[lead + j] for j, s in enumerate(tsize)]
-            sub[p] = ops.indirect(ld(ops, tid), x.size[p])
+            sub[p] = ops.indirect(ld(ops, tid), x_size[p])
         it = iter(other)
         for k in rest:
             sub[k] = next(it)
-        return xl(ops, sub)
-    return _out(g, fn, x, *[t for _, t in tensors])
+        return sub
+    return size, fn
+
+
+@register(aten.index)
+def _index(g, x, indices):
+    size, position = advanced_position(x.size, indices)
+    if size != tuple(int(s) for s in g.out.shape):
+        raise Unsupported("index shape")
+    xl = x.loader()
+    return _out(g, lambda ops, idx: xl(ops, position(ops, idx)), x, *[t for t in indices if t is not None])
 
 
 @register(aten.cat)

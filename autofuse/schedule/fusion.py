@@ -358,6 +358,10 @@ def reads_meet_writes(producers: Sequence[SchedulerNode], consumers: Sequence[Sc
             p = written.get(dep.name)
             if p is None or p is c:
                 continue
+            if p.is_scatter:
+                return f"{c.name} reads {p.name}, whose atomic adds are complete only when their kernel ends"
+            if c.is_scatter and dep.name == c.buffer.body.target:
+                return f"{c.name} adds into {dep.name}, which must be complete before its kernel starts"
             why = same_point(p, placement(p, numel, rnumel, is_red), c, cp, dep)
             if why is not None:
                 return why

@@ -46,7 +46,8 @@ def stored_in_place(graph: SchedulerGraph, groups: Sequence[FusionGroup],
 
 def _legal(graph: SchedulerGraph, groups: Sequence[FusionGroup], readers: dict[str, set[int]],
            group_of: dict[str, int], ui: int, dst: Any, src: Any) -> bool:
-    if not (isinstance(dst, InputBuffer) and isinstance(src, ComputedBuffer)) or src.layout != dst.layout:
+    if not (isinstance(dst, InputBuffer) and isinstance(src, ComputedBuffer)) or src.layout != dst.layout \
+            or src.is_scatter:   # a scatter adds into its target's memory, not the input's
         return False
     if src.name in graph.graph_outputs or dst.name in graph.graph_outputs or src.name not in group_of:
         return False

@@ -9,8 +9,8 @@ import sympy
 import torch
 
 from ..ir.index import make_vars, prod
-from ..ir.ops import analyze
-from ..ir.values import ComputedBuffer, ExternKernel, ReductionBody, ScanBody
+from ..ir.ops import AnalysisHandler, analyze
+from ..ir.values import ComputedBuffer, ExternKernel, ReductionBody, ScanBody, ScatterBody
 
 
 @dataclass(frozen=True)
@@ -77,13 +77,23 @@ class SchedulerNode:
     def rvars(self) -> list[sympy.Symbol]:
         return make_vars("r", len(self.rsizes))
 
+    @property
+    def is_scatter(self) -> bool:
+        return self.buffer is not None and self.buffer.is_scatter
+
     def run_body(self, ops: Any) -> Any:
         body = self.buffer.body
         if isinstance(body, ReductionBody):
             return body.inner_fn(ops, self.vars, self.rvars)
         if isinstance(body, ScanBody):  # sizes are the scan's iteration order (ScanBody.iter_size)
             return body.inner_fn(ops, body.position(self.vars))
+        if isinstance(body, ScatterBody):   # the position's loads are the node's reads too
+            self.scatter_index(ops)
         return body.inner_fn(ops, self.vars)
+
+    def scatter_index(self, ops: Any) -> sympy.Expr:
+        """A scatter node's store offset into its output (indirect symbols of `ops` in it)."""
+        return self.buffer.layout.index(self.buffer.body.position(ops, self.vars))
 
     def __repr__(self) -> str:
         return f"SchedulerNode({self.name}, {self.kind}, sizes={self.sizes}, rsizes={self.rsizes})"
@@ -104,6 +114,14 @@ def node_for_buffer(buf: ComputedBuffer, order: int) -> SchedulerNode:
     node.masked_read_names = frozenset(n for n, _ in info.masked_loads)
     node.unmasked_read_names = frozenset(n for n, _ in info.unmasked_loads)
     wranges = tuple(zip(node.vars, sizes))
+    if isinstance(body, ScatterBody):
+        # adds into the target's memory, at indices read from a tensor: a read of the target that
+        # no producer's store meets (fusion keeps the two apart, schedule/fusion.py)
+        node.write = MemoryDep(buf.name, sympy.expand(node.scatter_index(AnalysisHandler())), wranges)
+        node.reads += (MemoryDep(body.target, node.write.index, wranges),)
+        node.read_names |= {body.target}
+        node.unmasked_read_names |= {body.target}
+        return node
     position = body.position(node.vars) if is_scan else node.vars
     node.write = MemoryDep(buf.name, sympy.expand(buf.layout.index(position)), wranges)
     return node

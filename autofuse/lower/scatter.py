@@ -1,0 +1,88 @@
+"""Accumulating scatters as atomic adds: index_put with accumulate (index_add and an embedding's
+gradient decompose to it), scatter_add, and scatter_reduce's sum.
+
+Note: the result is a copy of the updated tensor (zeros, for a gradient) in a buffer of its own,
+then one kernel that adds each value at the position its indices give (`ScatterBody`): atomic
+adds, so repeated indices need no sort, and that kernel can be the epilogue of the one computing
+the values (an embedding's gradient added as the layer norm's backward produces each row, as
+Inductor does). ATen's accumulating index_put sorts the indices and adds each run of equal ones in
+a kernel of its own. The order of the adds varies between runs, as CUDA's index_add and
+scatter_add vary; deterministic mode keeps ATen's op, and so do dtypes without a native atomic add.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import torch
+
+from ..ir.values import ComputedBuffer, Layout, PointwiseBody, ScatterBody
+from .common import broadcast_loader, norm_dim, origins_of, upcast
+from .graph import is_dense
+from .indexing import advanced_position
+from .registry import Unsupported, register
+
+aten = torch.ops.aten
+
+# dtypes Triton adds atomically on the GPU and in its interpreter (bf16 has no interpreter add, and
+# half-precision sums of many terms would round each add)
+ATOMIC_DTYPES = (torch.float32, torch.float64, torch.int32, torch.int64)
+
+
+def scatter_add_into(g: Any, x: Any, size: Sequence[int], position: Callable[..., Sequence[Any]],
+                     values: Callable[[Any, int], Any], *operands: Any) -> ComputedBuffer:
+    """x's values with values(dtype)(idx) added at position(idx) for every idx of `size`; `values`
+    makes the loader of the added values in the kernel's dtype, `operands` are the tensors read."""
+    out = g.out
+    if torch.are_deterministic_algorithms_enabled():
+        raise Unsupported("deterministic algorithms: ATen's sorted scatter")
+    if out.dtype not in ATOMIC_DTYPES:
+        raise Unsupported(f"no atomic add of {out.dtype}")
+    shape = tuple(int(s) for s in out.shape)
+    stride = tuple(int(s) for s in out.stride())
+    layout = Layout(x.device, out.dtype, shape, stride) if is_dense(shape, stride) \
+        else Layout.contiguous(x.device, out.dtype, shape)
+    dtype = upcast(out.dtype)
+    origins = origins_of(x, *operands) | g.current_origins()
+    target = g.add_computed(ComputedBuffer(g.new_name(), layout,
+                                           PointwiseBody(shape, broadcast_loader(x, shape, dtype)), origins))
+    body = ScatterBody(tuple(int(s) for s in size), values(dtype), position, target.name)
+    return g.add_computed(ComputedBuffer(g.new_name(), layout, body, origins))
+
+
+@register(aten.index_put)
+def _index_put(g, x, indices, values, accumulate=False):
+    if not accumulate:
+        raise Unsupported("index_put without accumulate")
+    size, position = advanced_position(x.size, indices)
+    return scatter_add_into(g, x, size, position, lambda dtype: broadcast_loader(values, size, dtype),
+                            values, *[t for t in indices if t is not None])
+
+
+def _scatter_position(x: Any, d: int, index: Any) -> Callable[..., list[Any]]:
+    il, n = index.loader(), x.size[d]
+
+    def position(ops, idx):
+        sub = list(idx)
+        sub[d] = ops.indirect(il(ops, idx), n)
+        return sub
+    return position
+
+
+@register(aten.scatter_add)
+def _scatter_add(g, x, dim, index, src):
+    d = norm_dim(dim, len(x.size))
+    if not len(x.size) or len(index.size) != len(x.size) or len(src.size) != len(x.size) \
+            or any(i > s for i, s in zip(index.size, src.size)):
+        raise Unsupported("scatter_add of these shapes")
+    sl = src.loader()
+
+    def values(dtype: torch.dtype) -> Callable[..., Any]:   # src's elements at index's positions
+        return lambda ops, idx: sl(ops, idx) if upcast(src.dtype) == dtype else ops.to_dtype(sl(ops, idx), dtype)
+    return scatter_add_into(g, x, index.size, _scatter_position(x, d, index), values, src, index)
+
+
+@register(aten.scatter_reduce.two)
+def _scatter_reduce(g, x, dim, index, src, reduce, include_self=True):
+    if reduce != "sum" or not include_self:
+        raise Unsupported(f"scatter_reduce {reduce}" + ("" if include_self else " without self"))
+    return _scatter_add(g, x, dim, index, src)

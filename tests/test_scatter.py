@@ -1,0 +1,209 @@
+"""Accumulating scatters (index_put with accumulate, index_add, scatter_add, scatter_reduce's sum) as
+generated kernels that add with tl.atomic_add into a fresh copy of the updated tensor: compared with
+eager on random inputs with repeated, negative and broadcast indices, non-contiguous operands and
+every atomic dtype; the cases without atomics (bf16, other reductions, deterministic mode) run as
+ATen fallbacks; the scatter fused into an embedding + LayerNorm backward's row kernel; consumers of
+the result, the updated input left unchanged, and repeated calls not accumulating across calls."""
+import warnings
+
+import pytest
+import torch
+
+import autofuse
+from autofuse import CompileOptions
+from autofuse.api import Recorder
+from autofuse.capture.trace import compile_traced
+from tests.helpers import assert_close, kernels_of, rand
+
+OPTIONS = CompileOptions(strict=True, use_db=False, poison=True)
+aten = torch.ops.aten
+
+
+def check(fn, args, *, fallback=False, atol=None, rtol=None):
+    """Compile strictly on poisoned buffers and compare with eager; a generated scatter has a kernel
+    with tl.atomic_add and no fallback, `fallback`: the scatter runs as an ATen op, no atomics."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        compiled = compile_traced(fn, args, OPTIONS)
+        actual = compiled(*args)
+    expected = fn(*args)
+    multi = isinstance(expected, (list, tuple))
+    assert_close(actual if multi else actual[0], expected, atol=atol, rtol=rtol)
+    infos = kernels_of(compiled)
+    atomic = [k for k in infos if "tl.atomic_add(" in k.source]
+    fallbacks = [k for k in infos if k.kind == "fallback"]
+    if fallback:
+        assert fallbacks and not atomic, [(k.kind, k.aten_ops) for k in infos]
+    else:
+        assert atomic and not fallbacks, [(k.kind, k.aten_ops) for k in infos]
+    return compiled, infos
+
+
+def ids(n, *shape, device):
+    """Indices in [0, n), with repeats where there are more of them than positions."""
+    return torch.randint(0, n, shape).to(device)
+
+
+# ---- index_put with accumulate --------------------------------------------------------------
+
+def test_index_put_repeated_rows(device):
+    x, v, i = rand((37, 24), device=device), rand((200, 24), device=device), ids(37, 200, device=device)
+    check(lambda x, i, v: x.index_put([i], v, accumulate=True), [x, i, v])
+
+
+def test_index_put_two_broadcast_indices(device):
+    # [5, 1] and [1, 7] broadcast to [5, 7] positions in dims 0 and 1; then a [6] row added at each
+    x = rand((13, 11, 6), device=device)
+    i, j = ids(13, 5, 1, device=device), ids(11, 1, 7, device=device)
+    check(lambda x, i, j, v: x.index_put([i, j], v, accumulate=True), [x, i, j, rand((5, 7, 6), device=device)])
+    check(lambda x, i, j, v: x.index_put([i, j], v, accumulate=True), [x, i, j, rand((6,), device=device)])
+
+
+def test_index_put_after_a_slice_and_non_adjacent(device):
+    x = rand((9, 53, 7), device=device)
+    i = ids(53, 40, device=device)
+    check(lambda x, i, v: aten.index_put(x, [None, i], v, True), [x, i, rand((9, 40, 7), device=device)])
+    # indices in dims 0 and 2: the indexed dim goes first in the values, then the sliced dim
+    i0, i2 = ids(9, 30, device=device), ids(7, 30, device=device)
+    check(lambda x, a, b, v: aten.index_put(x, [a, None, b], v, True), [x, i0, i2, rand((30, 53), device=device)])
+
+
+def test_index_put_broadcast_row_and_negative_indices(device):
+    x, row = rand((37, 24), device=device), rand((24,), device=device)
+    i = ids(37, 64, device=device) - 37          # -37 .. -1
+    check(lambda x, i, r: x.index_put([i], r, accumulate=True), [x, i, row])
+
+
+def test_index_put_non_contiguous_operands(device):
+    x, v = rand((37, 24), device=device, noncontig=True), rand((50, 24), device=device, noncontig=True)
+    assert not x.is_contiguous() and not v.is_contiguous()
+    check(lambda x, i, v: x.index_put([i], v, accumulate=True), [x, ids(37, 50, device=device), v])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.int32, torch.bfloat16])
+def test_index_put_dtypes(device, dtype):
+    """f32, f64, i64, i32 add atomically; bf16 has no atomic add here and runs as ATen's op."""
+    x, v = rand((37, 5), dtype, device=device), rand((120, 5), dtype, device=device)
+    check(lambda x, i, v: x.index_put([i], v, accumulate=True), [x, ids(37, 120, device=device), v],
+          fallback=dtype == torch.bfloat16)
+
+
+def test_index_put_without_accumulate_is_a_fallback(device):
+    x, v = rand((37, 5), device=device), rand((10, 5), device=device)
+    i = torch.randperm(37)[:10].to(device)      # distinct: eager's result does not depend on an order
+    check(lambda x, i, v: x.index_put([i], v), [x, i, v], fallback=True)
+
+
+# ---- index_add, scatter_add, scatter_reduce -------------------------------------------------
+
+@pytest.mark.parametrize("dim", [0, 1])
+@pytest.mark.parametrize("alpha", [1, 2.5])
+def test_index_add(device, dim, alpha):
+    x = rand((37, 24), device=device)
+    src = rand((60, 24) if dim == 0 else (37, 60), device=device)
+    i = ids(x.shape[dim], 60, device=device)
+    check(lambda x, i, s: torch.index_add(x, dim, i, s, alpha=alpha), [x, i, src])
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_scatter_add_with_an_index_smaller_than_src(device, dim):
+    x, src = rand((13, 24), device=device), rand((20, 30), device=device)
+    d = dim % 2
+    shape = (20, 9) if d == 0 else (8, 30)       # index spans src's scattered dim, is smaller in the other
+    i = ids(x.shape[d], *shape, device=device)
+    check(lambda x, i, s: x.scatter_add(dim, i, s), [x, i, src])
+
+
+def test_scatter_add_3d(device):
+    x, src = rand((6, 11, 5), device=device), rand((7, 20, 5), device=device)
+    check(lambda x, i, s: x.scatter_add(1, i, s), [x, ids(11, 6, 18, 4, device=device), src])
+
+
+def test_scatter_reduce(device):
+    x, src = rand((13, 24), device=device), rand((30, 24), device=device)
+    i = ids(13, 30, 24, device=device)
+    check(lambda x, i, s: x.scatter_reduce(0, i, s, "sum", include_self=True), [x, i, src])
+    check(lambda x, i, s: x.scatter_reduce(0, i, s, "amax"), [x, i, src], fallback=True)
+
+
+# ---- deterministic mode ---------------------------------------------------------------------
+
+def test_deterministic_mode_keeps_atens_sorted_scatter(device):
+    """Atomic adds sum in a varying order: deterministic mode runs ATen's op, traced or compiled."""
+    x, v, i = rand((37, 24), device=device), rand((90, 24), device=device), ids(37, 90, device=device)
+    fn = lambda x, i, v: x.index_put([i], v, accumulate=True) * 2   # noqa: E731
+    torch.use_deterministic_algorithms(True)
+    try:
+        check(fn, [x, i, v], fallback=True)
+        torch._dynamo.reset()
+        rec = Recorder()
+        out = autofuse.compile(fn, strict=True, poison=True, recorder=rec)(x, i, v)
+        assert_close(out, fn(x, i, v))
+        kernels = [k for _, _, art in rec.graphs for k in art.kernels]
+        assert kernels and not any("tl.atomic_add(" in k.source for k in kernels)
+        assert any(k.kind == "fallback" for k in kernels)
+    finally:
+        torch.use_deterministic_algorithms(False)
+        torch._dynamo.reset()
+
+
+# ---- fusion ---------------------------------------------------------------------------------
+
+def test_embedding_gradient_fused_into_the_layer_norm_backward(device):
+    """The embedding's weight gradient (repeated tokens summed, the padding row zero) is added
+    atomically as the layer norm's backward computes each row: one reduction kernel with atomics."""
+    torch._dynamo.reset()
+    m = torch.nn.Sequential(torch.nn.Embedding(53, 24, padding_idx=3), torch.nn.LayerNorm(24)).to(device)
+    m2 = torch.nn.Sequential(torch.nn.Embedding(53, 24, padding_idx=3), torch.nn.LayerNorm(24)).to(device)
+    m2.load_state_dict(m.state_dict())
+    tok = ids(53, 4, 37, device=device)
+    tok[0, :5] = 7
+    tok[1, :4] = 3
+    w = torch.randn(4, 37, 24, device=device)
+    rec = Recorder()
+    compiled = autofuse.compile(m2, strict=True, poison=True, recorder=rec)
+    (m(tok) * w).sum().backward()
+    (compiled(tok) * w).sum().backward()
+    for p1, p2 in zip(m.parameters(), m2.parameters()):
+        torch.testing.assert_close(p2.grad, p1.grad, rtol=1e-4, atol=1e-5)
+    assert not m2[0].weight.grad[3].any()
+    (backward,) = [art for label, _, art in rec.graphs if label == "backward"]
+    kinds = [(k.kind, k.aten_ops) for k in backward.kernels]
+    assert not [k for k in backward.kernels if k.kind == "fallback"], kinds
+    assert any(k.kind == "reduction" and "tl.atomic_add(" in k.source for k in backward.kernels), kinds
+
+
+# ---- consumers, inputs, repeated calls ------------------------------------------------------
+
+def test_consumers_of_the_result(device):
+    x, v, i = rand((37, 24), device=device), rand((80, 24), device=device), ids(37, 80, device=device)
+    _, infos = check(lambda x, i, v: x.index_put([i], v, accumulate=True) * 2 + 1, [x, i, v])
+    assert len(infos) >= 3      # copy, scatter, and the pointwise reading the result in a later kernel
+    check(lambda x, i, v: x.index_put([i], v, accumulate=True).sum(-1), [x, i, v], atol=1e-4)
+
+    def with_zeros(i, v):       # the result and another value of the same zeros
+        z = torch.zeros(37, 24, device=v.device)
+        return z.index_put([i], v, accumulate=True), z + v[:37].exp()
+    check(with_zeros, [i, v])
+    check(lambda i, v: torch.zeros(37, 24, device=v.device).index_put([i], v, accumulate=True), [i, v])
+
+
+def test_updated_input_is_unchanged(device):
+    """The scatter adds into a copy: the graph's input keeps its values (functional semantics)."""
+    x, v, i = rand((37, 24), device=device), rand((80, 24), device=device), ids(37, 80, device=device)
+    before = x.clone()
+    check(lambda x, i, v: x.index_put([i], v, accumulate=True), [x, i, v])
+    assert torch.equal(x, before)
+    check(lambda x, i, s: x.scatter_add(0, i, s), [x, ids(37, 80, 24, device=device), v])
+    assert torch.equal(x, before)
+
+
+def test_repeated_calls_do_not_accumulate(device):
+    """The target is re-initialized each call: a second call on the same inputs gives the same
+    result (integers: exactly, whatever order the atomics ran in)."""
+    x, v = rand((37, 24), torch.int64, device=device), rand((80, 24), torch.int64, device=device)
+    i = ids(37, 80, device=device)
+    compiled, _ = check(lambda x, i, v: x.index_put([i], v, accumulate=True) + 1, [x, i, v])
+    first, second = compiled(x, i, v)[0], compiled(x, i, v)[0]
+    assert torch.equal(first, second)
+    assert torch.equal(second, x.index_put([i], v, accumulate=True) + 1)
