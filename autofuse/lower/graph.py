@@ -91,6 +91,7 @@ class GraphLowering:
         self.training = is_training_graph(gm)
         self.feeds_returned_activation = _feeds_returned_activation(gm)
         self.input_updates: list[tuple[InputBuffer, TensorValue]] = []  # (input, its new value): lower/mutation.py
+        self.padded_products: set[str] = set()  # extern results with padded rows (lower/matmul.py)
 
     # ---- naming and buffers -------------------------------------------------------------
     def new_name(self, prefix: str = "buf") -> str:
@@ -472,9 +473,11 @@ class GraphLowering:
                 v = self._realize_output(v, fake)  # read by nothing else: free to pick its loop order
             elif isinstance(v, Pointwise):
                 v = self.realize(v, fake)
-            elif isinstance(v, (ComputedBuffer, ExternBuffer, ReinterpretView)) and _strides_differ(v.layout, fake):
-                # computed in another layout (a channels-last convolution or activation, a product
-                # into padded rows): the graph returns eager's strides
+            elif isinstance(v, (ComputedBuffer, ExternBuffer, ReinterpretView)) and _strides_differ(v.layout, fake) \
+                    and not (isinstance(v, ReinterpretView) and v.buffer.name in self.padded_products):
+                # computed in another layout (a channels-last convolution or activation): the graph
+                # returns eager's strides. A product's padded rows are returned as the view of
+                # them, as torch.compile returns them (lower/matmul.py)
                 v = self.realize(Pointwise(v.device, v.dtype, tuple(v.size), v.loader()), fake)
             self.outputs.append(v)
 
