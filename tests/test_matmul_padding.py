@@ -51,6 +51,19 @@ def test_weight_transposed_as_in_a_linear_layer():
     assert _externs(kernels)
 
 
+def test_a_returned_linear_layer_output_is_the_view_of_its_padded_product():
+    """GPT-2's logits: the 3-D view of a padded product is returned with the padded row stride, as
+    torch.compile returns it; no kernel copies it into eager's strides."""
+    x, w = rand((6, 10, 24)), rand((53, 24))
+    options = CompileOptions(poison=True, strict=True, use_db=False, heuristics=PAD)
+    compiled = compile_traced(lambda x, w: torch.nn.functional.linear(x, w), (x, w), options)
+    (out,) = compiled(x, w)
+    assert out.stride() == (560, 56, 1)
+    torch.testing.assert_close(out, torch.nn.functional.linear(x, w), rtol=1e-4, atol=1e-4)
+    kinds = [k.kind for k in kernels_of(compiled)]
+    assert kinds == ["pointwise", "fallback"], kinds   # the weight's padding copy, the product
+
+
 def test_addmm_bias_padded_along_n():
     bias, a, b = rand((21,)), rand((30, 12)), rand((12, 21))
     _check(lambda bias, a, b: torch.addmm(bias, a, b), (bias, a, b))

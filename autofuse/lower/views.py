@@ -93,10 +93,34 @@ def _returned_view_of_lazy(g: Any, x: Any, fakes: Sequence[Any]) -> Any:
     return g.add_computed(ComputedBuffer(g.new_name(), layout, PointwiseBody(size, x.inner_fn), x.origins))
 
 
+def _view_of_padded(g: Any, x: Any) -> ReinterpretView | None:
+    """The node's view of a padded product's result (lower/matmul.py), as strides over the padded
+    buffer: eager's fakes know the product unpadded, so the view is taken of a meta tensor laid out
+    as the buffer is. None when x is not such a view or the op cannot view that layout."""
+    base = strided_of(x)
+    node = g.node
+    if base is None or base[0].name not in g.padded_products or node is None \
+            or any(isinstance(a, torch.fx.Node) for a in list(node.args[1:]) + list(node.kwargs.values())):
+        return None
+    buf, layout = base
+    meta = torch.empty_strided(layout.size, layout.stride, dtype=layout.dtype, device="meta")
+    try:
+        out = node.target(meta, *node.args[1:], **node.kwargs)
+    except RuntimeError:   # not viewable in these strides
+        return None
+    if not isinstance(out, torch.Tensor) or (out is not meta and out._base is not meta):
+        return None   # a copy, not a view
+    return ReinterpretView(buf, Layout(layout.device, layout.dtype, tuple(int(s) for s in out.shape),
+                                       tuple(int(s) for s in out.stride()), layout.offset + int(out.storage_offset())))
+
+
 def view_op(index_fn_builder):
     """Register-ready lowering: strided fast path, else index rewrite built from the args."""
     def lower(g, x, *args, **kwargs):
         v = _strided_view(g, x)
+        if v is not None:
+            return v
+        v = _view_of_padded(g, x)
         if v is not None:
             return v
         real = _returned_view_of_lazy(g, x, [g.out])
