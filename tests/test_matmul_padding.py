@@ -64,6 +64,16 @@ def test_a_returned_linear_layer_output_is_the_view_of_its_padded_product():
     assert kinds == ["pointwise", "fallback"], kinds   # the weight's padding copy, the product
 
 
+def test_a_padded_product_read_by_another_is_not_copied():
+    """A padded product's result (zeros in its padding: the weight's padding columns are zeros) is
+    the padded first operand of the next product as it is: no padding copy of it."""
+    a, w1, w2 = rand((37, 13)), rand((13, 21)), rand((21, 8))
+    kernels = _check(lambda a, w1, w2: (a @ w1) @ w2, (a, w1, w2))
+    # copies of a (K 13 -> 16), w1 (13 x 21 -> 16 x 24) and w2 (21 -> 24 rows); two products
+    assert sorted(k.kind for k in kernels) == ["fallback"] * 2 + ["pointwise"] * 3, \
+        [(k.kind, k.aten_ops) for k in kernels]
+
+
 def test_addmm_bias_padded_along_n():
     bias, a, b = rand((21,)), rand((30, 12)), rand((12, 21))
     _check(lambda bias, a, b: torch.addmm(bias, a, b), (bias, a, b))

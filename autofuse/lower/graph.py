@@ -91,7 +91,9 @@ class GraphLowering:
         self.training = is_training_graph(gm)
         self.feeds_returned_activation = _feeds_returned_activation(gm)
         self.input_updates: list[tuple[InputBuffer, TensorValue]] = []  # (input, its new value): lower/mutation.py
-        self.padded_products: set[str] = set()  # extern results with padded rows (lower/matmul.py)
+        # buffers whose rows are padded to 16 bytes with zeros, the value a view of their first
+        # columns: padded products' results (lower/matmul.py)
+        self.padded_rows: set[str] = set()
 
     # ---- naming and buffers -------------------------------------------------------------
     def new_name(self, prefix: str = "buf") -> str:
@@ -474,7 +476,7 @@ class GraphLowering:
             elif isinstance(v, Pointwise):
                 v = self.realize(v, fake)
             elif isinstance(v, (ComputedBuffer, ExternBuffer, ReinterpretView)) and _strides_differ(v.layout, fake) \
-                    and not (isinstance(v, ReinterpretView) and v.buffer.name in self.padded_products):
+                    and not (isinstance(v, ReinterpretView) and v.buffer.name in self.padded_rows):
                 # computed in another layout (a channels-last convolution or activation): the graph
                 # returns eager's strides. A product's padded rows are returned as the view of
                 # them, as torch.compile returns them (lower/matmul.py)

@@ -57,6 +57,9 @@ def _padded(g: Any, value: Any, size: tuple[int, ...]) -> Any:
     have = tuple(int(s) for s in value.size)
     if have == size:
         return g.realize(value)
+    stored = _zero_padded_buffer(g, value, size)
+    if stored is not None:
+        return stored
     load = value.loader()
     grown = [d for d in range(len(size)) if size[d] != have[d]]
 
@@ -70,6 +73,16 @@ def _padded(g: Any, value: Any, size: tuple[int, ...]) -> Any:
     order = _order(value)
     padded = Pointwise(value.device, value.dtype, size, inner, getattr(value, "origins", frozenset()))
     return g.realize_in_order(padded, order, _strides(size, order))
+
+
+def _zero_padded_buffer(g: Any, value: Any, size: tuple[int, ...]) -> Any:
+    """The buffer of `value` when it is a view of the first columns of a buffer of `size` whose
+    padding holds zeros (g.padded_rows): a padded operand needs no copy then."""
+    if not isinstance(value, ReinterpretView) or value.buffer.name not in g.padded_rows:
+        return None
+    buf = value.buffer
+    same = tuple(buf.layout.size) == size and value.layout.stride == buf.layout.stride
+    return buf if same and value.layout.offset == buf.layout.offset == 0 else None
 
 
 def _fake(g: Any, value: Any) -> torch.Tensor:
@@ -103,7 +116,7 @@ def _product(g: Any, op: Any, a: Any, b: Any, bias: Any = None, scalars: dict | 
     out = g.fallback(op, args, dict(scalars or {}), fake)
     if np_ == n:
         return out
-    g.padded_products.add(out.name)
+    g.padded_rows.add(out.name)
     lay = out.layout
     return ReinterpretView(out, Layout(lay.device, lay.dtype, (*batch, m, n), tuple(lay.stride), lay.offset))
 

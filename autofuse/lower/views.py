@@ -99,7 +99,7 @@ def _view_of_padded(g: Any, x: Any) -> ReinterpretView | None:
     as the buffer is. None when x is not such a view or the op cannot view that layout."""
     base = strided_of(x)
     node = g.node
-    if base is None or base[0].name not in g.padded_products or node is None \
+    if base is None or base[0].name not in g.padded_rows or node is None \
             or any(isinstance(a, torch.fx.Node) for a in list(node.args[1:]) + list(node.kwargs.values())):
         return None
     buf, layout = base
