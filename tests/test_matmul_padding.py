@@ -26,7 +26,8 @@ def _check(fn, args, heuristics=PAD):
     assert_close(list(actual), expected, atol=1e-4, rtol=1e-4, check_stride=False)
     for a, e in zip(actual, expected):
         if a.dim() >= 2 and a.stride() != e.stride():
-            assert a.stride()[-1] == 1 and a.stride()[-2] == aligned_extent(a.shape[-1], a.dtype), (a.stride(), e.stride())
+            padded = aligned_extent(a.shape[-1], a.dtype)
+            assert a.stride()[-1] == 1 and a.stride()[-2] == padded, (a.stride(), e.stride())
     return kernels_of(compiled)
 
 

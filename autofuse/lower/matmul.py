@@ -11,8 +11,9 @@ kernel on them and reads the result back as a view of the first N columns. A gra
 is such a view (GPT-2's logits) is returned as it is, with its padded row stride, as torch.compile
 returns it (Inductor's pad_mm slices the padded product): copied into eager's strides, the logits
 of a 4 x 512-token batch cost a second buffer of 196 MiB (bf16) at the forward's peak and a 110 µs
-copy. Exact: the padded products are zeros that are never read. Whether to pad is `Heuristics.pad_matmul` (large products on CUDA only: a small one
-is memory-bound, and the padding copy would cost more than the kernel gains).
+copy. Exact: the padded products are zeros that are never read. Whether to pad is
+`Heuristics.pad_matmul` (large products on CUDA only: a small one is memory-bound, and the padding
+copy would cost more than the kernel gains).
 """
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ ATOMIC_DTYPES = (torch.float32, torch.float64, torch.int32, torch.int64)
 
 
 def scatter_add_into(g: Any, x: Any, size: Sequence[int], position: Callable[..., Sequence[Any]],
-                     values: Callable[[Any, int], Any], *operands: Any) -> ComputedBuffer:
+                     values: Callable[[torch.dtype], Callable[..., Any]], *operands: Any) -> ComputedBuffer:
     """x's values with values(dtype)(idx) added at position(idx) for every idx of `size`; `values`
     makes the loader of the added values in the kernel's dtype, `operands` are the tensors read."""
     out = g.out
