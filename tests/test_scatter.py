@@ -207,3 +207,27 @@ def test_repeated_calls_do_not_accumulate(device):
     first, second = compiled(x, i, v)[0], compiled(x, i, v)[0]
     assert torch.equal(first, second)
     assert torch.equal(second, x.index_put([i], v, accumulate=True) + 1)
+
+
+def test_the_config_search_checks_each_scatter_variant_from_the_same_start(tmp_path):
+    """The search runs a kernel's config variants inside the running program: a scatter's variant
+    adds into the target's content as it was before the default config ran, so none of them is
+    rejected as computing wrong values."""
+    from autofuse.measure.timing import FakeBenchmarker
+    from autofuse.search.graph_tuner import TuneSettings
+    from autofuse.search.settings import KernelTuneSettings
+
+    def f(idx, src):
+        return torch.zeros(11, 7, device=src.device).index_add(0, idx, src.sin()) * 2
+
+    settings = TuneSettings(db=str(tmp_path / "t.db"), progress=False, compare_torch_compile=False, finalists=2,
+                            runner_ups=0, rounds=1, trials=3,
+                            kernel=KernelTuneSettings(top_k=4, explore=0.0, refine=2))
+    args = [ids(11, 40, device=rand((1,)).device), rand((40, 7))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = autofuse.tune(f, args, settings=settings,
+                            benchmarker=FakeBenchmarker(lambda rec: 10.0 + rec["config"]["XBLOCK"] / 1024))
+    failures = [fl for g in res.graphs for fl in g.failures]
+    assert res.graphs and not failures, failures
+    assert not res.errors, res.errors

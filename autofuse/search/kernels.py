@@ -116,6 +116,7 @@ class KernelTuner:
                 for cfg in chosen:
                     search.measure(cfg)
             search.refine()
+        search.leave_reference()
         choice = search.choose()
         self.choices[ckey] = choice
         self.seconds["kernels"] += time.perf_counter() - t0
@@ -153,8 +154,10 @@ class KernelTuner:
             self.seconds["ranking"] += time.perf_counter() - t0
 
     def measure_variant(self, launch: Any, rec: dict[str, Any], env: list, outs: list[int],
-                        ref: list[torch.Tensor]) -> tuple[float, float, str | None, int]:
-        """(median µs, spread µs, error, 1 if newly measured) of one variant."""
+                        ref: list[torch.Tensor], reset: Callable[[], None] | None = None
+                        ) -> tuple[float, float, str | None, int]:
+        """(median µs, spread µs, error, 1 if newly measured) of one variant; `reset` puts back what
+        the kernel's outputs held before it ran, where it adds into them."""
         key = kernel_key(rec)
         if self.bench.measures and self.db is not None:
             got = self.db.get_measurement(key, self.device)
@@ -168,6 +171,8 @@ class KernelTuner:
         timing: Timing | None = None
         try:
             t0 = time.perf_counter()
+            if reset is not None:
+                reset()
             launch.run(env)
             if outs and env[outs[0]].is_cuda:
                 torch.cuda.synchronize()
@@ -262,10 +267,26 @@ class KernelSearch:
         return [default] + top + explore
 
     def take_reference(self) -> None:
-        """Run the default config: its outputs are what every variant is checked against."""
+        """Run the default config: its outputs are what every variant is checked against. An output
+        the kernel adds into (a scatter's, ScatterBody) keeps its content from before the run, put
+        back before each variant's checked run."""
         self.outs = [self.builder.slot(w) for w in self.info.writes]
+        by_name = self.builder.graph.by_name
+        self.initial = {s: self.env[s].clone() for w, s in zip(self.info.writes, self.outs)
+                        if w in by_name and by_name[w].is_scatter}
         self.launch.run(self.env)
         self.ref = [self.env[s].clone() for s in self.outs]
+
+    def reset(self) -> None:
+        """The outputs the kernel adds into as they were before it ran."""
+        for s, before in self.initial.items():
+            self.env[s].copy_(before)
+
+    def leave_reference(self) -> None:
+        """env as the default config's run left it (timed runs added into a scatter's output again)."""
+        for s, r in zip(self.outs, self.ref):
+            if s in self.initial:
+                self.env[s].copy_(r)
 
     def measure(self, cfg: LaunchConfig) -> None:
         """cfg's result: from the DB or timed (its variant built first if it is a neighbour outside
@@ -277,7 +298,7 @@ class KernelSearch:
             self.results[cfg] = (math.inf, 0.0, v, {})
             return
         lv, _, rec = v
-        us, spread, err, new = self.tuner.measure_variant(lv, rec, self.env, self.outs, self.ref)
+        us, spread, err, new = self.tuner.measure_variant(lv, rec, self.env, self.outs, self.ref, self.reset)
         self.measured += new
         self.results[cfg] = (us, spread, err, rec)
         if err:
