@@ -105,6 +105,18 @@ def test_index_add(device, dim, alpha):
     check(lambda x, i, s: torch.index_add(x, dim, i, s, alpha=alpha), [x, i, src])
 
 
+def test_index_add_and_scatter_add_return_eager_s_contiguous_layout(device):
+    """Eager's index_add and scatter_add return a contiguous tensor whatever the updated tensor's
+    layout (index_put keeps it): a permuted input's result has eager's strides, and index_add,
+    lowered as itself, copies the input once (its decomposition made it contiguous first)."""
+    x = rand((4, 27, 3), device=device).permute(2, 1, 0)
+    i = torch.tensor([0, 1, 0, 1], device=x.device)
+    _, infos = check(lambda x, i: x.index_add(2, i, x, alpha=2.5), [x, i])
+    assert len(infos) == 2, [(k.kind, k.aten_ops) for k in infos]   # the copy, the atomic adds
+    check(lambda x, i: x.scatter_add(2, i.expand(3, 27, 4).contiguous(), x), [x, i])
+    check(lambda x, i: aten.index_put(x, [None, None, i], x, True), [x, i])
+
+
 @pytest.mark.parametrize("dim", [0, 1, -1])
 def test_scatter_add_with_an_index_smaller_than_src(device, dim):
     x, src = rand((13, 24), device=device), rand((20, 30), device=device)

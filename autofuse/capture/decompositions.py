@@ -15,7 +15,8 @@ flash-attention op is not decomposed either: PyTorch's rule for it returns the a
 where its backward expects the logsumexp (Inductor excludes it too), so attention runs as an
 extern kernel on both devices. bucketize of a tensor is lowered as one search in the kernel
 (lower/bucketize.py); its decomposition unrolls the search into int64 tensor ops (the scalar
-overload keeps it). Foreach ops become one op per list element (foreach.py).
+overload keeps it). index_add is lowered as itself (lower/scatter.py): its decomposition copies
+the updated tensor into eager's contiguous layout before an accumulating index_put copies it again. Foreach ops become one op per list element (foreach.py).
 """
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ NOT_DECOMPOSED = ("_scaled_dot_product_flash_attention_for_cpu",)
 KEEP = {aten.mean.dim, aten.mean.default, aten.var_mean.correction, aten.var.correction, aten.relu.default,
         aten.logsumexp.default, aten.select_scatter.default, aten.logaddexp.default, aten.logaddexp2.default,
         aten.heaviside.default, aten.addcmul.default, aten.addcdiv.default, aten.masked_fill.Scalar,
-        aten.masked_fill.Tensor, aten.baddbmm.default, aten.bucketize.Tensor}
+        aten.masked_fill.Tensor, aten.baddbmm.default, aten.bucketize.Tensor, aten.index_add.default}
 
 
 def _cudnn_grid_sampler(x: torch.Tensor, grid: torch.Tensor) -> torch.Tensor:

@@ -1,5 +1,5 @@
-"""Accumulating scatters as atomic adds: index_put with accumulate (index_add and an embedding's
-gradient decompose to it), scatter_add, and scatter_reduce's sum.
+"""Accumulating scatters as atomic adds: index_put with accumulate (an embedding's gradient
+decomposes to it), index_add, scatter_add, and scatter_reduce's sum.
 
 Note: the result is a copy of the updated tensor (zeros, for a gradient) in a buffer of its own,
 then one kernel that adds each value at the position its indices give (`ScatterBody`): atomic
@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from ..ir.values import ComputedBuffer, Layout, PointwiseBody, ScatterBody
-from .common import broadcast_loader, norm_dim, origins_of, upcast
+from .common import broadcast_loader, norm_dim, origins_of, scalar_value, upcast
 from .graph import is_dense
 from .indexing import advanced_position
 from .registry import Unsupported, register
@@ -56,6 +56,27 @@ def _index_put(g, x, indices, values, accumulate=False):
     size, position = advanced_position(x.size, indices)
     return scatter_add_into(g, x, size, position, lambda dtype: broadcast_loader(values, size, dtype),
                             values, *[t for t in indices if t is not None])
+
+
+@register(aten.index_add)
+def _index_add(g, x, dim, index, source, *, alpha=1):
+    """x with alpha * source's slices along dim added at the positions `index` gives them."""
+    if not len(x.size) or len(index.size) != 1 or len(source.size) != len(x.size):
+        raise Unsupported("index_add of a scalar or with a multi-dim index")
+    d = norm_dim(dim, len(x.size))
+    il, sl, n = index.loader(), source.loader(), x.size[d]
+
+    def position(ops, idx):
+        sub = list(idx)
+        sub[d] = ops.indirect(il(ops, [idx[d]]), n)
+        return sub
+
+    def values(dtype: torch.dtype) -> Callable[..., Any]:
+        def load(ops, idx):
+            v = sl(ops, idx) if upcast(source.dtype) == dtype else ops.to_dtype(sl(ops, idx), dtype)
+            return v if alpha == 1 else ops.mul(v, ops.constant(scalar_value(alpha, dtype), dtype))
+        return load
+    return scatter_add_into(g, x, source.size, position, values, source, index)
 
 
 def _scatter_position(x: Any, d: int, index: Any) -> Callable[..., list[Any]]:
