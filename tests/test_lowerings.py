@@ -251,6 +251,19 @@ def test_an_expanded_operand_beside_a_transposed_one_keeps_eager_strides(op, dty
     compile_and_compare(lambda x, y: op(y, x), [a, b])
 
 
+@pytest.mark.parametrize("op", [torch.add, torch.maximum, torch.le])
+def test_an_expanded_operand_of_another_dtype_keeps_eager_strides(device, op):
+    """An expanded float16 operand of a float32 op beside a transposed one: CPU eager converts it to a
+    contiguous float32 copy before ordering the dims (its result row-major), CUDA converts as it
+    loads (its result transposed); each device's result has eager's strides."""
+    a = rand((1, 13), F16, device).expand(7, 13)
+    b = rand((13, 7), F32, device).t()
+    compile_and_compare(op, [a, b])
+    compile_and_compare(lambda x, y: op(y, x), [a, b])
+    a3, b3 = rand((1, 4, 4), F16, device).expand(27, 4, 4), rand((4, 27, 4), F32, device).permute(1, 0, 2)
+    compile_and_compare(op, [a3, b3])
+
+
 SHAPE_PAIRS = {
     "same": ((37, 19), (37, 19)),
     "bcast_row": ((13, 7), (7,)),

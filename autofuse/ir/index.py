@@ -245,6 +245,17 @@ def contiguous_strides(sizes: Sequence[int]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
+
+def is_dense(size: Sequence[int], stride: Sequence[int]) -> bool:
+    """True when (size, stride) is a permutation of a contiguous layout (no overlap, no holes)."""
+    dims = sorted((st, sz) for sz, st in zip(size, stride) if sz != 1)
+    expected = 1
+    for st, sz in dims:
+        if st != expected:
+            return False
+        expected *= sz
+    return True
+
 def make_vars(prefix: str, n: int) -> list[sympy.Symbol]:
     return list(_vars(prefix, n))
 

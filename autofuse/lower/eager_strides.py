@@ -16,6 +16,11 @@ inputs, and the conversion of an expanded input is a contiguous copy, so the res
 copy's order instead of the other input's (a bf16 sum of an expanded bias and a transposed
 tensor: eager transposed, FakeTensor row-major). Those ops (`REDUCED_PRECISION_LAYOUT_OPS`, found
 the same way, with an expanded input in half precision) are re-laid out in that case only.
+
+On the CPU, TensorIterator itself converts an input whose dtype is not the op's common dtype before
+it orders the dims (CUDA's kernels convert as they load): an expanded float16 input of a float32
+maximum becomes a contiguous copy there, and eager's CPU result follows that copy's order. The
+inputs are taken as those copies on the CPU.
 """
 from __future__ import annotations
 
@@ -24,6 +29,8 @@ from typing import Any, Callable, Sequence
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._pytree import tree_flatten
+
+from ..ir.index import is_dense
 
 
 # ops whose FakeTensor strides differ from eager's on non-contiguous inputs (overload names)
@@ -108,6 +115,8 @@ def with_eager_strides(target: Callable[..., Any], fargs: tuple, fkwargs: dict, 
     shape = tuple(int(s) for s in fake_out.shape)
     if tuple(torch.broadcast_shapes(*[t.shape for t in inputs])) != shape:
         return fake_out
+    if fake_out.device.type == "cpu":
+        inputs = _as_converted(inputs)
     stride = iterator_strides(inputs, shape)
     if all(a == b for a, b, n in zip(stride, fake_out.stride(), shape) if n != 1):
         return fake_out
@@ -119,3 +128,17 @@ def _expanded_half(inputs: Sequence[torch.Tensor]) -> bool:
     """A float16 / bfloat16 input, and an input expanded (stride 0 over a dim of size > 1)."""
     return any(t.dtype in _HALVES for t in inputs) and \
         any(st == 0 and n > 1 for t in inputs for st, n in zip(t.stride(), t.shape))
+
+
+def _as_converted(inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """The inputs as CPU TensorIterator orders dims by: one of another dtype than the common one is
+    its converted copy (same strides where dense, else row-major, as `Tensor.to` lays it out)."""
+    common = inputs[0].dtype
+    for t in inputs[1:]:
+        common = torch.promote_types(common, t.dtype)
+    out = []
+    for t in inputs:
+        if t.dtype != common and not is_dense(tuple(t.shape), t.stride()):
+            t = torch.empty(tuple(t.shape), dtype=common, device="meta")
+        out.append(t)
+    return out

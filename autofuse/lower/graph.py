@@ -20,7 +20,7 @@ from torch._subclasses.fake_tensor import (
 )
 from torch.utils._pytree import tree_map
 
-from ..ir.index import contiguous_strides, make_vars
+from ..ir.index import contiguous_strides, is_dense, make_vars
 from ..ir.ops import analyze
 from ..ir.values import (
     Buffer, ComputedBuffer, ExternBuffer, ExternKernel, InputBuffer, Layout, Pointwise, PointwiseBody,
@@ -51,17 +51,6 @@ def op_name(target: object) -> str:
     if isinstance(target, torch._ops.OpOverload):
         return target.overloadpacket.__name__.lstrip("_")
     return getattr(target, "__name__", str(target))
-
-
-def is_dense(size: Sequence[int], stride: Sequence[int]) -> bool:
-    """True when (size, stride) is a permutation of a contiguous layout (no overlap, no holes)."""
-    dims = sorted((st, sz) for sz, st in zip(size, stride) if sz != 1)
-    expected = 1
-    for st, sz in dims:
-        if st != expected:
-            return False
-        expected *= sz
-    return True
 
 
 class GraphLowering:

@@ -15,9 +15,9 @@ from typing import Any
 import sympy
 import torch
 
+from ..ir.index import is_dense
 from ..ir.values import ComputedBuffer, Layout, Pointwise, ScanBody
 from .common import make_pointwise, norm_dim, origins_of, upcast
-from .graph import is_dense
 from .registry import Unsupported, register
 
 aten = torch.ops.aten

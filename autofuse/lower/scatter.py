@@ -15,9 +15,9 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from ..ir.index import is_dense
 from ..ir.values import ComputedBuffer, Layout, PointwiseBody, ScatterBody
 from .common import broadcast_loader, norm_dim, origins_of, scalar_value, upcast
-from .graph import is_dense
 from .indexing import advanced_position
 from .registry import Unsupported, register
 
