@@ -237,11 +237,9 @@ class ProgramBuilder:
                                          lambda gi: self._stored_by(gi, readers), may_alias,
                                          set(in_inputs) | set(scatters) | set(scatters.values()),
                                          accesses) if self.final else {}
+        over_operands.update(scatters)
         for w, d in over_operands.items():
             self.slots[w] = self.slot(d)
-        for w, d in scatters.items():
-            self.slots[w] = self.slot(d)
-        over_operands.update(scatters)
         for gi, g in enumerate(self.groups):
             if g.is_extern:
                 self.used_configs.append(None)

@@ -64,7 +64,7 @@ def _index_add(g, x, dim, index, source, *, alpha=1):
     if not len(x.size) or len(index.size) != 1 or len(source.size) != len(x.size):
         raise Unsupported("index_add of a scalar or with a multi-dim index")
     d = norm_dim(dim, len(x.size))
-    il, sl, n = index.loader(), source.loader(), x.size[d]
+    il, n = index.loader(), x.size[d]
 
     def position(ops, idx):
         sub = list(idx)
@@ -72,10 +72,10 @@ def _index_add(g, x, dim, index, source, *, alpha=1):
         return sub
 
     def values(dtype: torch.dtype) -> Callable[..., Any]:
-        def load(ops, idx):
-            v = sl(ops, idx) if upcast(source.dtype) == dtype else ops.to_dtype(sl(ops, idx), dtype)
-            return v if alpha == 1 else ops.mul(v, ops.constant(scalar_value(alpha, dtype), dtype))
-        return load
+        sl = broadcast_loader(source, source.size, dtype)
+        if alpha == 1:
+            return sl
+        return lambda ops, idx: ops.mul(sl(ops, idx), ops.constant(scalar_value(alpha, dtype), dtype))
     return scatter_add_into(g, x, source.size, position, values, source, index)
 
 

@@ -120,7 +120,6 @@ def node_for_buffer(buf: ComputedBuffer, order: int) -> SchedulerNode:
         node.write = MemoryDep(buf.name, sympy.expand(node.scatter_index(AnalysisHandler())), wranges)
         node.reads += (MemoryDep(body.target, node.write.index, wranges),)
         node.read_names |= {body.target}
-        node.unmasked_read_names |= {body.target}
         return node
     position = body.position(node.vars) if is_scan else node.vars
     node.write = MemoryDep(buf.name, sympy.expand(buf.layout.index(position)), wranges)
