@@ -13,7 +13,8 @@ from autofuse.schedule.heuristics import Heuristics
 
 from .helpers import assert_close, kernels_of, rand
 
-PAD = Heuristics(pad_matmul_devices=("cpu", "cuda"), pad_matmul_min_macs=0, pad_matmul_min_rows=1)
+PAD = Heuristics(pad_matmul_devices=("cpu", "cuda"), pad_matmul_min_macs=0, pad_matmul_min_rows=1,
+                 pad_matmul_f32_without_tf32=True)
 
 
 def _check(fn, args, heuristics=PAD):
@@ -112,6 +113,21 @@ def test_default_heuristics_pad_only_large_cuda_products():
     assert not h.pad_matmul(torch.device("cuda"), torch.bfloat16, 2048, 1024, 50264)  # aligned
     assert not h.pad_matmul(torch.device("cuda"), torch.bfloat16, 8, 1024, 50257)     # few rows
     assert not h.pad_matmul(torch.device("cuda"), torch.int32, 2048, 1001, 4096)
+
+
+def test_f32_products_pad_only_when_tf32_is_allowed():
+    """Without TF32, cuBLAS runs f32 products on CUDA cores: alignment gains nothing there, and the
+    padding copy only costs (docs/defaults.md, "Matrix products")."""
+    h = Heuristics()
+    before = torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        assert not h.pad_matmul(torch.device("cuda"), torch.float32, 2048, 1024, 50257)
+        assert h.pad_matmul(torch.device("cuda"), torch.bfloat16, 2048, 1024, 50257)
+        torch.backends.cuda.matmul.allow_tf32 = True
+        assert h.pad_matmul(torch.device("cuda"), torch.float32, 2048, 1024, 50257)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
 
 
 def test_aligned_product_is_the_plain_extern_call():

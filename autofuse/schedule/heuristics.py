@@ -105,6 +105,8 @@ class Heuristics:
     pad_matmul_min_macs: int = 1 << 26
     pad_matmul_min_rows: int = 128
     pad_matmul_devices: tuple[str, ...] = ("cuda",)  # cuBLAS's alignment rule; the CPU's BLAS has none
+    # f32 products are padded only when TF32 may run them on tensor cores (docs/defaults.md)
+    pad_matmul_f32_without_tf32: bool = False
     # a scan's row runs persistent up to this many elements (Inductor's persistent threshold for
     # inner reductions, which its scans share), else it loops over RBLOCK chunks carrying the prefix
     scan_persistent_max: int = 1024
@@ -169,8 +171,12 @@ class Heuristics:
 
     def pad_matmul(self, device: torch.device, dtype: torch.dtype, m: int, k: int, n: int,
                    batch: Sequence[int] = ()) -> bool:
-        """Pad a matrix product's K / N to 16-byte rows? (CUDA, floating point, unaligned, large.)"""
+        """Pad a matrix product's K / N to 16-byte rows? (CUDA, floating point, unaligned, large.)
+        f32 only where its products may run on tensor cores (TF32 allowed): without TF32, cuBLAS
+        runs them on CUDA cores, where alignment gains nothing and the padding copy is pure cost."""
         if torch.device(device).type not in self.pad_matmul_devices or dtype not in (torch.float16, torch.bfloat16, torch.float32):
+            return False
+        if dtype == torch.float32 and not (self.pad_matmul_f32_without_tf32 or torch.backends.cuda.matmul.allow_tf32):
             return False
         per = 16 // dtype.itemsize
         if k % per == 0 and n % per == 0:
