@@ -10,6 +10,7 @@ import torch.fx
 from torch.utils._pytree import tree_leaves
 
 from .codegen.accesses import Access
+from .codegen.columns import rows_per_program
 from .codegen.config import LaunchConfig
 from .codegen.device import device_facts
 from .codegen.options import KernelView, default_legality
@@ -166,6 +167,8 @@ def default_config(g: FusionGroup, heur: Heuristics, interpret: bool) -> LaunchC
     """The group's launch config without a plan: the heuristics' rule for its sizes, layout and passes,
     with every option the kernel allows at its default (codegen/options.py)."""
     members = g.placements()
+    if rows_per_program(members):
+        return heur.column_partial_config(g.numel, g.rnumel, interpret)
     legal = default_legality(KernelView(members, g.is_reduction, g.rnumel), interpret)
     outer = is_outer_reduction(g, heur.persistent_rnumel_max)
     return heur.launch_config(kernel_kind(g), g.numel, g.rnumel, interpret, outer, splittable=legal["split"],
@@ -368,6 +371,7 @@ class ProgramBuilder:
                               split=sp.split if sp else 1, device=device,  # the launcher's fast path is per device
                               workspace_dtypes=sp.workspace_dtypes if sp else (),
                               ynumel=src.tile.ynumel if src.tile else 1, yblock=config.YBLOCK if src.tile else 0,
+                              programs=src.programs,
                               arg_dtypes=tuple(self.layouts[a].dtype for a in src.arg_names if a in self.layouts))
         reads = tuple(dict.fromkeys(writer.inputs))
         writes = tuple(writer.outputs)

@@ -32,6 +32,7 @@ class KernelSource:
     split: SplitWorkspaces | None = None  # a split reduction's workspaces and counters
     tile: Tiling | None = None  # a 2-D tiled pointwise kernel's (y, x) split (tiling.py)
     accesses: tuple[Access, ...] = ()  # loads issued and stores, in program order (accesses.py)
+    programs: int = 0  # a row kernel with column partials: its grid, one program per row of partials (columns.py)
 
 
 def mask_line(name: str, cond: str, full: bool, shape: str) -> str:
@@ -106,4 +107,5 @@ class AssemblyMixin:
         src = prelude(self.interpret) + (SCAN_HELPERS if is_scan_kernel(self.members) else "") + self._function(params)
         return KernelSource(self.name, src, tuple(self.inputs) + tuple(self.outputs),
                             "reduction" if self.reduction_kernel else "pointwise", self.numel, self.rnumel,
-                            self.config, split, self.tile, tuple(self.accesses))
+                            self.config, split, self.tile, tuple(self.accesses),
+                            self.numel // self.rows_per if self.rows_per else 0)

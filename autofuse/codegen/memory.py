@@ -40,7 +40,7 @@ class MemoryMixin:
             return "[YBLOCK, XBLOCK]"
         if not self.reduction_kernel:
             return "[XBLOCK]"
-        return "[XBLOCK, RBLOCK]" if cls in ("r", "red") else "[XBLOCK, 1]"
+        return "[XBLOCK, RBLOCK]" if cls in ("r", "red", "col") else "[XBLOCK, 1]"
 
     def _mask(self, cls: str) -> str:
         base = "xmask" if (not self.reduction_kernel or cls == "x") else "xrmask"
@@ -96,7 +96,7 @@ class MemoryMixin:
         if self.tile is not None:  # a tile's offsets vary along both y and x
             both = "xindex" in text and "yindex" in text
             return text if both else f"tl.broadcast_to({text}, {self._shape(shape_cls)})"
-        need_r = self.reduction_kernel and shape_cls in ("r", "red")
+        need_r = self.reduction_kernel and shape_cls in ("r", "red", "col")
         if "xindex" in text and ("rindex" in text or not need_r):
             return text
         return f"tl.broadcast_to({text}, {self._shape(shape_cls)})"
@@ -110,7 +110,7 @@ class MemoryMixin:
         dtype = self.dtypes[name]
         node, pl = self.current
         if sympy.sympify(index).free_symbols & set(self.indirect_names):
-            self.gathers.setdefault(name, {})[str(index)] = self.numel * (self.rnumel if pl.cls in ("r", "red") else 1)
+            self.gathers.setdefault(name, {})[str(index)] = self.numel * (self.rnumel if pl.cls in ("r", "red", "col") else 1)
         else:
             self.direct_reads.add(name)
         cdt = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
@@ -143,7 +143,7 @@ class MemoryMixin:
         layer norm over rows of 187 bf16 elements, eight rows per program, issued three times the
         load instructions of its input alone. Its address is valid on every x lane."""
         _, pl = self.current
-        return (self.reduction_kernel and self.tile is None and pl.cls in ("r", "red") and not self.mask_stack
+        return (self.reduction_kernel and self.tile is None and pl.cls in ("r", "red", "col") and not self.mask_stack
                 and "rindex" in offsets and "xindex" not in offsets
                 and not sympy.sympify(index).free_symbols & set(self.indirect_names))
 
@@ -157,7 +157,7 @@ class MemoryMixin:
         node, pl = self.current
         in_loop = self.hoist is not None
         if (not (in_loop or (self.reduction_kernel and self.persistent and self.tile is None))
-                or pl.cls not in ("r", "red") or self.mask_stack
+                or pl.cls not in ("r", "red", "col") or self.mask_stack
                 or sympy.sympify(index).free_symbols & set(self.indirect_names)):
             return None
         text = self.index_str(index, "x")

@@ -49,6 +49,8 @@ def why_not_split(members: Sequence[tuple[SchedulerNode, Placement]], is_reducti
         return "split needs a reduction kernel"
     if any(node.kind == "scan" for node, _ in members):
         return "a scan kernel does not split (each chunk's prefix needs the chunks before it)"
+    if any(pl is not None and pl.cls == "col" for _, pl in members):
+        return "a row kernel with column partials does not split (each program walks whole rows)"
     after: dict[str, str] = {}  # node -> the reduction whose value it needs
     for node, pl in members:
         if pl.cls == "red" and node.buffer.body.reduction_type not in SPLITTABLE_REDUCTIONS:

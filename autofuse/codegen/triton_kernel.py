@@ -7,7 +7,8 @@ something outside the kernel reads it (memory.py). In a looped reduction, nodes 
 passes by how many in-kernel reductions they depend on (looped.py). A split reduction
 (config.split > 1) stores partials, and its last program per x block combines them and runs the
 epilogue (split.py). A scan is an r node whose value combines the row up to each position, carried
-across the loop's steps (scan.py). KernelWriter is the entry point: it holds the kernel's state
+across the loop's steps (scan.py). A row kernel with column partials walks a share of the rows per
+program (columns.py). KernelWriter is the entry point: it holds the kernel's state
 and runs the parts in order; each part lives in the module of its concept.
 """
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ..schedule.loops import Placement, XOrder
 from ..schedule.nodes import SchedulerNode
 from .accesses import Access
 from .assembly import AssemblyMixin, KernelSource, kernel_name
+from .columns import ColumnsMixin, rows_per_program, why_not_columns
 from .config import LaunchConfig
 from .early_loads import early_loads
 from .emitter import TV, Emitter, Scope
@@ -40,8 +42,8 @@ INT32_MAX = 2**31 - 1
 __all__ = ["INT32_MAX", "REDUCTION_DEFAULTS", "KernelSource", "KernelWriter", "Scope", "TV", "kernel_name"]
 
 
-class KernelWriter(ExpressionMixin, MemoryMixin, ReductionMixin, LoopedMixin, OnlineMixin, SplitMixin, AssemblyMixin,
-                   Emitter, OpsHandler):
+class KernelWriter(ExpressionMixin, MemoryMixin, ReductionMixin, LoopedMixin, OnlineMixin, SplitMixin, ColumnsMixin,
+                   AssemblyMixin, Emitter, OpsHandler):
     """Emits one kernel. Acts as the ops handler while a node body runs. `role`: "kernel" (the
     whole group), or for a split reduction "partial" (r loop, partials to workspaces), then
     "combine" in the last program's block (partials to values, then the x-loop nodes)."""
@@ -78,8 +80,10 @@ class KernelWriter(ExpressionMixin, MemoryMixin, ReductionMixin, LoopedMixin, On
         self.split = config.split if reduction_kernel else 1
         self.role = "partial" if self.split > 1 else "kernel"
         self.rchunk = split_chunk(rnumel, self.split, config.RBLOCK) if self.split > 1 else 0
-        why = why_not_options(config, KernelView(self.members, reduction_kernel, rnumel))
+        why = why_not_options(config, KernelView(self.members, reduction_kernel, rnumel)) or \
+            why_not_columns(config, self.members)
         assert why is None, f"{config} on kernel {name}: {why}"
+        self.rows_per = rows_per_program(self.members)   # column partials: rows per program (columns.py)
         # a tiled pointwise kernel (tiling.py): yindex [YBLOCK, 1] and xindex [1, XBLOCK] index its tile
         self.tile = choose_tiling(self.members) if config.YBLOCK and not reduction_kernel else None
         self.online: dict[str, str] = {}  # sum -> the max it runs with, in the max's r loop (online.py)
@@ -94,13 +98,15 @@ class KernelWriter(ExpressionMixin, MemoryMixin, ReductionMixin, LoopedMixin, On
         self.use_int64 = span > INT32_MAX or any(v > INT32_MAX for v in spans.values())
 
     def generate(self) -> KernelSource:
-        for line in self._loop_header():
+        for line in ([] if self.rows_per else self._loop_header()):   # a column walk sets its x per step
             self.emit(line)
         i64 = ".to(tl.int64)" if self.use_int64 else ""
         x_loop = self.role != "partial"  # a split kernel's x-loop nodes run in its last program's block
         if not self.reduction_kernel:
             for node, pl in self.members:
                 self.emit_pointwise(node, pl)
+        elif self.rows_per:
+            self._generate_columns(i64)
         elif self.persistent:
             base = "rsplit_start + " if self.role == "partial" else ""
             self.emit(f"rindex = {base}tl.arange(0, RBLOCK)[None, :]{i64}")

@@ -108,6 +108,20 @@ class ReductionBody:
 
 
 @dataclass(frozen=True)
+class ColumnPartialBody(ReductionBody):
+    """Partial sums of a column reduction over `rows` rows, one row of partials per program of a
+    row reduction's kernel that reads the same rows (lower/column_partials.py): `size` is
+    (programs, *the columns), `rsize` (rows // programs,). out[p, c] sums rows [p * rows_per,
+    (p + 1) * rows_per) of column c; a second reduction sums the programs' partials."""
+
+    rows: int = 0
+
+    @property
+    def programs(self) -> int:
+        return self.size[0]
+
+
+@dataclass(frozen=True)
 class ScanBody:
     """out[idx] = combine of inner_fn(ops, j) over the positions j along `dim` up to idx's (from idx's
     on when `reverse`), in `acc_dtype`. `combine`: "sum", "prod", "logaddexp", "max" or "min"; or
@@ -163,6 +177,10 @@ class ComputedBuffer(Buffer):
     @property
     def is_scan(self) -> bool:
         return isinstance(self.body, ScanBody)
+
+    @property
+    def is_column_partial(self) -> bool:
+        return isinstance(self.body, ColumnPartialBody)
 
     @property
     def is_scatter(self) -> bool:

@@ -28,6 +28,7 @@ from ..ir.values import (
 )
 from .eager_strides import with_eager_strides
 from .convolution import channels_last_strides
+from .column_partials import split_column_sums
 from .conv_layout import conv_sites, is_training_graph
 from .extern_args import align_operands, broadcast_operands
 from .registry import LOWERINGS, Unsupported
@@ -181,6 +182,7 @@ class GraphLowering:
                 self._lower_output(node)
                 self._name_new_buffers(before, "output")
         self.node = None
+        split_column_sums(self)
         return self
 
     def _name_new_buffers(self, start: int, base: str) -> None:

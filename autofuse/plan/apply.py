@@ -7,6 +7,7 @@ from typing import Any, Sequence
 import torch
 
 from ..codegen.config import LaunchConfig
+from ..codegen.columns import why_not_columns
 from ..codegen.options import KernelView, why_not_options
 from ..schedule.fusion import FusionGroup, topological_groups, whole_group
 from ..codegen.config import next_pow2
@@ -43,7 +44,8 @@ def check_config(cfg: LaunchConfig, group: FusionGroup) -> str | None:
             return f"persistent reduction with RBLOCK={cfg.RBLOCK} < rnumel={group.rnumel}"
         if cfg.XBLOCK * cfg.RBLOCK > 1 << 20:
             return f"XBLOCK*RBLOCK={cfg.XBLOCK * cfg.RBLOCK} elements per program is too large"
-    return why_not_options(cfg, KernelView.of(group))
+    members = group.placements()
+    return why_not_options(cfg, KernelView(members, group.is_reduction, group.rnumel)) or why_not_columns(cfg, members)
 
 
 def apply_plan(plan: FusionPlan, key: str, graph: SchedulerGraph) -> list[tuple[FusionGroup, LaunchConfig | None]]:

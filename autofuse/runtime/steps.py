@@ -84,7 +84,8 @@ class KernelLaunch:
     block: both allocated once here (the counters zeroed; the kernel leaves them at zero), so a
     split costs no host time per call beyond its launch. With `yblock` > 0 (a 2-D tiled pointwise
     kernel, codegen/tiling.py) the grid is (x tiles, y tiles) over (numel / ynumel, ynumel) and the
-    kernel takes both extents."""
+    kernel takes both extents. With `programs` > 0 (a row kernel with column partials,
+    codegen/columns.py) the grid is that many programs, each walking its share of the rows."""
 
     name: str
     fn: Any
@@ -101,6 +102,7 @@ class KernelLaunch:
     workspace_dtypes: tuple[torch.dtype, ...] = ()
     ynumel: int = 1
     yblock: int = 0
+    programs: int = 0  # > 0: a row kernel with column partials, one program per share of rows (codegen/columns.py)
     arg_dtypes: tuple[torch.dtype, ...] = ()  # of the tensors at arg_slots (what a warm-up compiles for)
     _launch: Any = field(default=None, repr=False, compare=False)
 
@@ -111,6 +113,8 @@ class KernelLaunch:
         self._sizes = (self.numel, self.rnumel) if self.is_reduction else (self.numel,)
         self._consts = {"XBLOCK": self.xblock, "RBLOCK": self.rblock} if self.is_reduction else {"XBLOCK": self.xblock}
         self._extra: tuple = ()
+        if self.programs:
+            self._grid = (self.programs,)
         if self.yblock:
             xnumel = self.numel // self.ynumel
             self._grid = ((xnumel + self.xblock - 1) // self.xblock, (self.ynumel + self.yblock - 1) // self.yblock)

@@ -87,8 +87,10 @@ def singleton(node: SchedulerNode) -> FusionGroup:
 
 def is_outer_reduction(g: FusionGroup, persistent_max: int = 1024) -> bool:
     """Does the group's first reduction (or scan) read memory with a stride along its innermost r
-    variable? Then its lanes run along x (an outer reduction's config)."""
-    for n in g.nodes:
+    variable? Then its lanes run along x (an outer reduction's config). Column partials in a row
+    kernel do not decide: the kernel's rows do."""
+    rows = _row_nodes(g)
+    for n in rows:
         if n.kind == "scan":  # its r variable is its last
             inner_r = n.vars[-1]
         elif n.kind != "reduction" or not n.rvars:
@@ -129,7 +131,7 @@ def lane_order(g: FusionGroup, persistent_max: int = 1024) -> XOrder | None:
     sum's do."""
     if not g.is_reduction or not is_outer_reduction(g, persistent_max):
         return None
-    red = next((n for n in g.nodes if n.kind == "reduction" and n.rvars), None)
+    red = next((n for n in _row_nodes(g) if n.kind == "reduction" and n.rvars), None)
     if red is None:
         return None
     dims = [k for k, s in enumerate(red.sizes) if s != 1]
@@ -151,6 +153,13 @@ def lane_order(g: FusionGroup, persistent_max: int = 1024) -> XOrder | None:
         return None
     order = tuple(j for j in range(len(dims)) if j != k) + (k,)
     return XOrder(tuple(int(red.sizes[d]) for d in dims), order)
+
+
+def _row_nodes(g: FusionGroup) -> list[SchedulerNode]:
+    """The group's nodes but column partials placed in a row kernel (all of them when they are
+    the whole group)."""
+    rows = [n for n in g.nodes if not n.is_column_partial]
+    return rows if any(n.kind == "reduction" for n in rows) else g.nodes
 
 
 def _strided_along_r(dep: MemoryDep, inner_r: sympy.Symbol, xvars: Sequence[sympy.Symbol]) -> bool:
@@ -209,6 +218,10 @@ def merged_space(a: FusionGroup, b: FusionGroup) -> tuple[int, int, bool] | str:
     """The iteration space of a ∪ b, or why the two don't share one."""
     if a.is_reduction and b.is_reduction:
         if (a.numel, a.rnumel) != (b.numel, b.rnumel):
+            for rows, cols in ((a, b), (b, a)):
+                if all(n.is_column_partial for n in cols.nodes) and \
+                        all(placement(n, rows.numel, rows.rnumel, True) is not None for n in cols.nodes):
+                    return rows.numel, rows.rnumel, True   # column partials join the row kernel
             return f"reductions over different spaces ({a.numel}, {a.rnumel}) vs ({b.numel}, {b.rnumel})"
         return a.numel, a.rnumel, True
     if not a.is_reduction and not b.is_reduction:
@@ -377,8 +390,11 @@ def shared_bytes(a: FusionGroup, b: FusionGroup) -> int:
     counts a shared read only where both index it alike."""
     total = 0
     common = a.accessed & b.accessed
+    # column partials read their rows down columns, as the row kernel they join reads them along
+    # rows: there both read the same elements (lower/column_partials.py)
+    columns = any(all(n.is_column_partial for n in g.nodes) for g in (a, b)) and a.is_reduction and b.is_reduction
     for name in common:
-        if _reads_transposed(_read_directions(a, name), _read_directions(b, name)):
+        if not columns and _reads_transposed(_read_directions(a, name), _read_directions(b, name)):
             continue
         sizes = []
         for g in (a, b):

@@ -107,6 +107,14 @@ class Heuristics:
     pad_matmul_devices: tuple[str, ...] = ("cuda",)  # cuBLAS's alignment rule; the CPU's BLAS has none
     # f32 products are padded only when TF32 may run them on tensor cores (docs/defaults.md)
     pad_matmul_f32_without_tf32: bool = False
+    # a column sum over the rows a row reduction reads (a norm's weight gradient) runs as partials
+    # inside the row kernel, then a sum of the partials (lower/column_partials.py): for columns of
+    # at most a persistent row kernel's width, and enough rows to be worth a second kernel
+    column_partials: bool = True
+    column_partial_min_cols: int = 2
+    column_partial_max_cols: int = 4096
+    column_partial_min_rows: int = 1024
+    column_partial_programs_per_sm: int = 4
     # a scan's row runs persistent up to this many elements (Inductor's persistent threshold for
     # inner reductions, which its scans share), else it loops over RBLOCK chunks carrying the prefix
     scan_persistent_max: int = 1024
@@ -265,6 +273,16 @@ class Heuristics:
         cfg = self._launch_config(kind, numel, rnumel, interpret, outer, passes, writes_rows, strided)
         legal = {"split": splittable, "online": online, "cache_hints": hints, "YBLOCK": tile is not None}
         return apply_defaults(self, cfg, kind, numel, rnumel, interpret, outer, device, legal, tile)
+
+    def column_partial_config(self, numel: int, rnumel: int, interpret: bool) -> LaunchConfig:
+        """A row kernel with column partials (codegen/columns.py) holds its rows whole: the
+        persistent row rule, and rows wider than it takes one per step on a warp per 512
+        elements (16 per thread: the row, its gradient and each column accumulator in registers)."""
+        rblock = next_pow2(max(rnumel, 1))
+        if interpret or rblock <= self.persistent_rnumel_max:
+            wide = replace(self, persistent_rnumel_max=max(self.persistent_rnumel_max, rblock))
+            return wide.launch_config("reduction", numel, rnumel, interpret)
+        return LaunchConfig(XBLOCK=1, RBLOCK=rblock, num_warps=min(16, rblock // 512), persistent=True)
 
     def choose_split(self, cfg: LaunchConfig, numel: int, rnumel: int, device: DeviceFacts = REFERENCE,
                      outer: bool = False) -> int:

@@ -19,10 +19,15 @@ from ..ir.index import FloorDiv, ModIndex, contiguous_strides, make_vars, prod, 
 from .nodes import MemoryDep, SchedulerNode
 
 
+XPID = sympy.Symbol("xpid", integer=True, nonnegative=True)   # a column-partial kernel's program id
+
+
 @dataclass(frozen=True)
 class Placement:
-    """How a node maps onto a kernel: `cls` is "x" (x loop only), "r" (x and r loops) or
-    "red" (a reduction); `split` is how many of the node's dims (in `order`) lie in the x loop.
+    """How a node maps onto a kernel: `cls` is "x" (x loop only), "r" (x and r loops), "red" (a
+    reduction) or "col" (a column sum's partials in a row reduction's kernel: its columns are the
+    kernel's r, its rows the kernel's x, summed per program; lower/column_partials.py);
+    `split` is how many of the node's dims (in `order`) lie in the x loop.
     `order` lists the node's dims in kernel order, x dims first (None: as the node has them): a
     pointwise node whose sizes put the kernel's r extent before its x extent (the output of a
     softmax over a leading dim) runs with its loops reordered, as Inductor reorders loops to fuse."""
@@ -40,6 +45,8 @@ class Placement:
     def r_sizes(self, node: SchedulerNode) -> tuple[int, ...]:
         if self.cls == "red":
             return tuple(node.rsizes)
+        if self.cls == "col":  # its columns; its rows are the kernel's x, split by program (kernel_vars)
+            return tuple(node.sizes[1:])
         return tuple(node.sizes[d] for d in self._dims(node)[self.split:])
 
     def x_vars(self, node: SchedulerNode) -> list[sympy.Symbol]:
@@ -50,13 +57,21 @@ class Placement:
             return list(node.rvars)
         if self.cls == "r":
             return [node.vars[d] for d in self._dims(node)[self.split:]]
+        if self.cls == "col":
+            return list(node.vars[1:])
         return []
 
     def kernel_vars(self, node: SchedulerNode) -> dict[sympy.Symbol, sympy.Expr]:
         """Each node variable as an expression of the kernel's xindex / rindex (row-major), so
-        index expressions of different nodes of one kernel compare in the same terms."""
+        index expressions of different nodes of one kernel compare in the same terms. A "col"
+        node's program is the kernel's `xpid`, its row within the program's share xindex minus the
+        share's start, its columns rindex."""
         xsym = sympy.Symbol("xindex", integer=True, nonnegative=True)
         rsym = sympy.Symbol("rindex", integer=True, nonnegative=True)
+        if self.cls == "col":
+            cols = row_major_vars(rsym, node.sizes[1:])
+            return {node.vars[0]: XPID, **dict(zip(node.vars[1:], cols)),
+                    node.rvars[0]: xsym - XPID * node.rsizes[0]}
         xs = row_major_vars(xsym, self.x_sizes(node))
         rs = row_major_vars(rsym, self.r_sizes(node)) if self.cls in ("r", "red") else []
         return dict(list(zip(self.x_vars(node), xs)) + list(zip(self.r_vars(node), rs)))
@@ -94,6 +109,9 @@ def placement(node: SchedulerNode, numel: int, rnumel: int, is_reduction_kernel:
     if node.kind == "reduction":
         if node.numel == numel and node.rnumel == rnumel:
             return Placement("red", len(node.sizes))
+        if (is_reduction_kernel and node.is_column_partial and node.buffer.body.rows == numel
+                and prod(node.sizes[1:]) == rnumel):
+            return Placement("col", 0)
         return None
     if node.kind == "scan":  # its rows in x, the scanned dim (its last size) the whole r loop
         if is_reduction_kernel and node.sizes[-1] == rnumel and node.numel == numel * rnumel:
@@ -192,6 +210,10 @@ def same_point(producer: SchedulerNode, pp: Placement, consumer: SchedulerNode, 
     """None when `read` by consumer is the element producer writes at the same (x, r), else why not."""
     if read.is_indirect:
         return f"{consumer.name} reads {read.name} through an indirect index"
+    if pp.cls == "col":
+        return f"{consumer.name} reads {read.name}, column partials complete only when their kernel ends"
+    if cp.cls == "col":
+        return _column_reads_point(producer, pp, consumer, cp, read)
     if pp.cls == "r" and cp.cls == "x":
         return f"{consumer.name} (x loop only) reads {read.name}, which varies along the r loop"
     xa, xb = pp.x_sizes(producer), cp.x_sizes(consumer)
@@ -238,6 +260,17 @@ def same_point(producer: SchedulerNode, pp: Placement, consumer: SchedulerNode, 
         r = simplify_index(r, ranges)
     if sympy.expand(w - r) != 0:
         return f"{consumer.name} reads {read.name}[{r}] but {producer.name} writes {read.name}[{w}]"
+    return None
+
+
+def _column_reads_point(producer: SchedulerNode, pp: Placement, consumer: SchedulerNode, cp: Placement,
+                        read: MemoryDep) -> str | None:
+    """same_point for a "col" consumer: both indices in kernel terms (xindex, rindex; the
+    consumer's program cancels out of a row it reads), equal once expanded."""
+    w = sympy.expand(sympy.sympify(producer.write.index).xreplace(pp.kernel_vars(producer)))
+    r = sympy.expand(sympy.sympify(read.index).xreplace(cp.kernel_vars(consumer)))
+    if w.free_symbols & {XPID} or sympy.expand(w - r) != 0:
+        return f"{consumer.name} reads {read.name}[{r}] but {producer.name} writes {read.name}[{w}] in the row kernel"
     return None
 
 

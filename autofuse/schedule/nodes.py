@@ -81,6 +81,10 @@ class SchedulerNode:
     def is_scatter(self) -> bool:
         return self.buffer is not None and self.buffer.is_scatter
 
+    @property
+    def is_column_partial(self) -> bool:
+        return self.buffer is not None and self.buffer.is_column_partial
+
     def run_body(self, ops: Any) -> Any:
         body = self.buffer.body
         if isinstance(body, ReductionBody):
