@@ -590,7 +590,7 @@ class Builder:
             self.emit(f"torch.log_softmax({x}, {d})", [a], REDUCE)
         elif style == 2:
             k = r.randint(1, a.ndim)
-            self.emit(f"F.layer_norm({x}, {tuple(a.shape[a.ndim - k:])})", [a], REDUCE)
+            self.emit(f"F.layer_norm({x}, {tuple(a.shape[a.ndim - k:])}{self._affine(a, k, True)})", [a], REDUCE)
         elif style == 3:   # hand-written layer norm: two reductions of x, both feeding the epilogue
             m = self.emit(f"{x}.mean({d}, keepdim=True)", [a], REDUCE)
             if m is None:
@@ -619,7 +619,7 @@ class Builder:
             if a.ndim == 2 and not a.noisy:
                 self.emit(f"F.cross_entropy({x}, {x}.argmin(-1))", [a], REDUCE)
         elif style == 7:
-            self.emit(f"F.rms_norm({x}, ({a.shape[-1]},))", [a], REDUCE)
+            self.emit(f"F.rms_norm({x}, ({a.shape[-1]},){self._affine(a, 1, False)})", [a], REDUCE)
         elif style == 8:   # both results of one var_mean
             self.emit(f"(lambda vm: (vm[0] + 1) * vm[1])(torch.var_mean({x}, {d}, keepdim=True))", [a], REDUCE)
         elif style == 9:   # two chained reductions over different dims, both broadcast back
@@ -668,6 +668,15 @@ class Builder:
                         return
             if a.dtype not in LOWP:
                 self.emit(expr, [a], MATH)
+
+    def _affine(self, a: Val, k: int, bias: bool) -> str:
+        """A norm's weight (and bias) over a's last k dims, half the time: rows of a itself, so a
+        training step's backward sums the norm's gradient down its columns (column partials)."""
+        if self.rng.random() < 0.5 or a.ndim <= k:
+            return ""
+        rows = f"{a.name}.flatten(0, {a.ndim - k - 1})" if a.ndim - k > 1 else a.name
+        weight = f"{rows}[0] * 0.5 + 1.0"
+        return f", {weight}, {rows}[-1] * 0.25" if bias else f", {weight}"
 
     def move_view(self) -> None:
         r = self.rng

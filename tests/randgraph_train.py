@@ -161,12 +161,16 @@ def compare_training(fn: Callable[..., Any], args: Sequence[Any], recorder: Any 
     the training step eagerly and compiled (twice: the second call runs the programs the first one
     built, on fresh buffers) and assert both match (assert_step_matches; a difference raises
     Mismatch, anything the compiler raises passes through). The last compiled step is returned;
-    `recorder` (an autofuse Recorder) collects the graphs it compiled."""
-    from autofuse import CompileOptions
+    `recorder` (an autofuse Recorder) collects the graphs it compiled. Column sums beside row
+    reductions become column partials at any number of rows (the product's threshold, 1024 rows,
+    is above every random program's), so a norm's backward exercises them."""
+    from autofuse import CompileOptions, Heuristics
     from autofuse.capture.backend import make_backend
 
     torch._dynamo.reset()
-    backend = make_backend(CompileOptions(strict=True, poison=poison, use_db=False, recorder=recorder))
+    heuristics = Heuristics(column_partial_min_rows=1)
+    backend = make_backend(CompileOptions(strict=True, poison=poison, use_db=False, recorder=recorder,
+                                          heuristics=heuristics))
     compiled = torch.compile(fn, backend=backend, dynamic=False)
     expected = training_step(fn, args)
     for call in ("first", "second"):
