@@ -352,7 +352,7 @@ def _extern_ops(prog) -> list:
 
 
 def test_a_scatter_into_a_buffer_nothing_else_reads_updates_it_in_place():
-    """scatter / index_put run as ATen calls into a fresh buffer call the in-place form (no copy of
+    """scatters run as ATen calls into a fresh buffer call the in-place form (no copy of
     the buffer); a buffer also read elsewhere, returned, or an input keeps the functional form."""
     aten = torch.ops.aten
     src, x = rand((5, 9)), rand((7, 9))
@@ -374,13 +374,13 @@ def test_a_scatter_into_a_buffer_nothing_else_reads_updates_it_in_place():
         return x.scatter(0, idx, src)
 
     def overwrite(x, src, idx):
-        return torch.ops.aten.index_put(torch.relu(x), [idx[:, 0]], src, False)
+        return torch.relu(x).scatter(0, idx, 2.5)
 
     for fn, args, op in [(fresh, [src, idx], aten.scatter_.src),
                          (read_twice, [src, idx], aten.scatter.src),
                          (returned, [src, idx], aten.scatter.src),
                          (of_input, [x, src, idx], aten.scatter.src),
-                         (overwrite, [x, src, idx], aten.index_put_.default)]:
+                         (overwrite, [x, src, idx], aten.scatter_.value)]:
         gm = trace_aten(fn, args)
         prog = _compile(gm, args)
         assert _extern_ops(prog) == [op], (fn.__name__, _extern_ops(prog))

@@ -88,10 +88,68 @@ def test_index_put_dtypes(device, dtype):
           fallback=dtype == torch.bfloat16)
 
 
-def test_index_put_without_accumulate_is_a_fallback(device):
-    x, v = rand((37, 5), device=device), rand((10, 5), device=device)
+# ---- scatters without accumulate: stores ---------------------------------------------------
+
+def check_stores(fn, args):
+    """Compile strictly on poisoned buffers and compare with eager: one generated kernel stores the
+    values at their indices (no atomics), no ATen fallback."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        compiled = compile_traced(fn, args, OPTIONS)
+        actual = compiled(*args)
+    expected = fn(*args)
+    multi = isinstance(expected, (list, tuple))
+    assert_close(actual if multi else actual[0], expected)
+    infos = kernels_of(compiled)
+    assert not [k for k in infos if k.kind == "fallback" or "tl.atomic_add(" in k.source], \
+        [(k.kind, k.aten_ops) for k in infos]
+    return infos
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+def test_index_put_without_accumulate_stores(device, dtype):
+    x, v = rand((37, 5), dtype, device=device), rand((10, 5), dtype, device=device)
     i = torch.randperm(37)[:10].to(device)      # distinct: eager's result does not depend on an order
+    check_stores(lambda x, i, v: (x * 2).index_put([i], v), [x, i, v])
+
+
+def test_a_store_scatter_into_a_graph_input_is_atens_op(device):
+    """A static cache updated in place: ATen's in-place op writes only the new positions, where a
+    generated scatter would copy the whole cache first."""
+    x, v = rand((37, 5), device=device), rand((10, 5), device=device)
+    i = torch.randperm(37)[:10].to(device)
     check(lambda x, i, v: x.index_put([i], v), [x, i, v], fallback=True)
+
+
+def test_index_put_without_accumulate_broadcast_value_and_two_indices(device):
+    x = rand((9, 11, 4), device=device)
+    i, j = torch.randperm(9)[:5].to(device), torch.randperm(11)[:5].to(device)
+    v = rand((4,), device=device)
+    check_stores(lambda x, i, j, v: x.sin().index_put([i, j], v * 2), [x, i, j, v])
+
+
+@pytest.mark.parametrize("dim", [0, 2, -1])
+def test_index_copy(device, dim):
+    x = rand((6, 7, 9), device=device)
+    n = x.shape[dim]
+    i = torch.randperm(n)[:n // 2 + 1].to(device)
+    shape = list(x.shape)
+    shape[dim] = len(i)
+    src = rand(tuple(shape), device=device)
+    check_stores(lambda x, i, s: (x - 1).index_copy(dim, i, s + 1), [x, i, src])
+
+
+def test_static_kv_cache_update(device):
+    """transformers' static cache: the new keys written at cache_position (an arange) into a clone
+    of the cache, in bf16, the written prefix returned."""
+    cache, new = rand((2, 3, 11, 5), torch.bfloat16, device=device), rand((2, 3, 3, 5), torch.bfloat16, device=device)
+
+    def f(cache, new):
+        pos = torch.arange(4, 7, device=new.device)
+        out = cache.clone()
+        out.index_copy_(2, pos, new)
+        return out[:, :, :7]
+    check_stores(f, [cache, new])
 
 
 # ---- index_add, scatter_add, scatter_reduce -------------------------------------------------

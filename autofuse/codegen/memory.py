@@ -217,7 +217,7 @@ class MemoryMixin:
         dt = node.buffer.dtype
         v = value.name if value.dtype == dt else convert(value.name, dt)
         mask = "xmask" if (not self.reduction_kernel or pl.cls in ("x", "red")) else "xrmask"
-        if node.is_scatter:
+        if node.is_scatter and node.buffer.body.accumulate:
             self.emit(f"tl.atomic_add(out_ptr_placeholder_{ptr} + ({idx}), {v}, {mask}, sem='relaxed')")
             return
         cm = ", cache_modifier='.cs'" if self.config.cache_hints and not self.reduction_kernel else ""

@@ -1,5 +1,6 @@
-"""Accumulating scatters as atomic adds: index_put with accumulate (an embedding's gradient
-decomposes to it), index_add, scatter_add, and scatter_reduce's sum.
+"""Scatters: accumulating ones as atomic adds (index_put with accumulate, which an embedding's
+gradient decomposes to, index_add, scatter_add, scatter_reduce's sum), the others as stores
+(index_put without accumulate, index_copy: a static KV cache written at its new positions).
 
 Note: the result is a copy of the updated tensor (zeros, for a gradient) in a buffer of its own,
 then one kernel that adds each value at the position its indices give (`ScatterBody`): atomic
@@ -8,6 +9,9 @@ the values (an embedding's gradient added as the layer norm's backward produces 
 Inductor does). ATen's accumulating index_put sorts the indices and adds each run of equal ones in
 a kernel of its own. The order of the adds varies between runs, as CUDA's index_add and
 scatter_add vary; deterministic mode keeps ATen's op, and so do dtypes without a native atomic add.
+A scatter without accumulate stores each value at its position in the same way (any dtype); where
+indices repeat, which value lands is unspecified, as it is in eager on the GPU; deterministic mode
+keeps ATen's op (it sorts the indices so the last one wins).
 """
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from ..ir.index import is_dense
-from ..ir.values import ComputedBuffer, Layout, PointwiseBody, ScatterBody
+from ..ir.values import ComputedBuffer, InputBuffer, Layout, PointwiseBody, ReinterpretView, ScatterBody
 from .common import broadcast_loader, norm_dim, origins_of, scalar_value, upcast
 from .indexing import advanced_position
 from .registry import Unsupported, register
@@ -28,14 +32,20 @@ aten = torch.ops.aten
 ATOMIC_DTYPES = (torch.float32, torch.float64, torch.int32, torch.int64)
 
 
-def scatter_add_into(g: Any, x: Any, size: Sequence[int], position: Callable[..., Sequence[Any]],
-                     values: Callable[[torch.dtype], Callable[..., Any]], *operands: Any) -> ComputedBuffer:
-    """x's values with values(dtype)(idx) added at position(idx) for every idx of `size`; `values`
-    makes the loader of the added values in the kernel's dtype, `operands` are the tensors read."""
+def scatter_into(g: Any, x: Any, size: Sequence[int], position: Callable[..., Sequence[Any]],
+                 values: Callable[[torch.dtype], Callable[..., Any]], *operands: Any,
+                 accumulate: bool = True) -> ComputedBuffer:
+    """x's values with values(dtype)(idx) added (`accumulate`) or written at position(idx) for
+    every idx of `size`; `values` makes the loader of the values in the kernel's dtype, `operands`
+    are the tensors read."""
     out = g.out
     if torch.are_deterministic_algorithms_enabled():
         raise Unsupported("deterministic algorithms: ATen's sorted scatter")
-    if out.dtype not in ATOMIC_DTYPES:
+    if not accumulate and isinstance(x, (InputBuffer, ReinterpretView)):
+        # a static cache updated in place: ATen's in-place op writes only the new positions, where
+        # a generated scatter would copy the whole cache first
+        raise Unsupported("a store scatter into a graph input or a view: ATen's in-place op")
+    if accumulate and out.dtype not in ATOMIC_DTYPES:
         raise Unsupported(f"no atomic add of {out.dtype}")
     shape = tuple(int(s) for s in out.shape)
     stride = tuple(int(s) for s in out.stride())
@@ -45,17 +55,36 @@ def scatter_add_into(g: Any, x: Any, size: Sequence[int], position: Callable[...
     origins = origins_of(x, *operands) | g.current_origins()
     target = g.add_computed(ComputedBuffer(g.new_name(), layout,
                                            PointwiseBody(shape, broadcast_loader(x, shape, dtype)), origins))
-    body = ScatterBody(tuple(int(s) for s in size), values(dtype), position, target.name)
+    body = ScatterBody(tuple(int(s) for s in size), values(dtype), position, target.name, accumulate)
     return g.add_computed(ComputedBuffer(g.new_name(), layout, body, origins))
 
 
 @register(aten.index_put)
 def _index_put(g, x, indices, values, accumulate=False):
-    if not accumulate:
-        raise Unsupported("index_put without accumulate")
     size, position = advanced_position(x.size, indices)
-    return scatter_add_into(g, x, size, position, lambda dtype: broadcast_loader(values, size, dtype),
-                            values, *[t for t in indices if t is not None])
+    return scatter_into(g, x, size, position, lambda dtype: broadcast_loader(values, size, dtype),
+                        values, *[t for t in indices if t is not None], accumulate=bool(accumulate))
+
+
+def _slice_position(x: Any, d: int, index: Any) -> Callable[..., list[Any]]:
+    """The position of a source slice along dim d: index[idx[d]] (index_add, index_copy)."""
+    il, n = index.loader(), x.size[d]
+
+    def position(ops, idx):
+        sub = list(idx)
+        sub[d] = ops.indirect(il(ops, [idx[d]]), n)
+        return sub
+    return position
+
+
+@register(aten.index_copy)
+def _index_copy(g, x, dim, index, source):
+    """x with source's slices along dim written at the positions `index` gives them."""
+    if not len(x.size) or len(index.size) != 1 or len(source.size) != len(x.size):
+        raise Unsupported("index_copy of a scalar or with a multi-dim index")
+    d = norm_dim(dim, len(x.size))
+    return scatter_into(g, x, source.size, _slice_position(x, d, index),
+                        lambda dtype: broadcast_loader(source, source.size, dtype), source, index, accumulate=False)
 
 
 @register(aten.index_add)
@@ -64,19 +93,14 @@ def _index_add(g, x, dim, index, source, *, alpha=1):
     if not len(x.size) or len(index.size) != 1 or len(source.size) != len(x.size):
         raise Unsupported("index_add of a scalar or with a multi-dim index")
     d = norm_dim(dim, len(x.size))
-    il, n = index.loader(), x.size[d]
-
-    def position(ops, idx):
-        sub = list(idx)
-        sub[d] = ops.indirect(il(ops, [idx[d]]), n)
-        return sub
+    position = _slice_position(x, d, index)
 
     def values(dtype: torch.dtype) -> Callable[..., Any]:
         sl = broadcast_loader(source, source.size, dtype)
         if alpha == 1:
             return sl
         return lambda ops, idx: ops.mul(sl(ops, idx), ops.constant(scalar_value(alpha, dtype), dtype))
-    return scatter_add_into(g, x, source.size, position, values, source, index)
+    return scatter_into(g, x, source.size, position, values, source, index)
 
 
 def _scatter_position(x: Any, d: int, index: Any) -> Callable[..., list[Any]]:
@@ -99,7 +123,7 @@ def _scatter_add(g, x, dim, index, src):
 
     def values(dtype: torch.dtype) -> Callable[..., Any]:   # src's elements at index's positions
         return lambda ops, idx: sl(ops, idx) if upcast(src.dtype) == dtype else ops.to_dtype(sl(ops, idx), dtype)
-    return scatter_add_into(g, x, index.size, _scatter_position(x, d, index), values, src, index)
+    return scatter_into(g, x, index.size, _scatter_position(x, d, index), values, src, index)
 
 
 @register(aten.scatter_reduce.two)
