@@ -365,3 +365,14 @@ def test_column_mean_with_a_row_writing_epilogue(dtype):
     assert_close(compiled(x, v)[0], fn(x, v), **lowp_tol(dtype))
     (k,) = kernels_of(compiled)
     assert not k.config.persistent and k.config.XBLOCK == 16 and k.config.RBLOCK == 128
+
+
+def test_an_empty_outer_reduction_compiles(device):
+    """Sums over a zero-size slice of a transposed input: the empty kernels take no lane order."""
+    def f(a):
+        v = (a / (a.abs() + 1)).narrow(1, 0, 0)
+        return torch.where(v > v.sum(1, keepdim=True), v.sum(2, keepdim=True), 0.0)
+
+    a = rand((8, 18, 4), device=device).permute(2, 1, 0)
+    compiled = compile_traced(f, (a,), CompileOptions(strict=True, use_db=False, poison=True))
+    assert_close(compiled(a)[0], f(a))

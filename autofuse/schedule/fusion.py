@@ -129,8 +129,8 @@ def lane_order(g: FusionGroup, persistent_max: int = 1024) -> XOrder | None:
     digit that its largest tile read steps through memory by the least goes innermost, where that
     step is below the last digit's. Lanes along x then read neighbouring addresses, as a column
     sum's do."""
-    if not g.is_reduction or not is_outer_reduction(g, persistent_max):
-        return None
+    if not g.is_reduction or g.numel == 0 or not is_outer_reduction(g, persistent_max):
+        return None   # (an empty kernel never runs: its lanes have no order to take)
     red = next((n for n in _row_nodes(g) if n.kind == "reduction" and n.rvars), None)
     if red is None:
         return None
@@ -219,9 +219,10 @@ def merged_space(a: FusionGroup, b: FusionGroup) -> tuple[int, int, bool] | str:
     if a.is_reduction and b.is_reduction:
         if (a.numel, a.rnumel) != (b.numel, b.rnumel):
             for rows, cols in ((a, b), (b, a)):
-                if all(n.is_column_partial for n in cols.nodes) and \
+                # column partials (with what shares their kernel so far) join the row kernel
+                if all(n.is_column_partial for n in cols.nodes if n.kind == "reduction") and \
                         all(placement(n, rows.numel, rows.rnumel, True) is not None for n in cols.nodes):
-                    return rows.numel, rows.rnumel, True   # column partials join the row kernel
+                    return rows.numel, rows.rnumel, True
             return f"reductions over different spaces ({a.numel}, {a.rnumel}) vs ({b.numel}, {b.rnumel})"
         return a.numel, a.rnumel, True
     if not a.is_reduction and not b.is_reduction:
