@@ -122,3 +122,32 @@ def test_rows_per_program():
     assert _rows_per_program(8192, 528) == 16     # 512 programs
     assert _rows_per_program(37, 528) == 1
     assert _rows_per_program(997, 132) is None    # prime: no divisor near 8
+
+
+@pytest.mark.parametrize("name", ["deepseek_v3", "t5", "convnext"])
+def test_model_training_steps_with_column_partials_at_any_row_count(name, device, monkeypatch):
+    """Tiny transformers families' training steps (gradients, one AdamW step) with every column sum
+    beside a row reduction made partials: their plans are re-checked in node order (a pointwise
+    node between the partials and their row reduction once made a legal kernel look illegal)."""
+    from dataclasses import replace
+
+    import autofuse.lower.column_partials as column_partials
+    import autofuse.lower.graph as graph
+    from tests.test_model_families import _build, _loss
+    from tests.test_models import _train_step_matches
+
+    split = []
+
+    def forced(g):
+        h, n = g.heuristics, len(g.buffers)
+        g.heuristics = replace(h, column_partial_min_rows=1)
+        try:
+            column_partials.split_column_sums(g)
+        finally:
+            g.heuristics = h
+        split.append(len(g.buffers) > n)
+
+    monkeypatch.setattr(graph, "split_column_sums", forced)
+    model, inputs = _build(name)
+    _train_step_matches(model, inputs, _loss, device, rtol=1e-4, atol=1e-5)
+    assert any(split)
