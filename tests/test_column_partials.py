@@ -151,3 +151,19 @@ def test_model_training_steps_with_column_partials_at_any_row_count(name, device
     model, inputs = _build(name)
     _train_step_matches(model, inputs, _loss, device, rtol=1e-4, atol=1e-5)
     assert any(split)
+
+
+def test_column_sum_of_values_normalized_by_an_in_kernel_row_statistic(device):
+    """One forward graph with both reductions: the column sum reads the row kernel's own statistic
+    (computed in the kernel, read by the partials at their row), and f64."""
+    x, g = rand((45, 21), torch.float64, device=device), rand((45, 21), torch.float64, device=device)
+
+    def f(x, g):
+        y = x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6)
+        return y * 2, (y * g).sum(0)
+
+    compiled = compile_traced(f, (x, g), CompileOptions(strict=True, poison=True, use_db=False, heuristics=SMALL))
+    for a, e in zip(compiled(x, g), f(x, g)):
+        torch.testing.assert_close(a, e)
+    (k,) = _column_kernels(kernels_of(compiled))
+    assert "tl.float64" in k.source
