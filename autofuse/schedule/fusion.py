@@ -156,10 +156,17 @@ def lane_order(g: FusionGroup, persistent_max: int = 1024) -> XOrder | None:
 
 
 def _row_nodes(g: FusionGroup) -> list[SchedulerNode]:
-    """The group's nodes but column partials placed in a row kernel (all of them when they are
-    the whole group)."""
+    """The group's nodes but its column partials, when a row reduction is among them (the
+    partials then run in its kernel); else all of them."""
     rows = [n for n in g.nodes if not n.is_column_partial]
     return rows if any(n.kind == "reduction" for n in rows) else g.nodes
+
+
+def _is_column_group(g: FusionGroup) -> bool:
+    """Are the group's reductions all column partials (lower/column_partials.py), yet to join a
+    row kernel?"""
+    reductions = [n for n in g.nodes if n.kind == "reduction"]
+    return bool(reductions) and all(n.is_column_partial for n in reductions)
 
 
 def _strided_along_r(dep: MemoryDep, inner_r: sympy.Symbol, xvars: Sequence[sympy.Symbol]) -> bool:
@@ -220,7 +227,7 @@ def merged_space(a: FusionGroup, b: FusionGroup) -> tuple[int, int, bool] | str:
         if (a.numel, a.rnumel) != (b.numel, b.rnumel):
             for rows, cols in ((a, b), (b, a)):
                 # column partials (with what shares their kernel so far) join the row kernel
-                if all(n.is_column_partial for n in cols.nodes if n.kind == "reduction") and \
+                if _is_column_group(cols) and \
                         all(placement(n, rows.numel, rows.rnumel, True) is not None for n in cols.nodes):
                     return rows.numel, rows.rnumel, True
             return f"reductions over different spaces ({a.numel}, {a.rnumel}) vs ({b.numel}, {b.rnumel})"
@@ -393,7 +400,7 @@ def shared_bytes(a: FusionGroup, b: FusionGroup) -> int:
     common = a.accessed & b.accessed
     # column partials read their rows down columns, as the row kernel they join reads them along
     # rows: there both read the same elements (lower/column_partials.py)
-    columns = any(all(n.is_column_partial for n in g.nodes) for g in (a, b)) and a.is_reduction and b.is_reduction
+    columns = a.is_reduction and b.is_reduction and (_is_column_group(a) or _is_column_group(b))
     for name in common:
         if not columns and _reads_transposed(_read_directions(a, name), _read_directions(b, name)):
             continue
