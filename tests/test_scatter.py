@@ -19,9 +19,8 @@ OPTIONS = CompileOptions(strict=True, use_db=False, poison=True)
 aten = torch.ops.aten
 
 
-def check(fn, args, *, fallback=False, atol=None, rtol=None):
-    """Compile strictly on poisoned buffers and compare with eager; a generated scatter has a kernel
-    with tl.atomic_add and no fallback, `fallback`: the scatter runs as an ATen op, no atomics."""
+def compiled_and_compared(fn, args, atol=None, rtol=None):
+    """Compiled strictly on poisoned buffers, run, compared with eager: (compiled, its kernels)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         compiled = compile_traced(fn, args, OPTIONS)
@@ -29,7 +28,13 @@ def check(fn, args, *, fallback=False, atol=None, rtol=None):
     expected = fn(*args)
     multi = isinstance(expected, (list, tuple))
     assert_close(actual if multi else actual[0], expected, atol=atol, rtol=rtol)
-    infos = kernels_of(compiled)
+    return compiled, kernels_of(compiled)
+
+
+def check(fn, args, *, fallback=False, atol=None, rtol=None):
+    """Compiled and compared with eager; a generated scatter has a kernel with tl.atomic_add and no
+    fallback, `fallback`: the scatter runs as an ATen op, no atomics."""
+    compiled, infos = compiled_and_compared(fn, args, atol, rtol)
     atomic = [k for k in infos if "tl.atomic_add(" in k.source]
     fallbacks = [k for k in infos if k.kind == "fallback"]
     if fallback:
@@ -91,16 +96,9 @@ def test_index_put_dtypes(device, dtype):
 # ---- scatters without accumulate: stores ---------------------------------------------------
 
 def check_stores(fn, args):
-    """Compile strictly on poisoned buffers and compare with eager: one generated kernel stores the
-    values at their indices (no atomics), no ATen fallback."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        compiled = compile_traced(fn, args, OPTIONS)
-        actual = compiled(*args)
-    expected = fn(*args)
-    multi = isinstance(expected, (list, tuple))
-    assert_close(actual if multi else actual[0], expected)
-    infos = kernels_of(compiled)
+    """Compiled and compared with eager: one generated kernel stores the values at their indices
+    (no atomics), no ATen fallback."""
+    _, infos = compiled_and_compared(fn, args)
     assert not [k for k in infos if k.kind == "fallback" or "tl.atomic_add(" in k.source], \
         [(k.kind, k.aten_ops) for k in infos]
     return infos

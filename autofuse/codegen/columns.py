@@ -68,19 +68,15 @@ class ColumnsMixin:
         self.emit(mask_line("xmask", f"xstep + tl.arange(0, XBLOCK)[:, None] < {rows_per}",
                             rows_per % self.config.XBLOCK == 0, "[XBLOCK, 1]"))
         self.emit("xrmask = xmask & rmask")
-        if self.config.early_loads:
-            self._emit_early_loads()
-        for node, pl in self.members:
-            if pl.cls == "red":
-                self.emit_persistent_reduction(node, pl)
-            elif pl.cls == "col":
-                acc, dtype = accs[node.name]
-                v, _ = self._reduction_input(node, pl)
-                if v.dtype != dtype:
-                    v = self.to_dtype(v, dtype)
-                self.emit(f"{acc} = {acc} + {v}")
-            else:
-                self.emit_pointwise(node, pl)
+
+        def accumulate(node: SchedulerNode, pl: Placement) -> None:
+            acc, dtype = accs[node.name]
+            v, _ = self._reduction_input(node, pl)
+            if v.dtype != dtype:
+                v = self.to_dtype(v, dtype)
+            self.emit(f"{acc} = {acc} + {v}")
+
+        self._emit_rows(True, accumulate)
         self.pop_scope()
         for node, pl in column_members(self.members):
             acc, dtype = accs[node.name]

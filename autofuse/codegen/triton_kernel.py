@@ -112,18 +112,26 @@ class KernelWriter(ExpressionMixin, MemoryMixin, ReductionMixin, LoopedMixin, On
             self.emit(f"rindex = {base}tl.arange(0, RBLOCK)[None, :]{i64}")
             self.emit(self._rmask())
             self.emit("xrmask = xmask & rmask")
-            if self.config.early_loads:
-                self._emit_early_loads()
-            for node, pl in self.members:
-                if pl.cls == "red":
-                    self.emit_persistent_reduction(node, pl)
-                elif x_loop or pl.cls == "r":
-                    self.emit_pointwise(node, pl)
+            self._emit_rows(x_loop)
         else:
             self._generate_looped(i64, x_loop)
         if self.role == "partial":
             self._emit_last_program(i64)
         return self._assemble()
+
+    def _emit_rows(self, x_loop: bool, column=None) -> None:
+        """A persistent block of rows: early loads, then each member in order (the x-loop nodes
+        unless a split kernel leaves them to its last program; a column partial through
+        `column(node, placement)`, columns.py)."""
+        if self.config.early_loads:
+            self._emit_early_loads()
+        for node, pl in self.members:
+            if pl.cls == "red":
+                self.emit_persistent_reduction(node, pl)
+            elif pl.cls == "col":
+                column(node, pl)
+            elif x_loop or pl.cls == "r":
+                self.emit_pointwise(node, pl)
 
     def _emit_early_loads(self) -> None:
         """early_loads.py: the loads of nodes after a reduction, first; the nodes' bodies find them in
