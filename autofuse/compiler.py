@@ -58,6 +58,7 @@ class KernelInfo:
     bytes_written: int = 0
     source: str = ""
     fn_name: str = ""  # the function's name in `source`: one per distinct kernel body (`name` is per site)
+    programs: int = 0  # a row kernel with column partials: its programs, each walking numel / programs rows
 
     def anonymous_source(self) -> str:
         """The source with its function named KERNEL: equal for identical kernels at any site."""
@@ -378,7 +379,7 @@ class ProgramBuilder:
         info = KernelInfo(name, kind, tuple(origins), tuple(n.name for n in g.nodes), g.numel, g.rnumel,
                           config, reads, writes,
                           sum(self._read_bytes(r, writer) for r in reads), sum(self._bytes(w) for w in writes),
-                          src.source, fn_name)
+                          src.source, fn_name, src.programs)
         return launch, info
 
     def _bytes(self, name: str) -> int:

@@ -97,7 +97,9 @@ class Report:
             lines.append(f"  {k.name}  [{k.kind}]")
             lines.append(f"    aten ops: {', '.join(k.aten_ops) or '-'}")
             if k.kind != "fallback":
-                lines.append(f"    iteration: numel={k.numel} rnumel={k.rnumel}   config: {k.config}")
+                walk = (f"   {k.programs} programs of {k.numel // k.programs} rows, summing columns too"
+                        if k.programs else "")
+                lines.append(f"    iteration: numel={k.numel} rnumel={k.rnumel}   config: {k.config}{walk}")
                 lines.append(f"    reads {', '.join(k.reads) or '-'} ({_mib(k.bytes_read)}); "
                              f"writes {', '.join(k.writes) or '-'} ({_mib(k.bytes_written)})")
             else:
@@ -133,7 +135,7 @@ class Report:
                                 "wrapper_source": wrapper.get(i), "compile_seconds": seconds.get(i)}
                                for i, o in enumerate(self.outcomes)],
             "kernels": [{"name": k.name, "fn_name": k.fn_name, "graph": gi, "kind": k.kind, "aten_ops": list(k.aten_ops),
-                         "nodes": list(k.nodes), "numel": k.numel, "rnumel": k.rnumel,
+                         "nodes": list(k.nodes), "numel": k.numel, "rnumel": k.rnumel, "programs": k.programs,
                          "config": k.config.to_json() if k.config else None,
                          "reads": list(k.reads), "writes": list(k.writes), "bytes_read": k.bytes_read,
                          "bytes_written": k.bytes_written, "source": k.source}
