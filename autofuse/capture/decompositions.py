@@ -16,7 +16,8 @@ where its backward expects the logsumexp (Inductor excludes it too), so attentio
 extern kernel on both devices. bucketize of a tensor is lowered as one search in the kernel
 (lower/bucketize.py); its decomposition unrolls the search into int64 tensor ops (the scalar
 overload keeps it). index_add is lowered as itself (lower/scatter.py): its decomposition copies
-the updated tensor into eager's contiguous layout before an accumulating index_put copies it again. Foreach ops become one op per list element (foreach.py).
+the updated tensor into eager's contiguous layout before an accumulating index_put copies it again.
+Foreach ops become one op per list element (foreach.py).
 """
 from __future__ import annotations
 

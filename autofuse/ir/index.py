@@ -245,7 +245,6 @@ def contiguous_strides(sizes: Sequence[int]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
-
 def is_dense(size: Sequence[int], stride: Sequence[int]) -> bool:
     """True when (size, stride) is a permutation of a contiguous layout (no overlap, no holes)."""
     dims = sorted((st, sz) for sz, st in zip(size, stride) if sz != 1)
@@ -255,6 +254,7 @@ def is_dense(size: Sequence[int], stride: Sequence[int]) -> bool:
             return False
         expected *= sz
     return True
+
 
 def make_vars(prefix: str, n: int) -> list[sympy.Symbol]:
     return list(_vars(prefix, n))

@@ -66,13 +66,14 @@ def _index_put(g, x, indices, values, accumulate=False):
                         values, *[t for t in indices if t is not None], accumulate=bool(accumulate))
 
 
-def _slice_position(x: Any, d: int, index: Any) -> Callable[..., list[Any]]:
-    """The position of a source slice along dim d: index[idx[d]] (index_add, index_copy)."""
+def _position_along(x: Any, d: int, index: Any, per_slice: bool) -> Callable[..., list[Any]]:
+    """The position in x of an iteration point idx: idx with its dim d read from `index`, at idx[d]
+    for a 1-D index of whole slices (index_add, index_copy), else at idx (scatter_add)."""
     il, n = index.loader(), x.size[d]
 
     def position(ops, idx):
         sub = list(idx)
-        sub[d] = ops.indirect(il(ops, [idx[d]]), n)
+        sub[d] = ops.indirect(il(ops, [idx[d]] if per_slice else idx), n)
         return sub
     return position
 
@@ -83,7 +84,7 @@ def _index_copy(g, x, dim, index, source):
     if not len(x.size) or len(index.size) != 1 or len(source.size) != len(x.size):
         raise Unsupported("index_copy of a scalar or with a multi-dim index")
     d = norm_dim(dim, len(x.size))
-    return scatter_into(g, x, source.size, _slice_position(x, d, index),
+    return scatter_into(g, x, source.size, _position_along(x, d, index, True),
                         lambda dtype: broadcast_loader(source, source.size, dtype), source, index, accumulate=False)
 
 
@@ -93,7 +94,7 @@ def _index_add(g, x, dim, index, source, *, alpha=1):
     if not len(x.size) or len(index.size) != 1 or len(source.size) != len(x.size):
         raise Unsupported("index_add of a scalar or with a multi-dim index")
     d = norm_dim(dim, len(x.size))
-    position = _slice_position(x, d, index)
+    position = _position_along(x, d, index, True)
 
     def values(dtype: torch.dtype) -> Callable[..., Any]:
         sl = broadcast_loader(source, source.size, dtype)
@@ -103,27 +104,14 @@ def _index_add(g, x, dim, index, source, *, alpha=1):
     return scatter_into(g, x, source.size, position, values, source, index)
 
 
-def _scatter_position(x: Any, d: int, index: Any) -> Callable[..., list[Any]]:
-    il, n = index.loader(), x.size[d]
-
-    def position(ops, idx):
-        sub = list(idx)
-        sub[d] = ops.indirect(il(ops, idx), n)
-        return sub
-    return position
-
-
 @register(aten.scatter_add)
 def _scatter_add(g, x, dim, index, src):
     d = norm_dim(dim, len(x.size))
     if not len(x.size) or len(index.size) != len(x.size) or len(src.size) != len(x.size) \
             or any(i > s for i, s in zip(index.size, src.size)):
         raise Unsupported("scatter_add of these shapes")
-    sl = src.loader()
-
-    def values(dtype: torch.dtype) -> Callable[..., Any]:   # src's elements at index's positions
-        return lambda ops, idx: sl(ops, idx) if upcast(src.dtype) == dtype else ops.to_dtype(sl(ops, idx), dtype)
-    return scatter_into(g, x, index.size, _scatter_position(x, d, index), values, src, index)
+    return scatter_into(g, x, index.size, _position_along(x, d, index, False),   # src's elements at index's positions
+                        lambda dtype: broadcast_loader(src, src.size, dtype), src, index)
 
 
 @register(aten.scatter_reduce.two)
