@@ -759,12 +759,17 @@ class Builder:
             self.emit(f"torch.cumsum({x}, {d})", [a], REDUCE if a.is_float else SELECT)
         elif style == 7 and not a.is_bool:   # a scatter: rows added at repeated indices, or stored at distinct ones
             n = a.shape[d]
-            if r.random() < 0.5:
+            u = r.random()
+            if u < 0.5:
                 self.emit(f"{x}.index_add({d}, (torch.arange({n}, device={x}.device) * 3) % {max(n // 2, 1)}, {x})",
                           [a], REDUCE if a.is_float else SELECT)
-            else:   # (x * 2: a computed tensor, where the store is a generated kernel; into an input it is ATen's)
+            elif u < 0.75:   # (x * 2: a computed tensor, where the store is a generated kernel; into an input it is ATen's)
                 self.emit(f"({x} * 2).index_copy({d}, torch.arange({n} - 1, -1, -1, device={x}.device), {x})",
                           [a], SELECT)
+            else:            # each line along d reversed, through an expanded (stride-0) index
+                line = tuple(n if k == d else 1 for k in range(nd))
+                self.emit(f"({x} * 2).scatter({d}, torch.arange({n} - 1, -1, -1, device={x}.device)"
+                          f".reshape({line}).expand({tuple(a.shape)}), {x})", [a], SELECT)
         elif style == 6 and nd == 2 and a.is_float and not a.noisy:
             self.emit(f"{x} @ {x}.t()", [a], REDUCE)
         elif style == 8 and not a.is_bool:    # ATen fallbacks with two outputs

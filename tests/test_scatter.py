@@ -137,6 +137,32 @@ def test_index_copy(device, dim):
     check_stores(lambda x, i, s: (x - 1).index_copy(dim, i, s + 1), [x, i, src])
 
 
+def distinct_along(dim, n, shape, device):
+    """An index of `shape` whose entries along `dim` are distinct positions in [0, n) (a prefix of a
+    permutation per line), so that eager's result does not depend on an order."""
+    lines = torch.rand(*shape[:dim], n, *shape[dim + 1:]).argsort(dim)
+    return lines.narrow(dim, 0, shape[dim]).contiguous().to(device)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+def test_scatter_from_a_source_stores(device, dim, dtype):
+    """The general scatter: src's elements (a source larger than its index) at index's positions."""
+    x, src = rand((6, 13, 9), dtype, device=device), rand((7, 13, 10), dtype, device=device)
+    shape = [5, 11, 8]
+    d = dim % 3
+    i = distinct_along(d, x.shape[d], shape, device)
+    check_stores(lambda x, i, s: (x * 2).scatter(dim, i, s + 1), [x, i, src])
+
+
+def test_scatter_of_a_value_non_contiguous(device):
+    x = rand((13, 9), device=device, noncontig=True)
+    i = distinct_along(1, 9, [13, 4], device).t().contiguous().t()    # a transposed index
+    assert not x.is_contiguous() and not i.is_contiguous()
+    check_stores(lambda x, i: x.exp().scatter(1, i, -2.5), [x, i])
+    check_stores(lambda x, i: (x > 0).scatter(1, i, True), [x, i])
+
+
 def test_static_kv_cache_update(device):
     """transformers' static cache: the new keys written at cache_position (an arange) into a clone
     of the cache, in bf16, the written prefix returned."""

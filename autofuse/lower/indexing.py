@@ -220,8 +220,7 @@ def _slice_scatter(g, x, src, dim=0, start=None, end=None, step=1):
     return _out(g, fn, x, src)
 
 
-@register(aten.scatter)
-def _scatter_one_per_row(g, x, dim, index, value, reduce=None):
+def scatter_one_per_row(g, x, dim, index, value, reduce=None):
     """scatter with one index per row along `dim` (index of size 1 there, x's sizes elsewhere):
     out[.., j, ..] = value (or src[.., 0, ..]) where j == index[.., 0, ..], else x. Why: the
     backward of nll_loss scatters -1 into a zeros tensor of [tokens, vocab]; as this select it fuses

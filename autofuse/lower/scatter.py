@@ -1,6 +1,7 @@
 """Scatters: accumulating ones as atomic adds (index_put with accumulate, which an embedding's
 gradient decomposes to, index_add, scatter_add, scatter_reduce's sum), the others as stores
-(index_put without accumulate, index_copy: a static KV cache written at its new positions).
+(index_put without accumulate, index_copy: a static KV cache written at its new positions;
+scatter from a source or of a value).
 
 Note: the result is a copy of the updated tensor (zeros, for a gradient) in a buffer of its own,
 then one kernel that adds each value at the position its indices give (`ScatterBody`): atomic
@@ -20,9 +21,9 @@ from typing import Any, Callable, Sequence
 import torch
 
 from ..ir.index import is_dense
-from ..ir.values import ComputedBuffer, InputBuffer, Layout, PointwiseBody, ReinterpretView, ScatterBody
+from ..ir.values import ComputedBuffer, InputBuffer, Layout, PointwiseBody, ReinterpretView, ScatterBody, is_tensor_value
 from .common import broadcast_loader, norm_dim, origins_of, scalar_value, upcast
-from .indexing import advanced_position
+from .indexing import advanced_position, scatter_one_per_row
 from .registry import Unsupported, register
 
 aten = torch.ops.aten
@@ -102,6 +103,32 @@ def _index_add(g, x, dim, index, source, *, alpha=1):
             return sl
         return lambda ops, idx: ops.mul(sl(ops, idx), ops.constant(scalar_value(alpha, dtype), dtype))
     return scatter_into(g, x, source.size, position, values, source, index)
+
+
+@register(aten.scatter)
+def _scatter(g, x, dim, index, value, reduce=None):
+    """x with src's elements (or one value) written at the positions along dim that index gives:
+    with one index per row, a select that fuses with its readers (nll_loss's backward); else a
+    store scatter."""
+    try:
+        return scatter_one_per_row(g, x, dim, index, value, reduce)
+    except Unsupported:
+        if reduce is not None:
+            raise
+    d = norm_dim(dim, len(x.size))
+    if not len(x.size) or len(index.size) != len(x.size):
+        raise Unsupported("scatter of a scalar or with an index of another rank")
+    if is_tensor_value(value):
+        if len(value.size) != len(x.size) or any(i > s for i, s in zip(index.size, value.size)):
+            raise Unsupported("scatter from a source smaller than its index")
+        values = lambda dtype: broadcast_loader(value, value.size, dtype)  # noqa: E731
+        operands = (value, index)
+    else:
+        c = scalar_value(value, g.out.dtype)
+        values = lambda dtype: (lambda ops, idx: ops.constant(c, dtype))  # noqa: E731
+        operands = (index,)
+    return scatter_into(g, x, index.size, _position_along(x, d, index, False), values, *operands,
+                        accumulate=False)
 
 
 @register(aten.scatter_add)
