@@ -763,13 +763,19 @@ class Builder:
             if u < 0.5:
                 self.emit(f"{x}.index_add({d}, (torch.arange({n}, device={x}.device) * 3) % {max(n // 2, 1)}, {x})",
                           [a], REDUCE if a.is_float else SELECT)
-            elif u < 0.75:   # (x * 2: a computed tensor, where the store is a generated kernel; into an input it is ATen's)
+            elif u < 0.65:   # (x * 2: a computed tensor, where the store is a generated kernel; into an input it is ATen's)
                 self.emit(f"({x} * 2).index_copy({d}, torch.arange({n} - 1, -1, -1, device={x}.device), {x})",
                           [a], SELECT)
-            else:            # each line along d reversed, through an expanded (stride-0) index
+            else:            # through an expanded (stride-0) index: each line along d reversed, or folded onto half
                 line = tuple(n if k == d else 1 for k in range(nd))
-                self.emit(f"({x} * 2).scatter({d}, torch.arange({n} - 1, -1, -1, device={x}.device)"
-                          f".reshape({line}).expand({tuple(a.shape)}), {x})", [a], SELECT)
+                if u < 0.8:
+                    self.emit(f"({x} * 2).scatter({d}, torch.arange({n} - 1, -1, -1, device={x}.device)"
+                              f".reshape({line}).expand({tuple(a.shape)}), {x})", [a], SELECT)
+                else:
+                    how = r.choice(["amax", "amin", "mean"])
+                    self.emit(f"{x}.scatter_reduce({d}, (torch.arange({n}, device={x}.device) * 3 % {max(n // 2, 1)})"
+                              f".reshape({line}).expand({tuple(a.shape)}), {x} * 2, {how!r}, "
+                              f"include_self={r.random() < 0.5})", [a], REDUCE if how == "mean" else SELECT)
         elif style == 6 and nd == 2 and a.is_float and not a.noisy:
             self.emit(f"{x} @ {x}.t()", [a], REDUCE)
         elif style == 8 and not a.is_bool:    # ATen fallbacks with two outputs

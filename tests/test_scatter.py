@@ -213,11 +213,55 @@ def test_scatter_add_3d(device):
     check(lambda x, i, s: x.scatter_add(1, i, s), [x, ids(11, 6, 18, 4, device=device), src])
 
 
-def test_scatter_reduce(device):
+def test_scatter_reduce_sum(device):
     x, src = rand((13, 24), device=device), rand((30, 24), device=device)
     i = ids(13, 30, 24, device=device)
     check(lambda x, i, s: x.scatter_reduce(0, i, s, "sum", include_self=True), [x, i, src])
-    check(lambda x, i, s: x.scatter_reduce(0, i, s, "amax"), [x, i, src], fallback=True)
+
+
+def atomics_of(infos) -> set[str]:
+    return {op for k in infos for op in ("tl.atomic_add(", "tl.atomic_max(", "tl.atomic_min(") if op in k.source}
+
+
+@pytest.mark.parametrize("reduce", ["sum", "amax", "amin", "mean"])
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_scatter_reduce_modes(device, reduce, include_self, dtype):
+    """Repeated indices (30 rows into 13, an index narrower than src), positions never written keep
+    x's values; mean of integers stays ATen's op (floor division)."""
+    x, src = rand((13, 7), dtype, device=device), rand((30, 9), dtype, device=device, noncontig=True)
+    i = ids(13, 30, 7, device=device)
+    fn = lambda x, i, s: (x + 1).scatter_reduce(0, i, s, reduce, include_self=include_self)  # noqa: E731
+    if reduce == "mean" and dtype == torch.int64:
+        check(fn, [x, i, src], fallback=True)
+        return
+    _, infos = compiled_and_compared(fn, [x, i, src])
+    assert not [k for k in infos if k.kind == "fallback"], [(k.kind, k.aten_ops) for k in infos]
+    expected = {"sum": set(), "mean": set(), "amax": {"tl.atomic_max("}, "amin": {"tl.atomic_min("}}[reduce]
+    if reduce != "amax" and reduce != "amin" or dtype.is_floating_point:
+        expected.add("tl.atomic_add(")     # sums, counts, and a floating extremum's NaNs counted apart
+    assert atomics_of(infos) == expected
+
+
+@pytest.mark.parametrize("reduce", ["amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_extremum_keeps_nans(device, reduce, include_self):
+    """A NaN among the values, or in x with include_self, makes its position NaN, as in eager."""
+    x, src = rand((13, 7), device=device), rand((30, 7), device=device)
+    x[2, 3], x[5, 0] = float("nan"), float("nan")
+    src[4, 1], src[9, 6], src[11, 2] = float("nan"), float("nan"), float("inf")
+    i = ids(13, 30, 7, device=device)
+    i[4, 1], i[9, 6] = 5, 2       # onto x's NaNs' rows, other columns
+    compiled_and_compared(lambda x, i, s: (x * 3).scatter_reduce(0, i, s, reduce, include_self=include_self),
+                          [x, i, src])
+
+
+def test_scatter_reduce_prod_and_half_precision_are_atens(device):
+    x, src = rand((13, 7), device=device), rand((30, 7), device=device)
+    i = ids(13, 30, 7, device=device)
+    check(lambda x, i, s: x.scatter_reduce(0, i, s, "prod"), [x, i, src], fallback=True)
+    xh, sh = x.to(torch.bfloat16), src.to(torch.bfloat16)
+    check(lambda x, i, s: x.scatter_reduce(0, i, s, "amax"), [xh, i, sh], fallback=True)
 
 
 # ---- deterministic mode ---------------------------------------------------------------------

@@ -23,6 +23,9 @@ from .expressions import convert
 from .printer import print_expr
 from .tiling import tile_ranges, tiled_vars
 
+# a scatter's combining store per ScatterBody.reduce
+ATOMIC_OPS = {"sum": "tl.atomic_add", "amax": "tl.atomic_max", "amin": "tl.atomic_min"}
+
 
 def load_cast(dtype: torch.dtype) -> str:
     """The cast after a load: half types compute in float32, bools as int1."""
@@ -217,8 +220,9 @@ class MemoryMixin:
         dt = node.buffer.dtype
         v = value.name if value.dtype == dt else convert(value.name, dt)
         mask = "xmask" if (not self.reduction_kernel or pl.cls in ("x", "red")) else "xrmask"
-        if node.is_scatter and node.buffer.body.accumulate:
-            self.emit(f"tl.atomic_add(out_ptr_placeholder_{ptr} + ({idx}), {v}, {mask}, sem='relaxed')")
+        if node.is_scatter and node.buffer.body.reduce is not None:
+            op = ATOMIC_OPS[node.buffer.body.reduce]
+            self.emit(f"{op}(out_ptr_placeholder_{ptr} + ({idx}), {v}, {mask}, sem='relaxed')")
             return
         cm = ", cache_modifier='.cs'" if self.config.cache_hints and not self.reduction_kernel else ""
         self.emit(f"tl.store(out_ptr_placeholder_{ptr} + ({idx}), {v}, {mask}{cm})")

@@ -154,15 +154,16 @@ class ScatterBody:
     returns the output index of an iteration point, indirect symbols included (index_put,
     index_add, scatter_add). Why atomics: repeated indices (an embedding's gradient over a batch
     of tokens) add up without sorting them, in a kernel that can be the epilogue of the one
-    computing the values. Without `accumulate`, out[position(idx)] = inner_fn(idx), plain stores
-    (index_put without accumulate, index_copy: a static KV cache written at new positions; which
-    of repeated indices wins is unspecified, as in eager)."""
+    computing the values. `reduce` "amax" / "amin" combine by atomic max / min instead
+    (scatter_reduce); None stores, out[position(idx)] = inner_fn(idx) (index_put without
+    accumulate, index_copy: a static KV cache written at new positions; which of repeated indices
+    wins is unspecified, as in eager)."""
 
     size: tuple[int, ...]
     inner_fn: Loader
     position: Callable[..., Sequence[Expr]]
     target: str
-    accumulate: bool = True
+    reduce: str | None = "sum"
 
 
 @dataclass(eq=False)

@@ -1,5 +1,6 @@
 """Scatters: accumulating ones as atomic adds (index_put with accumulate, which an embedding's
-gradient decomposes to, index_add, scatter_add, scatter_reduce's sum), the others as stores
+gradient decomposes to, index_add, scatter_add, scatter_reduce's sum and mean) or atomic maxima
+and minima (scatter_reduce's amax and amin), the others as stores
 (index_put without accumulate, index_copy: a static KV cache written at its new positions;
 scatter from a source or of a value).
 
@@ -21,7 +22,8 @@ from typing import Any, Callable, Sequence
 import torch
 
 from ..ir.index import is_dense
-from ..ir.values import ComputedBuffer, InputBuffer, Layout, PointwiseBody, ReinterpretView, ScatterBody, is_tensor_value
+from ..ir.values import (ComputedBuffer, InputBuffer, Layout, Pointwise, PointwiseBody, ReinterpretView, ScatterBody,
+                         is_tensor_value)
 from .common import broadcast_loader, norm_dim, origins_of, scalar_value, upcast
 from .indexing import advanced_position, scatter_one_per_row
 from .registry import Unsupported, register
@@ -35,36 +37,43 @@ ATOMIC_DTYPES = (torch.float32, torch.float64, torch.int32, torch.int64)
 
 def scatter_into(g: Any, x: Any, size: Sequence[int], position: Callable[..., Sequence[Any]],
                  values: Callable[[torch.dtype], Callable[..., Any]], *operands: Any,
-                 accumulate: bool = True) -> ComputedBuffer:
-    """x's values with values(dtype)(idx) added (`accumulate`) or written at position(idx) for
-    every idx of `size`; `values` makes the loader of the values in the kernel's dtype, `operands`
-    are the tensors read."""
+                 reduce: str | None = "sum") -> ComputedBuffer:
+    """x's values with values(dtype)(idx) combined (`reduce`: "sum", "amax", "amin" by atomics) or
+    stored (None) at position(idx) for every idx of `size`; `values` makes the loader of the values
+    in the kernel's dtype, `operands` are the tensors read. x is a tensor value or a Python scalar
+    (a filled result)."""
     out = g.out
     if torch.are_deterministic_algorithms_enabled():
         raise Unsupported("deterministic algorithms: ATen's sorted scatter")
-    if not accumulate and isinstance(x, (InputBuffer, ReinterpretView)):
-        # a static cache updated in place: ATen's in-place op writes only the new positions, where
-        # a generated scatter would copy the whole cache first
-        raise Unsupported("a store scatter into a graph input or a view: ATen's in-place op")
-    if accumulate and out.dtype not in ATOMIC_DTYPES:
-        raise Unsupported(f"no atomic add of {out.dtype}")
+    if reduce is not None and out.dtype not in ATOMIC_DTYPES:
+        raise Unsupported(f"no atomic {reduce} of {out.dtype}")
     shape = tuple(int(s) for s in out.shape)
     stride = tuple(int(s) for s in out.stride())
-    layout = Layout(x.device, out.dtype, shape, stride) if is_dense(shape, stride) \
-        else Layout.contiguous(x.device, out.dtype, shape)
+    layout = Layout(out.device, out.dtype, shape, stride) if is_dense(shape, stride) \
+        else Layout.contiguous(out.device, out.dtype, shape)
     dtype = upcast(out.dtype)
-    origins = origins_of(x, *operands) | g.current_origins()
+    origins = origins_of(*([x] if is_tensor_value(x) else []), *operands) | g.current_origins()
     target = g.add_computed(ComputedBuffer(g.new_name(), layout,
                                            PointwiseBody(shape, broadcast_loader(x, shape, dtype)), origins))
-    body = ScatterBody(tuple(int(s) for s in size), values(dtype), position, target.name, accumulate)
+    body = ScatterBody(tuple(int(s) for s in size), values(dtype), position, target.name, reduce)
     return g.add_computed(ComputedBuffer(g.new_name(), layout, body, origins))
+
+
+def stores_into(x: Any) -> Any:
+    """x, the tensor a store scatter writes into; Unsupported for a graph input or a view: a static
+    cache updated in place, where ATen's in-place op writes only the new positions and a generated
+    scatter would copy the whole cache first."""
+    if isinstance(x, (InputBuffer, ReinterpretView)):
+        raise Unsupported("a store scatter into a graph input or a view: ATen's in-place op")
+    return x
 
 
 @register(aten.index_put)
 def _index_put(g, x, indices, values, accumulate=False):
     size, position = advanced_position(x.size, indices)
-    return scatter_into(g, x, size, position, lambda dtype: broadcast_loader(values, size, dtype),
-                        values, *[t for t in indices if t is not None], accumulate=bool(accumulate))
+    return scatter_into(g, x if accumulate else stores_into(x), size, position,
+                        lambda dtype: broadcast_loader(values, size, dtype),
+                        values, *[t for t in indices if t is not None], reduce="sum" if accumulate else None)
 
 
 def _position_along(x: Any, d: int, index: Any, per_slice: bool) -> Callable[..., list[Any]]:
@@ -85,8 +94,8 @@ def _index_copy(g, x, dim, index, source):
     if not len(x.size) or len(index.size) != 1 or len(source.size) != len(x.size):
         raise Unsupported("index_copy of a scalar or with a multi-dim index")
     d = norm_dim(dim, len(x.size))
-    return scatter_into(g, x, source.size, _position_along(x, d, index, True),
-                        lambda dtype: broadcast_loader(source, source.size, dtype), source, index, accumulate=False)
+    return scatter_into(g, stores_into(x), source.size, _position_along(x, d, index, True),
+                        lambda dtype: broadcast_loader(source, source.size, dtype), source, index, reduce=None)
 
 
 @register(aten.index_add)
@@ -127,22 +136,80 @@ def _scatter(g, x, dim, index, value, reduce=None):
         c = scalar_value(value, g.out.dtype)
         values = lambda dtype: (lambda ops, idx: ops.constant(c, dtype))  # noqa: E731
         operands = (index,)
-    return scatter_into(g, x, index.size, _position_along(x, d, index, False), values, *operands,
-                        accumulate=False)
+    return scatter_into(g, stores_into(x), index.size, _position_along(x, d, index, False), values, *operands,
+                        reduce=None)
+
+
+def _along_checked(x: Any, dim: int, index: Any, src: Any, what: str) -> Callable[..., list[Any]]:
+    """The position of src's elements at index's positions along dim (scatter_add, scatter_reduce)."""
+    d = norm_dim(dim, len(x.size))
+    if not len(x.size) or len(index.size) != len(x.size) or len(src.size) != len(x.size) \
+            or any(i > s for i, s in zip(index.size, src.size)):
+        raise Unsupported(f"{what} of these shapes")
+    return _position_along(x, d, index, False)
 
 
 @register(aten.scatter_add)
 def _scatter_add(g, x, dim, index, src):
-    d = norm_dim(dim, len(x.size))
-    if not len(x.size) or len(index.size) != len(x.size) or len(src.size) != len(x.size) \
-            or any(i > s for i, s in zip(index.size, src.size)):
-        raise Unsupported("scatter_add of these shapes")
-    return scatter_into(g, x, index.size, _position_along(x, d, index, False),   # src's elements at index's positions
+    return scatter_into(g, x, index.size, _along_checked(x, dim, index, src, "scatter_add"),
                         lambda dtype: broadcast_loader(src, src.size, dtype), src, index)
 
 
 @register(aten.scatter_reduce.two)
 def _scatter_reduce(g, x, dim, index, src, reduce, include_self=True):
-    if reduce != "sum" or not include_self:
-        raise Unsupported(f"scatter_reduce {reduce}" + ("" if include_self else " without self"))
-    return _scatter_add(g, x, dim, index, src)
+    """sum, amax and amin as atomic adds, maxima and minima at their positions; mean (floating
+    dtypes) as a sum and a count there, then their quotient. Without include_self, the positions
+    written first take the reduction's identity (a store scatter), so x's values there take no
+    part. prod stays ATen's op: there is no atomic product. A NaN wins a maximum or minimum as in
+    eager: atomics compare NaN's bits (on the GPU) or drop it (the interpreter), so the NaNs are
+    counted apart and put back after."""
+    if reduce not in ("sum", "amax", "amin", "mean"):
+        raise Unsupported(f"scatter_reduce {reduce}")
+    out_dtype = g.out.dtype
+    floating = out_dtype.is_floating_point
+    if reduce == "mean" and not floating:
+        raise Unsupported("scatter_reduce mean of an integer dtype (floor division)")
+    position = _along_checked(x, dim, index, src, "scatter_reduce")
+    size = index.size
+    if reduce in ("amax", "amin"):
+        if floating:
+            identity = float("-inf") if reduce == "amax" else float("inf")
+        else:
+            identity = torch.iinfo(out_dtype).min if reduce == "amax" else torch.iinfo(out_dtype).max
+    else:
+        identity = 0
+    constant = lambda c: lambda dtype: lambda ops, idx: ops.constant(c, dtype)  # noqa: E731
+    extremum = reduce in ("amax", "amin") and floating
+
+    def values(dtype: torch.dtype) -> Callable[..., Any]:
+        sl = broadcast_loader(src, src.size, dtype)
+        if not extremum:
+            return sl
+        return lambda ops, idx: ops.where(ops.isnan(v := sl(ops, idx)), ops.constant(identity, dtype), v)
+
+    base = x if include_self else scatter_into(g, x, size, position, constant(identity), index, reduce=None)
+    combined = scatter_into(g, base, size, position, values, src, index, reduce="sum" if reduce == "mean" else reduce)
+    if reduce in ("sum", "amax", "amin") and not extremum:
+        return combined
+    dtype = upcast(out_dtype)
+    if reduce == "mean":
+        count = scatter_into(g, 1.0 if include_self else 0.0, size, position, constant(1.0), index)
+    else:   # the NaNs among the values at each position
+        def nans(dt: torch.dtype) -> Callable[..., Any]:
+            sl = broadcast_loader(src, src.size, dt)
+            return lambda ops, idx: ops.to_dtype(ops.isnan(sl(ops, idx)), dt)
+        count = scatter_into(g, 0.0, size, position, nans, src, index)
+    sl, cl, xl = combined.loader(), count.loader(), broadcast_loader(x, x.size, dtype)
+    zero = lambda ops: ops.constant(0.0, dtype)  # noqa: E731
+
+    def mean(ops, idx):
+        c = cl(ops, idx)
+        return ops.where(ops.ne(c, zero(ops)), ops.truediv(sl(ops, idx), c), xl(ops, idx))
+
+    def with_nans(ops, idx):
+        nan = ops.ne(cl(ops, idx), zero(ops))
+        if include_self:
+            nan = ops.logical_or(nan, ops.isnan(xl(ops, idx)))
+        return ops.where(nan, ops.constant(float("nan"), dtype), sl(ops, idx))
+    return Pointwise(g.out.device, out_dtype, tuple(int(s) for s in g.out.shape),
+                     mean if reduce == "mean" else with_nans, origins_of(x, src, index) | g.current_origins())
