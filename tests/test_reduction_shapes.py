@@ -376,3 +376,17 @@ def test_an_empty_outer_reduction_compiles(device):
     a = rand((8, 18, 4), device=device).permute(2, 1, 0)
     compiled = compile_traced(f, (a,), CompileOptions(strict=True, use_db=False, poison=True))
     assert_close(compiled(a)[0], f(a))
+
+
+# ---- a 0-d tensor reduced over its dim 0 or -1 (eager reduces it as the tensor itself) -------------
+ZERO_DIM = {
+    "sum": lambda s: s.sum(0), "mean_keepdim": lambda s: s.mean(-1, keepdim=True), "amax": lambda s: s.amax((0,)),
+    "prod": lambda s: s.prod(0), "var": lambda s: s.var(0), "var_mean": lambda s: torch.var_mean(s, 0, correction=0),
+    "norm": lambda s: s.norm(dim=0), "logsumexp": lambda s: s.logsumexp(0), "softmax": lambda s: torch.softmax(s, 0),
+    "log_softmax": lambda s: torch.log_softmax(s * 2, -1), "any": lambda s: (s > 0).any(0),
+}
+
+
+@pytest.mark.parametrize("name", list(ZERO_DIM))
+def test_reductions_of_a_zero_dim_tensor(name):
+    compile_small(ZERO_DIM[name], [rand((), torch.float32)])

@@ -21,12 +21,15 @@ aten = torch.ops.aten
 
 
 def _dims(x: Any, dims: Any) -> list[int]:
+    """The reduced dims, normalized; none for a 0-d tensor, whose dim 0 or -1 eager accepts and
+    reduces as the tensor itself."""
     n = len(x.size)
     if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
         return list(range(n))
     if isinstance(dims, int):
         dims = [dims]
-    return sorted({norm_dim(d, n) for d in dims})
+    normalized = sorted({norm_dim(d, n) for d in dims})
+    return normalized if n else []
 
 
 ORDER_FREE = frozenset({"sum", "prod", "max", "min", "any", "all"})
