@@ -217,6 +217,20 @@ def test_floor_divide_transposed_strides(device):
                         torch.copysign(x, y)), c, d, allow_fallback=True)
 
 
+@pytest.mark.parametrize("dtype", [F32, torch.float64, torch.bfloat16])
+def test_float_floor_division_follows_eager_at_its_edges(device, dtype):
+    """Eager floors the quotient computed from fmod: 1.0 // 0.1 is 9 (1.0 / 0.1 rounds up to 10),
+    an infinite dividend gives NaN, a zero quotient keeps the sign of a / b, a zero divisor gives
+    a / b; every pair of special values too."""
+    a = torch.tensor([1.0, 3.0, 0.7, 5.0, float("inf"), -0.3, 0.3, -1.0, 7.5, -7.5, 1e-30, -0.0],
+                     dtype=dtype, device=device)
+    b = torch.tensor([0.1, 0.3, 0.1, 0.5, -1e30, 2.0, -2.0, 0.0, -0.0, 2.5, -3.0, 5.0], dtype=dtype, device=device)
+    s = specials(dtype, device)
+    check(lambda a, b, x, y: (a // b, torch.div(a, b, rounding_mode="floor"), torch.floor_divide(a, 0.1),
+                              x // y, torch.remainder(x, y)),
+          a, b, s[:, None], s[None, :])
+
+
 def _layouts(shape):
     t = torch.randn(shape)
     yield t

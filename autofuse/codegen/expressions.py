@@ -36,7 +36,7 @@ def template(name: str, dtype: torch.dtype) -> str:
     f = is_float(dtype)
     t = {
         "add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}", "truediv": "{0} / {1}",
-        "floordiv": "tl.floor({0} / {1})" if f else "_floordiv({0}, {1})",
+        "floordiv": "_floordiv_float({0}, {1})" if f else "_floordiv({0}, {1})",
         "truncdiv": "_trunc({0} / {1})" if f else "{0} // {1}",
         "remainder": "_remainder_float({0}, {1})" if f else "_remainder_int({0}, {1})",
         "fmod": "{0} % {1}", "neg": "-{0}", "abs": "tl.abs({0})",

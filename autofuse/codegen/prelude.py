@@ -77,6 +77,19 @@ def _floordiv(a, b):
 
 
 @triton.jit
+def _floordiv_float(a, b):
+    # eager's floor division: from fmod, so a quotient that rounds up to an integer (1.0 // 0.1) is
+    # not floored past the true one, then the nearest integer; a zero quotient keeps the sign of a / b
+    r = a % b
+    q = (a - r) / b
+    q = tl.where((r != 0) & ((b < 0) != (r < 0)), q - 1.0, q)
+    f = tl.floor(q)
+    f = tl.where(q - f > 0.5, f + 1.0, f)
+    f = tl.where(q == 0, (a / b) * 0.0, f)
+    return tl.where(b == 0, a / b, f)
+
+
+@triton.jit
 def _remainder_int(a, b):
     r = a % b
     return tl.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)

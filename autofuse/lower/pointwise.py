@@ -134,7 +134,7 @@ def _div(g, a, b, rounding_mode=None):
         return _elementwise(g, [a, b], lambda ops, x, y: ops.truediv(x, y), cd)
     if cd.is_floating_point:
         if rounding_mode == "floor":
-            return _elementwise(g, [a, b], lambda ops, x, y: ops.floor(ops.truediv(x, y)), cd)
+            return _elementwise(g, [a, b], lambda ops, x, y: ops.floordiv(x, y), cd)
         out = g.out.dtype
         if out in LOW_PRECISION and not isinstance(b, (int, float)):
             # eager truncates the quotient of two half tensors after rounding it to the half dtype
