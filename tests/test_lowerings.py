@@ -447,6 +447,13 @@ def _special_param(name):
     return pytest.param(name, marks=marks, id=name)
 
 
+def test_rounding_keeps_the_sign_of_zero(device):
+    """round, trunc, ceil of -0.5 <= x < 0 (and -1 < x < 0) are -0.0: compared through signbit,
+    which equality of values does not see."""
+    x = torch.cat([specials(F32, device), torch.tensor([-0.3, -0.49, -0.7, 0.3], device=device)])
+    check(lambda x: tuple(torch.signbit(f(x)) for f in (torch.round, torch.trunc, torch.ceil, torch.floor)), x)
+
+
 @pytest.mark.parametrize("name", [_special_param(n) for n in UNARY])
 def test_unary_special_values(device, name):
     """NaN, +-inf, +-0, exact halves (round half to even), tiny and large values."""

@@ -296,7 +296,8 @@ def _round(x):
     r = tl.floor(x)
     d = x - r
     odd = tl.floor(r * 0.5) * 2.0 != r
-    return tl.where((d > 0.5) | ((d == 0.5) & odd), r + 1.0, r)
+    y = tl.where((d > 0.5) | ((d == 0.5) & odd), r + 1.0, r)
+    return tl.where(y == 0, x * 0.0, y)   # -0.5 <= x < 0 rounds to -0.0, as on the GPU
 
 
 @triton.jit
