@@ -111,6 +111,16 @@ def test_whole_tensor_max_min_with_nan():
     compile_small(lambda x: (x.amax(), x.abs().amin()), [x])
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool])
+def test_max_and_min_without_a_dim_are_generated(dtype):
+    """x.max() and x.min() (aten.max.default): the value over every element, split like amax."""
+    x = rand((41, 53), dtype, noncontig=True)
+    if dtype == torch.float32:
+        x[17, 9] = float("nan")
+    ks = compile_small(lambda x: (x.max(), torch.min(x.t())), [x])
+    assert all(k.kind != "fallback" for k in ks) and splits(ks)[0] > 1
+
+
 # ---- norms over several dims, group and instance norms ---------------------------------------------
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_layer_norm_over_trailing_dims(dtype):

@@ -237,7 +237,10 @@ def _prod(g, x, dim=None, keepdim=False, dtype=None):
 
 @register(aten.amax, aten.amin)
 def _amax(g, x, dims=None, keepdim=False):
-    rtype = "max" if g.node.target.overloadpacket is aten.amax else "min"
+    return _extremum(g, x, dims, keepdim, "max" if g.node.target.overloadpacket is aten.amax else "min")
+
+
+def _extremum(g, x, dims, keepdim: bool, rtype: str):
     if any(x.size[d] == 0 for d in _dims(x, dims)):
         raise Unsupported("empty max")
     acc = upcast(x.dtype) if x.dtype != torch.bool else torch.bool
@@ -277,9 +280,11 @@ def _flat_loader(x):
 
 @register(aten.max, aten.min)
 def _max_min(g, x, dim=None, keepdim=False):
-    if not isinstance(dim, int) or not isinstance(g.out, (tuple, list)):
-        raise Unsupported("max/min without dim")
     is_max = g.node.target.overloadpacket is aten.max
+    if dim is None and not isinstance(g.out, (tuple, list)):    # x.max(): the value over every element
+        return _extremum(g, x, None, False, "max" if is_max else "min")
+    if not isinstance(dim, int) or not isinstance(g.out, (tuple, list)):
+        raise Unsupported("max/min of two tensors")
     out_vals, out_idx = g.out
     d = norm_dim(dim, len(x.size))
     if x.dtype == torch.bool or (x.size and x.size[d] == 0):
