@@ -111,12 +111,29 @@ def test_index_put_without_accumulate_stores(device, dtype):
     check_stores(lambda x, i, v: (x * 2).index_put([i], v), [x, i, v])
 
 
-def test_a_store_scatter_into_a_graph_input_is_atens_op(device):
+def test_a_store_scatter_updating_a_graph_input_in_place_is_atens_op(device):
     """A static cache updated in place: ATen's in-place op writes only the new positions, where a
-    generated scatter would copy the whole cache first."""
+    generated scatter would copy the whole cache first. Out of place, into an input, it is a
+    generated store."""
     x, v = rand((37, 5), device=device), rand((10, 5), device=device)
     i = torch.randperm(37)[:10].to(device)
-    check(lambda x, i, v: x.index_put([i], v), [x, i, v], fallback=True)
+    check_stores(lambda x, i, v: (x.index_put([i], v), x.scatter(0, i[:, None].expand(10, 5), v)), [x, i, v])
+
+    def update(x, i, v):
+        x.index_put_([i], v)
+        return x.sum(0)
+    rec = Recorder()
+    expected_x = x.clone()
+    expected = update(expected_x, i, v)
+    torch._dynamo.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        actual = autofuse.compile(update, strict=True, poison=True, recorder=rec)(x, i, v)
+    assert_close(actual, expected)
+    assert_close(x, expected_x)
+    kernels = [k for _, _, art in rec.graphs for k in art.kernels]
+    assert ("index_put",) in [k.aten_ops for k in kernels if k.kind == "fallback"], \
+        [(k.kind, k.aten_ops) for k in kernels]
 
 
 def test_index_put_without_accumulate_broadcast_value_and_two_indices(device):

@@ -59,19 +59,21 @@ def scatter_into(g: Any, x: Any, size: Sequence[int], position: Callable[..., Se
     return g.add_computed(ComputedBuffer(g.new_name(), layout, body, origins))
 
 
-def stores_into(x: Any) -> Any:
-    """x, the tensor a store scatter writes into; Unsupported for a graph input or a view: a static
-    cache updated in place, where ATen's in-place op writes only the new positions and a generated
-    scatter would copy the whole cache first."""
-    if isinstance(x, (InputBuffer, ReinterpretView)):
-        raise Unsupported("a store scatter into a graph input or a view: ATen's in-place op")
+def stores_into(g: Any, x: Any) -> Any:
+    """x, the tensor a store scatter writes into; Unsupported for a graph input whose update is
+    copied back into it, or a view: a static cache updated in place, where ATen's in-place op
+    writes only the new positions and a generated scatter would copy the whole cache first."""
+    base = g.node.args[0]
+    written_back = any(u.target is aten.copy_.default and u.args[0] is base for u in g.node.users)
+    if isinstance(x, ReinterpretView) or (isinstance(x, InputBuffer) and written_back):
+        raise Unsupported("a store scatter updating a graph input in place, or into a view: ATen's in-place op")
     return x
 
 
 @register(aten.index_put)
 def _index_put(g, x, indices, values, accumulate=False):
     size, position = advanced_position(x.size, indices)
-    return scatter_into(g, x if accumulate else stores_into(x), size, position,
+    return scatter_into(g, x if accumulate else stores_into(g, x), size, position,
                         lambda dtype: broadcast_loader(values, size, dtype),
                         values, *[t for t in indices if t is not None], reduce="sum" if accumulate else None)
 
@@ -94,7 +96,7 @@ def _index_copy(g, x, dim, index, source):
     if not len(x.size) or len(index.size) != 1 or len(source.size) != len(x.size):
         raise Unsupported("index_copy of a scalar or with a multi-dim index")
     d = norm_dim(dim, len(x.size))
-    return scatter_into(g, stores_into(x), source.size, _position_along(x, d, index, True),
+    return scatter_into(g, stores_into(g, x), source.size, _position_along(x, d, index, True),
                         lambda dtype: broadcast_loader(source, source.size, dtype), source, index, reduce=None)
 
 
@@ -136,7 +138,7 @@ def _scatter(g, x, dim, index, value, reduce=None):
         c = scalar_value(value, g.out.dtype)
         values = lambda dtype: (lambda ops, idx: ops.constant(c, dtype))  # noqa: E731
         operands = (index,)
-    return scatter_into(g, stores_into(x), index.size, _position_along(x, d, index, False), values, *operands,
+    return scatter_into(g, stores_into(g, x), index.size, _position_along(x, d, index, False), values, *operands,
                         reduce=None)
 
 
