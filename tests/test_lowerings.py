@@ -398,13 +398,14 @@ UNARY = {
     "ceil": (torch.ceil, "any"), "round": (torch.round, "halves"), "trunc": (torch.trunc, "any"),
     "relu": (torch.relu, "any"), "erfc": (torch.erfc, "any"), "atan": (torch.atan, "any"),
     "asin": (torch.asin, "unit"), "acos": (torch.acos, "unit"), "sinh": (torch.sinh, "any"),
-    "cosh": (torch.cosh, "any"), "round_decimals": (lambda x: torch.round(x, decimals=2), "any"),
+    "cosh": (torch.cosh, "any"), "asinh": (torch.asinh, "any"), "acosh": (lambda x: torch.acosh(x + 1), "pos"),
+    "atanh": (torch.atanh, "unit"), "round_decimals": (lambda x: torch.round(x, decimals=2), "any"),
     "round_decimals_neg": (lambda x: torch.round(x, decimals=-1), "big"),
 }
 # ops the ATen graph still calls by name (others are decomposed into those)
 UNARY_ATEN = {"neg", "abs", "sign", "reciprocal", "sqrt", "rsqrt", "exp", "exp2", "expm1", "log", "log2", "log1p",
               "sin", "cos", "tan", "tanh", "sigmoid", "erf", "floor", "ceil", "round", "trunc", "relu", "erfc",
-              "atan", "asin", "acos", "sinh", "cosh"}
+              "atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh"}
 
 
 @pytest.mark.parametrize("name,dtypes", [pytest.param(n, d, id=f"{n}-{d}") for n in UNARY
@@ -445,6 +446,16 @@ def _special_param(name):
     reason = SPECIAL_XFAIL.get(name)
     marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
     return pytest.param(name, marks=marks, id=name)
+
+
+def test_inverse_hyperbolic_functions_at_their_edges(device):
+    """Huge values (where x^2 overflows), values next to 1 and -1, below acosh's domain, signed
+    zeros (through signbit), infinities and NaN."""
+    for dtype in (F32, torch.float64):
+        x = torch.tensor([1e30, -1e30, 1e9, 3e8, 9e7, 1.0000001, 1.0, 0.999, -0.999, -0.0, 1e-20, -1e-20, -1.0,
+                          float("inf"), float("-inf"), float("nan"), 1.5, -0.5, -3.0], dtype=dtype, device=device)
+        check(lambda x: tuple(t for f in (torch.asinh, torch.acosh, torch.atanh)     # (a NaN's sign bit varies)
+                              for t in (f(x), torch.signbit(f(x)) & ~torch.isnan(f(x)))), x)
 
 
 def test_rounding_keeps_the_sign_of_zero(device):

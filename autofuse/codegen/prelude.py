@@ -212,6 +212,21 @@ def _cosh(x):
 
 
 @triton.jit
+def _asinh(x):
+    return libdevice.asinh(x)
+
+
+@triton.jit
+def _acosh(x):
+    return libdevice.acosh(x)
+
+
+@triton.jit
+def _atanh(x):
+    return libdevice.atanh(x)
+
+
+@triton.jit
 def _erfc(x):
     return libdevice.erfc(x)
 
@@ -376,6 +391,30 @@ def _sinh(x):
 @triton.jit
 def _cosh(x):
     return 0.5 * (tl.exp(x) + tl.exp(-x))
+
+
+@triton.jit
+def _asinh(x):
+    # odd, through log1p near 0; log(2|x|) past 1e8, where |x|^2 would overflow and 1 / (4 x^2) is lost
+    a = tl.abs(x)
+    r = tl.where(a > 1e8, tl.log(a) + 0.6931471805599453, _log1p(a + a * a / (1.0 + tl.sqrt(1.0 + a * a))))
+    return tl.where(x < 0, -r, tl.where(x == 0, x, r))
+
+
+@triton.jit
+def _acosh(x):
+    # log1p of (x - 1) + sqrt((x - 1)(x + 1)): exact near 1; NaN below 1
+    d = x - 1.0
+    r = tl.where(x > 1e8, tl.log(x) + 0.6931471805599453, _log1p(d + tl.sqrt(d * (2.0 + d))))
+    return tl.where(x < 1.0, float("nan"), r)
+
+
+@triton.jit
+def _atanh(x):
+    # odd, 0.5 * log1p(2|x| / (1 - |x|)): +-inf at +-1, NaN past them
+    a = tl.abs(x)
+    r = 0.5 * _log1p(2.0 * a / (1.0 - a))
+    return tl.where(x < 0, -r, tl.where(x == 0, x, r))
 
 
 @triton.jit

@@ -62,7 +62,8 @@ UNARY = {
     aten.sin: "sin", aten.cos: "cos", aten.tan: "tan", aten.tanh: "tanh", aten.sigmoid: "sigmoid",
     aten.erf: "erf", aten.floor: "floor", aten.ceil: "ceil", aten.trunc: "trunc", aten.relu: "relu",
     aten.atan: "atan", aten.asin: "asin", aten.acos: "acos", aten.sinh: "sinh", aten.cosh: "cosh",
-    aten.erfc: "erfc", aten.reciprocal: "reciprocal",
+    aten.erfc: "erfc", aten.reciprocal: "reciprocal", aten.asinh: "asinh", aten.acosh: "acosh",
+    aten.atanh: "atanh",
 }
 for _op, _name in UNARY.items():
     register(_op)(_unary(_name))
