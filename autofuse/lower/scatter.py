@@ -187,11 +187,15 @@ def _scatter_reduce(g, x, dim, index, src, reduce, include_self=True):
         sl = broadcast_loader(src, src.size, dtype)
         if not extremum:
             return sl
-        return lambda ops, idx: ops.where(ops.isnan(v := sl(ops, idx)), ops.constant(identity, dtype), v)
+
+        def without_nans(ops, idx):     # a NaN takes no part in the atomics (counted below)
+            v = sl(ops, idx)
+            return ops.where(ops.isnan(v), ops.constant(identity, dtype), v)
+        return without_nans
 
     base = x if include_self else scatter_into(g, x, size, position, constant(identity), index, reduce=None)
     combined = scatter_into(g, base, size, position, values, src, index, reduce="sum" if reduce == "mean" else reduce)
-    if reduce in ("sum", "amax", "amin") and not extremum:
+    if reduce != "mean" and not extremum:
         return combined
     dtype = upcast(out_dtype)
     if reduce == "mean":
