@@ -241,6 +241,7 @@ def _amax(g, x, dims=None, keepdim=False):
 
 
 def _extremum(g, x, dims, keepdim: bool, rtype: str):
+    """The max or min over dims: amax / amin, and x.max() / x.min() over every element."""
     if any(x.size[d] == 0 for d in _dims(x, dims)):
         raise Unsupported("empty max")
     acc = upcast(x.dtype) if x.dtype != torch.bool else torch.bool
