@@ -359,28 +359,29 @@ def test_a_scatter_into_a_buffer_nothing_else_reads_updates_it_in_place():
     # distinct rows in each column: which of two writes to one element lands is undefined
     idx = torch.rand(7, 9, generator=torch.Generator().manual_seed(0)).argsort(0)[:5].to(src.device)
 
+    # (scatter_reduce's prod has no atomic form: it runs as the ATen call)
     def fresh(src, idx):
-        return torch.zeros(7, 9, device=src.device).scatter(0, idx, src) * 2
+        return torch.zeros(7, 9, device=src.device).scatter_reduce(0, idx, src, "prod") * 2
 
     def read_twice(src, idx):
         z = torch.zeros(7, 9, device=src.device) + 1
-        return z.scatter(0, idx, src) + z
+        return z.scatter_reduce(0, idx, src, "prod") + z
 
     def returned(src, idx):
         z = torch.zeros(7, 9, device=src.device) + 1
-        return z.scatter(0, idx, src), z
+        return z.scatter_reduce(0, idx, src, "prod"), z
 
     def of_input(x, src, idx):
-        return x.scatter(0, idx, src)
+        return x.scatter_reduce(0, idx, src, "prod")
 
     def overwrite(x, src, idx):
-        return torch.relu(x).scatter(0, idx, 2.5)
+        return torch.relu(x).scatter_reduce(0, idx, src, "prod")
 
-    for fn, args, op in [(fresh, [src, idx], aten.scatter_.src),
-                         (read_twice, [src, idx], aten.scatter.src),
-                         (returned, [src, idx], aten.scatter.src),
-                         (of_input, [x, src, idx], aten.scatter.src),
-                         (overwrite, [x, src, idx], aten.scatter_.value)]:
+    for fn, args, op in [(fresh, [src, idx], aten.scatter_reduce_.two),
+                         (read_twice, [src, idx], aten.scatter_reduce.two),
+                         (returned, [src, idx], aten.scatter_reduce.two),
+                         (of_input, [x, src, idx], aten.scatter_reduce.two),
+                         (overwrite, [x, src, idx], aten.scatter_reduce_.two)]:
         gm = trace_aten(fn, args)
         prog = _compile(gm, args)
         assert _extern_ops(prog) == [op], (fn.__name__, _extern_ops(prog))
