@@ -32,6 +32,8 @@ class CompileOptions:
     cudagraphs: bool = False      # replay each graph's program as a CUDA graph (inference on the GPU; outputs reused)
     autotune: bool = True         # no stored plan, on the GPU: measure a few configs of each reduction kernel at
                                   # its first compile, as Inductor does (search/autotune.py); False: size rules only
+    fallback_random: bool = False  # dropout and rand as ATen ops, drawing eager's numbers; False: drawn inside
+                                   # the generated kernels (capture/random_ops.py), as Inductor draws them
     max_sizes: int = 8            # input signatures (sizes, strides) one graph is compiled for; later ones run
                                   # with ATen ops, as Dynamo stops recompiling a frame at its recompile limit (8)
     recorder: Any = field(default=None, compare=False)  # collects compiled programs (explain, tests)

@@ -17,6 +17,7 @@ with the loss inside the compiled model, backward, an eager AdamW step) for the 
 GPT-2 (its token embedding tied to the LM head) and ResNet-50.
 "optimizer": one AdamW step (multi-tensor on CUDA) over the f32 model's parameters, with fixed
 gradients, `opt.step` compiled; its error is that of the parameters' change against eager's.
+Dropout is off unless --dropout P turns every dropout module of a training step on (GPT-2's).
 
 Per model, mode and variant: GPU time per call (the profiler's sum of GPU kernel times), wall time
 per call (back-to-back calls, one synchronize at the end), host time per call (time to enqueue calls
@@ -269,9 +270,14 @@ def no_tf32():
 class Job:
     """A model in one mode ("forward" or "train"): its f32 reference and a fresh call per variant."""
 
-    def __init__(self, name: str, mode: str, tiny: bool, device: str) -> None:
+    def __init__(self, name: str, mode: str, tiny: bool, device: str, dropout: float = 0.0) -> None:
         self.name, self.mode, self.device = name, mode, device
         built = build(name, tiny, mode == "train", device)
+        if dropout and mode == "train":
+            # every dropout module drawing again; the reference and each variant then draw other masks
+            for m in built.model.modules():
+                if isinstance(m, nn.Dropout):
+                    m.p = dropout
         if mode == "optimizer":
             self._init_optimizer(built.model)
             return
@@ -704,6 +710,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--warm-cache", action="store_true", help="keep Inductor's, Triton's and autofuse's cache directories")
     p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     p.add_argument("--tiny", action="store_true", help="tiny configs (CPU smoke test)")
+    p.add_argument("--dropout", type=float, default=0.0, metavar="P",
+                   help="train mode: every nn.Dropout of the model at probability P (default: dropout off). Each "
+                   "variant then draws its own masks, so the error column measures the draws, not the compiler")
     opts = p.parse_args(argv)
     opts.models = [m for m in opts.models.split(",") if m]
     opts.modes = [m for m in opts.modes.split(",") if m]
@@ -779,7 +788,7 @@ def main(argv: list[str] | None = None) -> int:
             return None
         if key not in jobs:
             try:
-                jobs[key] = Job(key[0], key[1], opts.tiny, opts.device)
+                jobs[key] = Job(key[0], key[1], opts.tiny, opts.device, opts.dropout)
             except Exception as e:  # noqa: BLE001 - a model that cannot be built is recorded
                 jobs[key] = _error(e)
         job, call = jobs[key], None

@@ -22,6 +22,7 @@ from ..options import CompileOptions
 from .attention_masks import folding_backend
 from .constants import lift_constants, place_constants
 from .decompositions import decomposition_table
+from .random_ops import generate_random
 from .training import mark_saved_outputs
 
 log = logging.getLogger("autofuse")
@@ -58,7 +59,7 @@ class CompiledGraph:
         # on the instance: the wrappers Dynamo puts around a backward compiler copy the instance's
         # attributes (functools.wraps), not its class's, and AOTAutograd calls an unmarked one unboxed
         self._boxed_call = True
-        self.gm = gm
+        self.gm = gm if options.fallback_random else generate_random(gm)
         self.constants = lift_constants(gm)  # appended to every call's inputs
         self._placed: tuple | None = None
         self.options = options

@@ -15,7 +15,7 @@ import sympy
 import torch
 
 from ..ir.index import bounds
-from ..ir.ops import MATH_OPS
+from ..ir.ops import result_dtype
 from ..schedule.loops import Placement
 from ..schedule.nodes import SchedulerNode
 from .emitter import TV
@@ -39,7 +39,7 @@ def template(name: str, dtype: torch.dtype) -> str:
         "floordiv": "_floordiv_float({0}, {1})" if f else "_floordiv({0}, {1})",
         "truncdiv": "_trunc({0} / {1})" if f else "{0} // {1}",
         "remainder": "_remainder_float({0}, {1})" if f else "_remainder_int({0}, {1})",
-        "fmod": "{0} % {1}", "neg": "-{0}", "abs": "tl.abs({0})",
+        "fmod": "_fmod({0}, {1})" if f else "{0} % {1}", "neg": "-{0}", "abs": "tl.abs({0})",
         "sign": "({0} > 0).to({T}) - ({0} < 0).to({T})",  # sign(nan) is 0, as in eager
         "reciprocal": "1.0 / {0}", "sqrt": "_sqrt({0})", "rsqrt": "_rsqrt({0})", "exp": "tl.exp({0})",
         "exp2": "tl.exp2({0})", "expm1": "_expm1({0})", "log": "tl.log({0})", "log2": "tl.log2({0})",
@@ -57,7 +57,7 @@ def template(name: str, dtype: torch.dtype) -> str:
         "isnan": "{0} != {0}", "isinf": "tl.abs({0}) == float('inf')", "where": "tl.where({0}, {1}, {2})",
         "atan": "_atan({0})", "asin": "_asin({0})", "acos": "_acos({0})", "sinh": "_sinh({0})",
         "cosh": "_cosh({0})", "asinh": "_asinh({0})", "acosh": "_acosh({0})", "atanh": "_atanh({0})", "erfc": "_erfc({0})", "atan2": "_atan2({0}, {1})", "hypot": "_hypot({0}, {1})",
-        "fma": "{0} * {1} + {2}",
+        "fma": "{0} * {1} + {2}", "rand": "_rand({0}, {1})",
         "signbit": ("{0}.to(tl.int64, bitcast=True) < 0" if dtype == torch.float64
                     else "{0}.to(tl.int32, bitcast=True) < 0") if f else "{0} < 0",
     }.get(name)
@@ -170,8 +170,7 @@ class ExpressionMixin:
         folded = self._folded(name, args)
         if folded is not None:
             return folded
-        rule = MATH_OPS[name]
-        dtype = args[0].dtype if rule == "same" else (torch.bool if rule == "bool" else args[1].dtype)
+        dtype = result_dtype(name, [a.dtype for a in args])
         src = args[0].dtype
         if name == "tanh" and self.config.fast_tanh and src == torch.float32:
             return self.cse(f"_tanh_approx({args[0]})", dtype)  # legality: fast_math.py

@@ -80,7 +80,7 @@ def _floordiv(a, b):
 def _floordiv_float(a, b):
     # eager's floor division: from fmod, so a quotient that rounds up to an integer (1.0 // 0.1) is
     # not floored past the true one, then the nearest integer; a zero quotient keeps the sign of a / b
-    r = a % b
+    r = _fmod(a, b)
     q = (a - r) / b
     q = tl.where((r != 0) & ((b < 0) != (r < 0)), q - 1.0, q)
     f = tl.floor(q)
@@ -97,12 +97,43 @@ def _remainder_int(a, b):
 
 @triton.jit
 def _remainder_float(a, b):
-    r = a % b
+    r = _fmod(a, b)
     return tl.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
+
+
+@triton.jit
+def _rand(seed, offset):
+    # uniform in [0, 1) for int32 offsets: Philox-4x32 with 10 rounds of counter (offset, 0, 0, 0)
+    # and key (seed's low, high words), its first word to float: the numbers of tl.rand(seed, offset)
+    s = seed.to(tl.uint64, bitcast=True)
+    k0 = (s & 0xFFFFFFFF).to(tl.uint32)
+    k1 = (s >> 32).to(tl.uint32)
+    c0 = offset.to(tl.uint32, bitcast=True)
+    c1 = c0 * 0
+    c2 = c0 * 0
+    c3 = c0 * 0
+    for _ in tl.static_range(10):
+        a0 = c0
+        c0 = tl.math.umulhi(c2, 0xCD9E8D57) ^ c1 ^ k0
+        c1 = c2 * 0xCD9E8D57
+        c2 = tl.math.umulhi(a0, 0xD2511F53) ^ c3 ^ k1
+        c3 = a0 * 0xD2511F53
+        k0 = k0 + 0x9E3779B9
+        k1 = k1 + 0xBB67AE85
+    x = c0.to(tl.int32, bitcast=True)
+    x = tl.where(x < 0, ~x, x)
+    return x.to(tl.float32) * 4.6566127342e-10
 '''
 
 GPU_MATH = '''
 from triton.language.extra import libdevice
+
+
+@triton.jit
+def _fmod(a, b):
+    # exact, as C's fmod: a float `%` is a - b * trunc(a / b) on the GPU, NaN for a finite a over an
+    # infinite b and wrong where a / b overflows
+    return libdevice.fmod(a, b)
 
 
 @triton.jit
@@ -239,6 +270,11 @@ def _to_bf16(x):
 # Under the interpreter every helper must be accurate to a few f32 ulps (the tests compare with
 # eager at rtol 1e-4): no 1 - exp / exp - 1 cancellation, no truncating bf16 conversion.
 INTERPRETER_MATH = '''
+@triton.jit
+def _fmod(a, b):
+    return a % b   # numpy's fmod: exact
+
+
 @triton.jit
 def _expm1(x):
     # Kahan: (u - 1) * x / log(u) with u = exp(x) cancels the rounding error of u

@@ -16,7 +16,7 @@ import sympy
 import torch
 
 from .index import Expr, bounds, make_vars
-from .ops import MATH_OPS, OpsHandler
+from .ops import OpsHandler, result_dtype
 from .ranges import Range, cast_range, comparison_truth, fold, op_range
 
 
@@ -83,8 +83,7 @@ class DependenceHandler(OpsHandler):
         if decided is not None:
             kind, v = decided
             return args[int(v)] if kind == "arg" else _Value(frozenset(), torch.bool, truth=bool(v))
-        rule = MATH_OPS[name]
-        dtype = args[0].dtype if rule == "same" else (torch.bool if rule == "bool" else args[1].dtype)
+        dtype = result_dtype(name, [a.dtype for a in args])
         r = None if dtype is None or any(a.dtype is None for a in args) else \
             op_range(name, [a.range for a in args], dtype)
         return _Value(frozenset().union(*(a.symbols for a in args)), dtype, r)

@@ -15,7 +15,7 @@ import torch
 
 from .index import Expr
 
-# op name -> result dtype rule: "same" (first operand), "bool", "arg1" (second operand)
+# op name -> result dtype rule: "same" (first operand), "bool", "arg1" (second operand), "float32"
 MATH_OPS: dict[str, str] = {
     **{n: "same" for n in (
         "add", "sub", "mul", "truediv", "floordiv", "truncdiv", "remainder", "fmod", "neg", "abs",
@@ -27,7 +27,18 @@ MATH_OPS: dict[str, str] = {
         "lt", "le", "gt", "ge", "eq", "ne", "logical_and", "logical_or", "logical_xor", "logical_not",
         "isnan", "isinf", "signbit")},
     "where": "arg1",
+    "rand": "float32",   # rand(seed, offset): Philox's uniform float of element `offset` (capture/random_ops.py)
 }
+
+
+def result_dtype(name: str, dtypes: Sequence[torch.dtype | None]) -> torch.dtype | None:
+    """The dtype math op `name` returns for operands of these dtypes (MATH_OPS's rule)."""
+    rule = MATH_OPS[name]
+    if rule == "same":
+        return dtypes[0]
+    if rule == "arg1":
+        return dtypes[1]
+    return torch.bool if rule == "bool" else torch.float32
 
 
 class OpsHandler:

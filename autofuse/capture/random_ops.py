@@ -1,0 +1,163 @@
+"""Random numbers drawn inside generated kernels: dropout's mask and `rand` as a counter-based stream.
+
+Note: eager's dropout is an ATen kernel that draws a mask from torch's generator; left in a graph it
+is a fallback that splits the pointwise chain around it (one kernel before, the draw, one after)
+and writes and reads its mask once more. Inductor draws in the fused kernel instead: each random op
+gets a seed from one `randint` per graph call, and element k of its output is a function of (seed,
+k) only, Philox-4x32 with 10 rounds (Triton's `tl.rand`). The same here: a captured graph's
+`native_dropout`, `rand` and `rand_like` become `autofuse::philox_rand` over a seeds tensor drawn
+by `aten.randint` (`generate_random`), which the lowering emits as `tl.rand(seed, k)`. Because the
+value depends on the element's position only, every fusion and launch config of a graph draws the
+same numbers; the op's eager implementation below computes them with integer ATen ops, bit for bit,
+so a graph run eagerly (the tuner's reference, the fallback) agrees with its compiled program
+under one generator state. The numbers are not eager's (nor Inductor's): the same seed gives the
+same draws from run to run, as under torch.compile; `CompileOptions(fallback_random=True)` keeps
+ATen's ops and eager's draws.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Any, Sequence
+
+import torch
+import torch.fx
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+aten = torch.ops.aten
+
+_M32 = 0xFFFFFFFF
+_ROUND_A, _ROUND_B = 0xD2511F53, 0xCD9E8D57
+_KEY_A, _KEY_B = 0x9E3779B9, 0xBB67AE85
+_ROUNDS = 10
+_UNIFORM_SCALE = 4.6566127342e-10   # (2**23 - 1) / 2**23 / 2**31: the largest uint31 maps below 1.0 in f32
+SEED_HIGH = 2 ** 63 - 1             # seeds drawn from [0, SEED_HIGH), as Inductor draws its own
+
+
+def _mul32(a: int, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """High and low 32 bits of a * b for a 32-bit constant and 32-bit values held in int64, through
+    16-bit halves of b so that no product leaves int64's range."""
+    bh, bl = b >> 16, b & 0xFFFF
+    high = ((a * bh + ((a * bl) >> 16)) >> 16) & _M32
+    low = ((((a * bh) & 0xFFFF) << 16) + a * bl) & _M32
+    return high, low
+
+
+def philox_uniform(seed: torch.Tensor, numel: int) -> torch.Tensor:
+    """Floats in [0, 1): element k is Triton's `tl.rand(seed, k)` (Philox-4x32-10 of counter (k, 0, 0,
+    0) under the key (seed's low, high 32 bits), its first word mapped to a float)."""
+    k = torch.arange(numel, dtype=torch.int64, device=seed.device)
+    c0, c1 = k & _M32, k >> 32
+    c2 = torch.zeros_like(k)
+    c3 = torch.zeros_like(k)
+    seed = seed.to(torch.int64).reshape(())
+    k0, k1 = seed & _M32, (seed >> 32) & _M32
+    for _ in range(_ROUNDS):
+        high_b, low_b = _mul32(_ROUND_B, c2)
+        high_a, low_a = _mul32(_ROUND_A, c0)
+        c0, c1, c2, c3 = high_b ^ c1 ^ k0, low_b, high_a ^ c3 ^ k1, low_a
+        k0, k1 = (k0 + _KEY_A) & _M32, (k1 + _KEY_B) & _M32
+    x = torch.where(c0 >= 2 ** 31, c0 - 2 ** 32, c0)   # the word as int32
+    x = torch.where(x < 0, -x - 1, x)                   # ~x: 31 bits, symmetric around 0
+    return x.to(torch.float32) * torch.tensor(_UNIFORM_SCALE, dtype=torch.float32, device=seed.device)
+
+
+@torch.library.custom_op("autofuse::philox_rand", mutates_args=())
+def philox_rand(seeds: torch.Tensor, index: int, size: Sequence[int]) -> torch.Tensor:
+    """Uniform f32 numbers of `size` (row-major) from the seed `seeds[index]`."""
+    n = 1
+    for s in size:
+        n *= int(s)
+    return philox_uniform(seeds[index], n).reshape(tuple(int(s) for s in size))
+
+
+@philox_rand.register_fake
+def _(seeds: torch.Tensor, index: int, size: Sequence[int]) -> torch.Tensor:
+    return seeds.new_empty(tuple(size), dtype=torch.float32)
+
+
+_DROPOUT = aten.native_dropout.default
+_UNIFORM = (aten.rand.default, aten.rand_like.default)
+_DRAWN_DTYPES = (torch.float32, torch.float64)   # half types would round 1 - 2**-24 up to 1.0: ATen draws those
+
+
+def _val(n: Any) -> Any:
+    return n.meta.get("val") if isinstance(n, torch.fx.Node) else n
+
+
+def _generated(node: torch.fx.Node) -> bool:
+    """Whether this random op is drawn in generated kernels: dropout in training with 0 <= p < 1
+    (p = 1 zeroes everything, ATen's op), uniform draws of f32 / f64 without an explicit generator."""
+    out = _val(node)
+    if node.target is _DROPOUT:
+        p, train = node.args[1], node.args[2] if len(node.args) > 2 else node.kwargs.get("train")
+        return isinstance(p, (int, float)) and 0 <= p < 1 and train is not False and \
+            isinstance(out, (tuple, list)) and isinstance(out[0], torch.Tensor)
+    if node.target in _UNIFORM:
+        return node.kwargs.get("generator") is None and isinstance(out, torch.Tensor) and \
+            out.dtype in _DRAWN_DTYPES and out.layout == torch.strided
+    return False
+
+
+def generate_random(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """`gm` with its dropouts and uniform draws as `philox_rand` over one `randint` of seeds per
+    device; `gm` itself when it has none. The graph is edited in place (it is the caller's)."""
+    nodes = [n for n in gm.graph.nodes if n.op == "call_function" and _generated(n)]
+    if not nodes:
+        return gm
+    fake_mode = next((v.fake_mode for n in gm.graph.nodes for v in [_val(n)]
+                      if isinstance(getattr(v, "fake_mode", None), FakeTensorMode)), None)
+    by_device: dict[torch.device, list[torch.fx.Node]] = {}
+    for n in nodes:
+        out = _val(n)
+        by_device.setdefault((out[0] if isinstance(out, (tuple, list)) else out).device, []).append(n)
+    g = gm.graph
+    for device, group in by_device.items():
+        with g.inserting_before(group[0]):
+            seeds = g.call_function(aten.randint.default, (SEED_HIGH, [len(group)]),
+                                    {"dtype": torch.int64, "device": device})
+        _set_meta(seeds, fake_mode)
+        for i, n in enumerate(group):
+            _replace(g, n, seeds, i, fake_mode)
+    g.lint()
+    gm.recompile()
+    return gm
+
+
+def _replace(g: torch.fx.Graph, node: torch.fx.Node, seeds: torch.fx.Node, index: int,
+             fake_mode: FakeTensorMode | None) -> None:
+    out = _val(node)
+    ref = out[0] if isinstance(out, (tuple, list)) else out
+    size = [int(s) for s in ref.shape]
+    new: list[torch.fx.Node] = []
+    with g.inserting_before(node):
+        u = g.call_function(torch.ops.autofuse.philox_rand.default, (seeds, index, size))
+        new.append(u)
+        if node.target is _DROPOUT:
+            x, p = node.args[0], float(node.args[1])
+            keep = g.call_function(aten.ge.Scalar, (u, p))   # kept with probability 1 - p (p = 0 keeps all)
+            kept = g.call_function(aten.mul.Tensor, (keep, x))
+            scaled = g.call_function(aten.mul.Tensor, (kept, 1.0 / (1.0 - p)))
+            new += [keep, kept, scaled]
+            for user in list(node.users):
+                if user.target is operator.getitem:
+                    user.replace_all_uses_with(scaled if user.args[1] == 0 else keep)
+                    g.erase_node(user)
+        elif ref.dtype != torch.float32:
+            cast = g.call_function(aten._to_copy.default, (u,), {"dtype": ref.dtype})
+            new.append(cast)
+            node.replace_all_uses_with(cast)
+        else:
+            node.replace_all_uses_with(u)
+    for n in new:
+        _set_meta(n, fake_mode)
+    g.erase_node(node)
+
+
+def _set_meta(node: torch.fx.Node, fake_mode: FakeTensorMode | None) -> None:
+    """The node's fake output, as capture records it, where the graph carries fake values."""
+    if fake_mode is None:
+        return
+    args = torch.fx.node.map_arg(node.args, _val)
+    kwargs = torch.fx.node.map_arg(node.kwargs, _val)
+    with fake_mode:
+        node.meta["val"] = node.target(*args, **kwargs)

@@ -1,0 +1,31 @@
+"""Random numbers generated in the kernel that uses them (`autofuse::philox_rand`, capture/random_ops.py)."""
+from __future__ import annotations
+
+import sympy
+import torch
+
+from ..ir.values import Buffer, Pointwise, ReinterpretView
+from .registry import Unsupported, register
+
+
+@register("autofuse::philox_rand")
+def _philox_rand(g, seeds, index, size):
+    """Element k (row-major) is `tl.rand(seeds[index], k)`: a function of its position, so any
+    fusion or launch config draws the same numbers."""
+    if not isinstance(seeds, (Buffer, ReinterpretView)):
+        raise Unsupported("seeds not in memory")
+    size = tuple(int(s) for s in size)
+    strides, step = [], 1
+    for s in reversed(size):
+        strides.insert(0, step)
+        step *= s
+    if step > 2 ** 31 - 1:
+        raise Unsupported("2**31 or more elements: the eager op draws them")   # the prelude's _rand counts in int32
+    seed_of = seeds.loader()
+
+    def fn(ops, idx):
+        seed = seed_of(ops, [sympy.Integer(index)])
+        offset = sum((i * s for i, s in zip(idx, strides)), sympy.Integer(0))
+        return ops.rand(seed, ops.index_expr(offset, torch.int32))
+
+    return Pointwise(g.out.device, torch.float32, size, fn)

@@ -1,0 +1,160 @@
+"""Random numbers drawn inside the generated kernels (capture/random_ops.py): dropout and rand."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import autofuse
+from autofuse.api import Recorder
+from autofuse.capture.random_ops import generate_random, philox_uniform
+from autofuse.capture.trace import trace_aten
+from autofuse.compiler import compile_graph
+from autofuse.options import CompileOptions
+from tests.helpers import assert_close, rand
+
+
+def _compile(fn, rec=None, **kw):
+    torch._dynamo.reset()
+    return autofuse.compile(fn, strict=True, use_db=False, recorder=rec, **kw)
+
+
+def _aten_ops(rec: Recorder) -> list[str]:
+    """Every op name of every kernel, generated or fallback, of the recorded graphs."""
+    return [o for _, _, arts in rec.graphs for k in arts.kernels for o in k.aten_ops]
+
+
+def _externs(rec: Recorder) -> list[str]:
+    return [o for _, _, arts in rec.graphs for k in arts.kernels if k.kind == "fallback" for o in k.aten_ops]
+
+
+def test_the_reference_draws_known_values():
+    """A fixed seed draws fixed numbers (a change of the stream would change every user's draws
+    under one seed), uniform over [0, 1)."""
+    u = philox_uniform(torch.tensor(0), 4)
+    assert u.tolist() == [0.7980929017066956, 0.055517591536045074, 0.03889884054660797, 0.4252644181251526]
+    big = philox_uniform(torch.tensor(-(2 ** 63)), 100_000)
+    assert abs(big.mean().item() - 0.5) < 0.005 and abs(big.var().item() - 1 / 12) < 0.002
+    assert big.min() >= 0 and big.max() < 1
+
+
+@pytest.mark.parametrize("shape", [(1,), (37, 129), (3, 5, 7)])
+def test_generated_draws_equal_the_eager_op(device, shape):
+    """The kernel's draws are the op's eager numbers bit for bit, whatever the layout of what they
+    are combined with (a transposed operand here)."""
+    seeds = torch.tensor([5, -(2 ** 62) + 11, 3], dtype=torch.int64, device=device)
+    x = rand(shape[::-1], device=device).t() if len(shape) == 2 else rand(shape, device=device)
+
+    def fn(seeds, x):
+        return x * 2 + torch.ops.autofuse.philox_rand(seeds, 1, list(x.shape))
+
+    rec = Recorder()
+    got = _compile(fn, rec)(seeds, x)
+    assert torch.equal(got, fn(seeds, x))
+    assert not _externs(rec) and "philox_rand" in _aten_ops(rec)
+
+
+def test_dropout_is_drawn_in_the_fused_kernel(device):
+    """A training dropout after a pointwise op and before another is one kernel with them (besides
+    the one `randint` of the seeds); a fraction p is dropped, the backward drops the same
+    elements, the same seed draws the same mask and the next call another one."""
+    def fn(x, w):
+        return F.dropout(torch.tanh(x * w), p=0.3, training=True) * 3.0
+
+    x = rand((64, 129), device=device).requires_grad_()
+    w = rand((129,), device=device)
+    rec = Recorder()
+    f = _compile(fn, rec)
+    torch.manual_seed(1)
+    y = f(x, w)
+    g = rand(tuple(y.shape), device=device)
+    y.backward(g)
+    kept = y != 0
+    assert 0.27 < 1 - kept.float().mean().item() < 0.33
+    t = torch.tanh(x.detach() * w)
+    assert_close(y, torch.where(kept, t / 0.7 * 3.0, 0.0))
+    assert_close(x.grad, torch.where(kept, g * 3.0 / 0.7 * (1 - t * t) * w, 0.0))
+    torch.manual_seed(1)
+    assert torch.equal(f(x, w), y)
+    assert not torch.equal(f(x, w), y)
+    forward = rec.graphs[0][2]
+    generated = [k for k in forward.kernels if k.kind != "fallback"]
+    assert _externs(rec) == ["randint"], _externs(rec)
+    assert len(generated) == 1 and {"philox_rand", "tanh"} <= set(generated[0].aten_ops)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64])
+def test_dropout_keeps_the_dtype_and_scales_once(device, dtype):
+    x = rand((33, 70), dtype=dtype, device=device)
+    rec = Recorder()
+    with torch.enable_grad():
+        y = _compile(lambda x: F.dropout(x, p=0.25, training=True), rec)(x.requires_grad_())
+    kept = y != 0
+    assert y.dtype == dtype
+    assert_close(y, torch.where(kept, x.detach().double() * (1 / 0.75), 0).to(dtype))
+    assert "native_dropout" not in _aten_ops(rec)
+
+
+def test_dropout_with_p_zero_keeps_everything_and_p_one_is_atens(device):
+    x = rand((17, 9), device=device)
+    rec = Recorder()
+    assert torch.equal(_compile(lambda x: F.dropout(x, p=0.0, training=True), rec)(x), x)
+    assert "native_dropout" not in _aten_ops(rec)
+    rec = Recorder()
+    y = _compile(lambda x: F.dropout(x * 2, p=1.0, training=True) + 1, rec)(x)
+    assert torch.equal(y, torch.ones_like(x))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_rand_like_is_uniform_and_fused(device, dtype):
+    x = rand((101, 103), dtype=dtype, device=device)
+    rec = Recorder()
+    u = _compile(lambda x: torch.rand_like(x) + x * 0, rec)(x)
+    assert u.dtype == dtype and 0 <= u.min() and u.max() < 1
+    assert abs(u.mean().item() - 0.5) < 0.02
+    assert _externs(rec) == ["randint"]
+
+
+def test_half_precision_rand_stays_atens(device):
+    """A half-precision draw rounded from f32 could reach 1.0: ATen draws those."""
+    rec = Recorder()
+    u = _compile(lambda x: torch.rand_like(x) * 2, rec)(rand((20, 30), dtype=torch.bfloat16, device=device))
+    assert u.dtype == torch.bfloat16 and _externs(rec) == ["rand_like"]
+    assert 0 <= u.min() and u.max() <= 2
+
+
+def test_fallback_random_keeps_atens_draws(device):
+    """With fallback_random the dropout is ATen's op and draws what eager draws (on the CPU; CUDA's
+    compiled graphs advance the generator differently, as under Inductor)."""
+    def fn(x):
+        return F.dropout(x + 1, p=0.4, training=True)
+    x = rand((50, 41), device=device)
+    rec = Recorder()
+    f = _compile(fn, rec, fallback_random=True)
+    torch.manual_seed(4)
+    got = f(x)
+    assert "native_dropout" in _externs(rec)
+    if device == "cpu":
+        torch.manual_seed(4)
+        assert torch.equal(got, fn(x))
+
+
+def test_the_rewritten_graph_run_eagerly_is_the_compiled_program(device):
+    """What the tuner compares candidates with: the graph run op by op, from one generator state,
+    gives the compiled program's outputs bit for bit (mask and values)."""
+    def fn(x):
+        y, mask = torch.ops.aten.native_dropout(torch.sigmoid(x), 0.5, True)
+        return y * 2, mask, torch.rand_like(x)
+    x = rand((31, 47), device=device)
+    gm = generate_random(trace_aten(fn, [x]))
+    targets = {str(n.target) for n in gm.graph.nodes}
+    assert "aten.native_dropout.default" not in targets and "autofuse.philox_rand.default" in targets
+    arts = compile_graph(gm, [x], CompileOptions(strict=True, use_db=False))
+    torch.manual_seed(9)
+    eager = gm(x)
+    torch.manual_seed(9)
+    got = arts.program([x])
+    assert_close(got[0], eager[0])   # sigmoid's last bits are the kernel's
+    assert torch.equal(got[0] != 0, eager[0] != 0)
+    assert torch.equal(got[1], eager[1]) and torch.equal(got[2], eager[2])
+    assert eager[1].dtype == torch.bool and 0.4 < eager[1].float().mean().item() < 0.6
