@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 import autofuse
 from autofuse.api import Recorder
-from autofuse.capture.random_ops import generate_random, philox_uniform
+from autofuse.capture.random_ops import generate_random, philox_normal, philox_uniform
 from autofuse.capture.trace import trace_aten
 from autofuse.compiler import compile_graph
 from autofuse.options import CompileOptions
@@ -113,6 +113,27 @@ def test_rand_like_is_uniform_and_fused(device, dtype):
     assert u.dtype == dtype and 0 <= u.min() and u.max() < 1
     assert abs(u.mean().item() - 0.5) < 0.02
     assert _externs(rec) == ["randint"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_randn_like_is_normal_and_fused(device, dtype):
+    x = rand((211, 97), dtype=dtype, device=device)
+    rec = Recorder()
+    z = _compile(lambda x: x + torch.randn_like(x) * 0.5, rec)(x)
+    n = ((z - x).float() * 2).double()
+    assert z.dtype == dtype and abs(n.mean().item()) < 0.03 and abs(n.std().item() - 1) < 0.03
+    assert _externs(rec) == ["randint"]
+
+
+def test_generated_normal_draws_are_the_eager_ops(device):
+    seeds = torch.tensor([2, 77], dtype=torch.int64, device=device)
+
+    def fn(seeds, x):
+        return x - torch.ops.autofuse.philox_randn(seeds, 1, list(x.shape))
+    x = rand((45, 67), device=device)
+    assert_close(_compile(fn)(seeds, x), fn(seeds, x), atol=2e-5, rtol=1e-5)
+    z = philox_normal(torch.tensor(5), 200_000)
+    assert abs(z.mean().item()) < 0.01 and abs(z.std().item() - 1) < 0.01 and z.abs().max() < 6
 
 
 def test_half_precision_rand_stays_atens(device):

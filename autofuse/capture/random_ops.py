@@ -5,10 +5,12 @@ is a fallback that splits the pointwise chain around it (one kernel before, the 
 and writes and reads its mask once more. Inductor draws in the fused kernel instead: each random op
 gets a seed from one `randint` per graph call, and element k of its output is a function of (seed,
 k) only, Philox-4x32 with 10 rounds (Triton's `tl.rand`). The same here: a captured graph's
-`native_dropout`, `rand` and `rand_like` become `autofuse::philox_rand` over a seeds tensor drawn
-by `aten.randint` (`generate_random`), which the lowering emits as `tl.rand(seed, k)`. Because the
+`native_dropout`, `rand` and `rand_like` become `autofuse::philox_rand` (`randn`, `randn_like`:
+`philox_randn`) over a seeds tensor drawn by `aten.randint` (`generate_random`), which the lowering
+emits as Triton's `tl.rand(seed, k)` (`tl.randn`) computes them. Because the
 value depends on the element's position only, every fusion and launch config of a graph draws the
-same numbers; the op's eager implementation below computes them with integer ATen ops, bit for bit,
+same numbers; the op's eager implementation below computes them with integer ATen ops, bit for bit
+(normal draws up to the last bits of log and cos),
 so a graph run eagerly (the tuner's reference, the fallback) agrees with its compiled program
 under one generator state. The numbers are not eager's (nor Inductor's): the same seed gives the
 same draws from run to run, as under torch.compile; `CompileOptions(fallback_random=True)` keeps
@@ -42,9 +44,9 @@ def _mul32(a: int, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return high, low
 
 
-def philox_uniform(seed: torch.Tensor, numel: int) -> torch.Tensor:
-    """Floats in [0, 1): element k is Triton's `tl.rand(seed, k)` (Philox-4x32-10 of counter (k, 0, 0,
-    0) under the key (seed's low, high 32 bits), its first word mapped to a float)."""
+def philox_words(seed: torch.Tensor, numel: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first two 32-bit words (in int64) of Philox-4x32-10 of counter (k, 0, 0, 0) under the key
+    (seed's low, high 32 bits), for k < numel: what Triton's `tl.randint4x(seed, k)` returns first."""
     k = torch.arange(numel, dtype=torch.int64, device=seed.device)
     c0, c1 = k & _M32, k >> 32
     c2 = torch.zeros_like(k)
@@ -56,18 +58,46 @@ def philox_uniform(seed: torch.Tensor, numel: int) -> torch.Tensor:
         high_a, low_a = _mul32(_ROUND_A, c0)
         c0, c1, c2, c3 = high_b ^ c1 ^ k0, low_b, high_a ^ c3 ^ k1, low_a
         k0, k1 = (k0 + _KEY_A) & _M32, (k1 + _KEY_B) & _M32
-    x = torch.where(c0 >= 2 ** 31, c0 - 2 ** 32, c0)   # the word as int32
-    x = torch.where(x < 0, -x - 1, x)                   # ~x: 31 bits, symmetric around 0
-    return x.to(torch.float32) * torch.tensor(_UNIFORM_SCALE, dtype=torch.float32, device=seed.device)
+    return c0, c1
+
+
+def _to_uniform(word: torch.Tensor) -> torch.Tensor:
+    x = torch.where(word >= 2 ** 31, word - 2 ** 32, word)   # the word as int32
+    x = torch.where(x < 0, -x - 1, x)                        # ~x: 31 bits, symmetric around 0
+    return x.to(torch.float32) * torch.tensor(_UNIFORM_SCALE, dtype=torch.float32, device=word.device)
+
+
+def philox_uniform(seed: torch.Tensor, numel: int) -> torch.Tensor:
+    """Floats in [0, 1): element k is Triton's `tl.rand(seed, k)`, bit for bit."""
+    return _to_uniform(philox_words(seed, numel)[0])
+
+
+def philox_normal(seed: torch.Tensor, numel: int) -> torch.Tensor:
+    """Standard normal floats: element k is Triton's `tl.randn(seed, k)` (Box-Muller of the first
+    two words), up to the last bits of log, sqrt and cos."""
+    w0, w1 = philox_words(seed, numel)
+    u1 = _to_uniform(w0).clamp_min(1.0e-7)
+    theta = _to_uniform(w1) * 6.283185307179586
+    return torch.sqrt(-2.0 * torch.log(u1)) * torch.cos(theta)
+
+
+def _numel(size: Sequence[int]) -> int:
+    n = 1
+    for s in size:
+        n *= int(s)
+    return n
 
 
 @torch.library.custom_op("autofuse::philox_rand", mutates_args=())
 def philox_rand(seeds: torch.Tensor, index: int, size: Sequence[int]) -> torch.Tensor:
     """Uniform f32 numbers of `size` (row-major) from the seed `seeds[index]`."""
-    n = 1
-    for s in size:
-        n *= int(s)
-    return philox_uniform(seeds[index], n).reshape(tuple(int(s) for s in size))
+    return philox_uniform(seeds[index], _numel(size)).reshape(tuple(int(s) for s in size))
+
+
+@torch.library.custom_op("autofuse::philox_randn", mutates_args=())
+def philox_randn(seeds: torch.Tensor, index: int, size: Sequence[int]) -> torch.Tensor:
+    """Standard normal f32 numbers of `size` (row-major) from the seed `seeds[index]`."""
+    return philox_normal(seeds[index], _numel(size)).reshape(tuple(int(s) for s in size))
 
 
 @philox_rand.register_fake
@@ -75,9 +105,16 @@ def _(seeds: torch.Tensor, index: int, size: Sequence[int]) -> torch.Tensor:
     return seeds.new_empty(tuple(size), dtype=torch.float32)
 
 
+@philox_randn.register_fake
+def _(seeds: torch.Tensor, index: int, size: Sequence[int]) -> torch.Tensor:
+    return seeds.new_empty(tuple(size), dtype=torch.float32)
+
+
 _DROPOUT = aten.native_dropout.default
 _UNIFORM = (aten.rand.default, aten.rand_like.default)
-_DRAWN_DTYPES = (torch.float32, torch.float64)   # half types would round 1 - 2**-24 up to 1.0: ATen draws those
+_NORMAL = (aten.randn.default, aten.randn_like.default)
+_UNIFORM_DTYPES = (torch.float32, torch.float64)   # half types would round 1 - 2**-24 up to 1.0: ATen draws those
+_NORMAL_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 
 
 def _val(n: Any) -> Any:
@@ -86,21 +123,24 @@ def _val(n: Any) -> Any:
 
 def _generated(node: torch.fx.Node) -> bool:
     """Whether this random op is drawn in generated kernels: dropout in training with 0 <= p < 1
-    (p = 1 zeroes everything, ATen's op), uniform draws of f32 / f64 without an explicit generator."""
+    (p = 1 zeroes everything, ATen's op), uniform draws of f32 / f64 and normal ones of any float
+    dtype, without an explicit generator."""
     out = _val(node)
     if node.target is _DROPOUT:
         p, train = node.args[1], node.args[2] if len(node.args) > 2 else node.kwargs.get("train")
         return isinstance(p, (int, float)) and 0 <= p < 1 and train is not False and \
             isinstance(out, (tuple, list)) and isinstance(out[0], torch.Tensor)
-    if node.target in _UNIFORM:
+    if node.target in _UNIFORM or node.target in _NORMAL:
+        dtypes = _UNIFORM_DTYPES if node.target in _UNIFORM else _NORMAL_DTYPES
         return node.kwargs.get("generator") is None and isinstance(out, torch.Tensor) and \
-            out.dtype in _DRAWN_DTYPES and out.layout == torch.strided
+            out.dtype in dtypes and out.layout == torch.strided
     return False
 
 
 def generate_random(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    """`gm` with its dropouts and uniform draws as `philox_rand` over one `randint` of seeds per
-    device; `gm` itself when it has none. The graph is edited in place (it is the caller's)."""
+    """`gm` with its dropouts and uniform and normal draws as `philox_rand` / `philox_randn` over
+    one `randint` of seeds per device; `gm` itself when it has none. The graph is edited in place
+    (it is the caller's)."""
     nodes = [n for n in gm.graph.nodes if n.op == "call_function" and _generated(n)]
     if not nodes:
         return gm
@@ -130,7 +170,8 @@ def _replace(g: torch.fx.Graph, node: torch.fx.Node, seeds: torch.fx.Node, index
     size = [int(s) for s in ref.shape]
     new: list[torch.fx.Node] = []
     with g.inserting_before(node):
-        u = g.call_function(torch.ops.autofuse.philox_rand.default, (seeds, index, size))
+        draw = torch.ops.autofuse.philox_randn if node.target in _NORMAL else torch.ops.autofuse.philox_rand
+        u = g.call_function(draw.default, (seeds, index, size))
         new.append(u)
         if node.target is _DROPOUT:
             x, p = node.args[0], float(node.args[1])

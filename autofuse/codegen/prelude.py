@@ -102,9 +102,9 @@ def _remainder_float(a, b):
 
 
 @triton.jit
-def _rand(seed, offset):
-    # uniform in [0, 1) for int32 offsets: Philox-4x32 with 10 rounds of counter (offset, 0, 0, 0)
-    # and key (seed's low, high words), its first word to float: the numbers of tl.rand(seed, offset)
+def _philox(seed, offset):
+    # the first two words of Philox-4x32 with 10 rounds of counter (offset, 0, 0, 0) under the key
+    # (seed's low, high words), for int32 offsets: the words of tl.randint4x(seed, offset)
     s = seed.to(tl.uint64, bitcast=True)
     k0 = (s & 0xFFFFFFFF).to(tl.uint32)
     k1 = (s >> 32).to(tl.uint32)
@@ -120,9 +120,29 @@ def _rand(seed, offset):
         c3 = a0 * 0xD2511F53
         k0 = k0 + 0x9E3779B9
         k1 = k1 + 0xBB67AE85
-    x = c0.to(tl.int32, bitcast=True)
+    return c0, c1
+
+
+@triton.jit
+def _uniform(word):
+    x = word.to(tl.int32, bitcast=True)
     x = tl.where(x < 0, ~x, x)
     return x.to(tl.float32) * 4.6566127342e-10
+
+
+@triton.jit
+def _rand(seed, offset):
+    # uniform in [0, 1): the numbers of tl.rand(seed, offset)
+    w0, w1 = _philox(seed, offset)
+    return _uniform(w0)
+
+
+@triton.jit
+def _randn(seed, offset):
+    # standard normal, Box-Muller of the first two words: the numbers of tl.randn(seed, offset)
+    w0, w1 = _philox(seed, offset)
+    u1 = tl.maximum(_uniform(w0), 1.0e-7)
+    return tl.sqrt(-2.0 * tl.log(u1)) * tl.cos(6.283185307179586 * _uniform(w1))
 '''
 
 GPU_MATH = '''

@@ -28,6 +28,7 @@ MATH_OPS: dict[str, str] = {
         "isnan", "isinf", "signbit")},
     "where": "arg1",
     "rand": "float32",   # rand(seed, offset): Philox's uniform float of element `offset` (capture/random_ops.py)
+    "randn": "float32",  # randn(seed, offset): its standard normal float
 }
 
 

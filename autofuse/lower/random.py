@@ -1,4 +1,5 @@
-"""Random numbers generated in the kernel that uses them (`autofuse::philox_rand`, capture/random_ops.py)."""
+"""Random numbers generated in the kernel that uses them (`autofuse::philox_rand` / `philox_randn`,
+capture/random_ops.py)."""
 from __future__ import annotations
 
 import sympy
@@ -12,6 +13,16 @@ from .registry import Unsupported, register
 def _philox_rand(g, seeds, index, size):
     """Element k (row-major) is `tl.rand(seeds[index], k)`: a function of its position, so any
     fusion or launch config draws the same numbers."""
+    return _draw(g, "rand", seeds, index, size)
+
+
+@register("autofuse::philox_randn")
+def _philox_randn(g, seeds, index, size):
+    """Element k (row-major) is `tl.randn(seeds[index], k)`."""
+    return _draw(g, "randn", seeds, index, size)
+
+
+def _draw(g, op: str, seeds, index: int, size) -> Pointwise:
     if not isinstance(seeds, (Buffer, ReinterpretView)):
         raise Unsupported("seeds not in memory")
     size = tuple(int(s) for s in size)
@@ -26,6 +37,6 @@ def _philox_rand(g, seeds, index, size):
     def fn(ops, idx):
         seed = seed_of(ops, [sympy.Integer(index)])
         offset = sum((i * s for i, s in zip(idx, strides)), sympy.Integer(0))
-        return ops.rand(seed, ops.index_expr(offset, torch.int32))
+        return ops.op(op, seed, ops.index_expr(offset, torch.int32))
 
     return Pointwise(g.out.device, torch.float32, size, fn)
