@@ -126,6 +126,9 @@ def _generated(node: torch.fx.Node) -> bool:
     (p = 1 zeroes everything, ATen's op), uniform draws of f32 / f64 and normal ones of any float
     dtype, without an explicit generator."""
     out = _val(node)
+    first = out[0] if isinstance(out, (tuple, list)) and out else out
+    if not isinstance(first, torch.Tensor) or any(not isinstance(d, int) for d in first.shape):
+        return False   # symbolic sizes: the draw's size would be a graph value (ATen's op draws)
     if node.target is _DROPOUT:
         p, train = node.args[1], node.args[2] if len(node.args) > 2 else node.kwargs.get("train")
         return isinstance(p, (int, float)) and 0 <= p < 1 and train is not False and \
