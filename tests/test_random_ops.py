@@ -179,3 +179,16 @@ def test_the_rewritten_graph_run_eagerly_is_the_compiled_program(device):
     assert torch.equal(got[0] != 0, eager[0] != 0)
     assert torch.equal(got[1], eager[1]) and torch.equal(got[2], eager[2])
     assert eager[1].dtype == torch.bool and 0.4 < eager[1].float().mean().item() < 0.6
+
+
+def test_a_graph_of_symbolic_sizes_keeps_atens_draws(device):
+    """Sizes Dynamo made symbolic: the draws stay ATen's ops and the graph compiles for each size."""
+    torch._dynamo.reset()
+    f = torch.compile(lambda x: F.dropout(x * 2, 0.5, training=True), backend="autofuse", dynamic=True,
+                      options={"strict": True, "use_db": False})
+    for n in (5, 9, 13):
+        x = rand((n, 7), device=device)
+        y = f(x)
+        kept = y != 0
+        assert y.shape == (n, 7) and 0 < kept.float().mean().item() < 1
+        assert_close(y, torch.where(kept, x * 4, 0.0))
