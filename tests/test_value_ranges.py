@@ -39,6 +39,17 @@ def test_rules():
     assert lo < 0.0 < 55.5 < hi < 55.6                                        # widened for rounding
     assert cast_range((-1e-6, 55.5001), torch.float32, torch.int64) == (0.0, 55.0)   # truncation
     assert cast_range((0.0, 70000.0), torch.float32, torch.float16) is None          # inf in f16
+    assert op_range("bitwise_and", [None, (127.0, 127.0)], torch.int64) == (0.0, 127.0)  # a loaded value & 127
+    assert op_range("bitwise_and", [None, (-128.0, 127.0)], torch.int64) is None
+
+
+def test_gathered_indices_wrapped_by_a_power_of_two_need_no_second_wrap(device):
+    """take_along_dim wraps its indices with a remainder by the dim's size, `& 127` at 128: the
+    gather then reads them as they are, in int32 (and still reads from the end for -1)."""
+    x = rand((19, 128), device=device)
+    i = torch.randint(-128, 128, (19, 1), device=device)
+    src = _source(lambda x, i: torch.relu(torch.take_along_dim(x, i, 1)), x, i)
+    assert "& " in src and "< 0, " not in src.split("tl.load(in_ptr1")[0]
 
 
 def test_float_ranges_hold_under_float32_rounding():

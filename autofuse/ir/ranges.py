@@ -45,6 +45,13 @@ def op_range(name: str, args: Sequence[Range | None], dtype: torch.dtype) -> Ran
         if a is None or b is None:
             return None
         r = (min(a[0], b[0]), max(a[1], b[1]))
+    elif name == "bitwise_and" and not dtype.is_floating_point and dtype != torch.bool:
+        # an integer and a non-negative one lies in [0, that one's largest]: a remainder by a power
+        # of two (`i & 4095`, a wrapped gather index) needs no wrap after it
+        highs = [a[1] for a in args if a is not None and a[0] >= 0]
+        if not highs:
+            return None
+        r = (0.0, min(highs))
     elif any(a is None for a in args):
         return None
     elif name in ("add", "sub"):
