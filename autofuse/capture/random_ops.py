@@ -6,8 +6,8 @@ and writes and reads its mask once more. Inductor draws in the fused kernel inst
 gets a seed from one `randint` per graph call, and element k of its output is a function of (seed,
 k) only, Philox-4x32 with 10 rounds (Triton's `tl.rand`). The same here: a captured graph's
 `native_dropout`, `rand` and `rand_like` become `autofuse::philox_rand` (`randn`, `randn_like`:
-`philox_randn`) over a seeds tensor drawn by `aten.randint` (`generate_random`), which the lowering
-emits as Triton's `tl.rand(seed, k)` (`tl.randn`) computes them. Because the
+`philox_randn`), each from its own seed of one `autofuse::seeds` call (`generate_random`), which
+the lowering emits as Triton's `tl.rand(seed, k)` (`tl.randn`) computes them. Because the
 value depends on the element's position only, every fusion and launch config of a graph draws the
 same numbers; the op's eager implementation below computes them with integer ATen ops, bit for bit
 (normal draws up to the last bits of log and cos),
@@ -88,26 +88,42 @@ def _numel(size: Sequence[int]) -> int:
     return n
 
 
+@torch.library.custom_op("autofuse::seeds", mutates_args=())
+def seeds(count: int, device: torch.device) -> list[torch.Tensor]:
+    """`count` seeds from torch's generator (one `randint`), each a 0-d tensor of its own: a kernel
+    then reads its seed at offset 0 of an argument, so the kernels of a model's repeated layers stay
+    one source each, whichever dropout of the model they draw for."""
+    drawn = torch.randint(SEED_HIGH, (count,), dtype=torch.int64, device=device)
+    out = [torch.empty((), dtype=torch.int64, device=device) for _ in range(count)]
+    torch._foreach_copy_(out, list(drawn.unbind(0)))
+    return out
+
+
+@seeds.register_fake
+def _(count: int, device: torch.device) -> list[torch.Tensor]:
+    return [torch.empty((), dtype=torch.int64, device=device) for _ in range(count)]
+
+
 @torch.library.custom_op("autofuse::philox_rand", mutates_args=())
-def philox_rand(seeds: torch.Tensor, index: int, size: Sequence[int]) -> torch.Tensor:
-    """Uniform f32 numbers of `size` (row-major) from the seed `seeds[index]`."""
-    return philox_uniform(seeds[index], _numel(size)).reshape(tuple(int(s) for s in size))
+def philox_rand(seed: torch.Tensor, size: Sequence[int]) -> torch.Tensor:
+    """Uniform f32 numbers of `size` (row-major) from a 0-d seed."""
+    return philox_uniform(seed, _numel(size)).reshape(tuple(int(s) for s in size))
 
 
 @torch.library.custom_op("autofuse::philox_randn", mutates_args=())
-def philox_randn(seeds: torch.Tensor, index: int, size: Sequence[int]) -> torch.Tensor:
-    """Standard normal f32 numbers of `size` (row-major) from the seed `seeds[index]`."""
-    return philox_normal(seeds[index], _numel(size)).reshape(tuple(int(s) for s in size))
+def philox_randn(seed: torch.Tensor, size: Sequence[int]) -> torch.Tensor:
+    """Standard normal f32 numbers of `size` (row-major) from a 0-d seed."""
+    return philox_normal(seed, _numel(size)).reshape(tuple(int(s) for s in size))
 
 
 @philox_rand.register_fake
-def _(seeds: torch.Tensor, index: int, size: Sequence[int]) -> torch.Tensor:
-    return seeds.new_empty(tuple(size), dtype=torch.float32)
+def _(seed: torch.Tensor, size: Sequence[int]) -> torch.Tensor:
+    return seed.new_empty(tuple(size), dtype=torch.float32)
 
 
 @philox_randn.register_fake
-def _(seeds: torch.Tensor, index: int, size: Sequence[int]) -> torch.Tensor:
-    return seeds.new_empty(tuple(size), dtype=torch.float32)
+def _(seed: torch.Tensor, size: Sequence[int]) -> torch.Tensor:
+    return seed.new_empty(tuple(size), dtype=torch.float32)
 
 
 _DROPOUT = aten.native_dropout.default
@@ -141,9 +157,9 @@ def _generated(node: torch.fx.Node) -> bool:
 
 
 def generate_random(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    """`gm` with its dropouts and uniform and normal draws as `philox_rand` / `philox_randn` over
-    one `randint` of seeds per device; `gm` itself when it has none. The graph is edited in place
-    (it is the caller's)."""
+    """`gm` with its dropouts and uniform and normal draws as `philox_rand` / `philox_randn`, each
+    from its own seed of one `seeds` call per device; `gm` itself when it has none. The graph is
+    edited in place (it is the caller's)."""
     nodes = [n for n in gm.graph.nodes if n.op == "call_function" and _generated(n)]
     if not nodes:
         return gm
@@ -156,25 +172,26 @@ def generate_random(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     g = gm.graph
     for device, group in by_device.items():
         with g.inserting_before(group[0]):
-            seeds = g.call_function(aten.randint.default, (SEED_HIGH, [len(group)]),
-                                    {"dtype": torch.int64, "device": device})
-        _set_meta(seeds, fake_mode)
-        for i, n in enumerate(group):
-            _replace(g, n, seeds, i, fake_mode)
+            drawn = g.call_function(torch.ops.autofuse.seeds.default, (len(group), device))
+            _set_meta(drawn, fake_mode)
+            seed_of = [g.call_function(operator.getitem, (drawn, i)) for i in range(len(group))]
+        for i, (n, seed) in enumerate(zip(group, seed_of)):
+            if fake_mode is not None:
+                seed.meta["val"] = drawn.meta["val"][i]
+            _replace(g, n, seed, fake_mode)
     g.lint()
     gm.recompile()
     return gm
 
 
-def _replace(g: torch.fx.Graph, node: torch.fx.Node, seeds: torch.fx.Node, index: int,
-             fake_mode: FakeTensorMode | None) -> None:
+def _replace(g: torch.fx.Graph, node: torch.fx.Node, seed: torch.fx.Node, fake_mode: FakeTensorMode | None) -> None:
     out = _val(node)
     ref = out[0] if isinstance(out, (tuple, list)) else out
     size = [int(s) for s in ref.shape]
     new: list[torch.fx.Node] = []
     with g.inserting_before(node):
         draw = torch.ops.autofuse.philox_randn if node.target in _NORMAL else torch.ops.autofuse.philox_rand
-        u = g.call_function(draw.default, (seeds, index, size))
+        u = g.call_function(draw.default, (seed, size))
         new.append(u)
         if node.target is _DROPOUT:
             x, p = node.args[0], float(node.args[1])

@@ -10,21 +10,21 @@ from .registry import Unsupported, register
 
 
 @register("autofuse::philox_rand")
-def _philox_rand(g, seeds, index, size):
-    """Element k (row-major) is `tl.rand(seeds[index], k)`: a function of its position, so any
-    fusion or launch config draws the same numbers."""
-    return _draw(g, "rand", seeds, index, size)
+def _philox_rand(g, seed, size):
+    """Element k (row-major) is `tl.rand(seed, k)`: a function of its position, so any fusion or
+    launch config draws the same numbers."""
+    return _draw(g, "rand", seed, size)
 
 
 @register("autofuse::philox_randn")
-def _philox_randn(g, seeds, index, size):
-    """Element k (row-major) is `tl.randn(seeds[index], k)`."""
-    return _draw(g, "randn", seeds, index, size)
+def _philox_randn(g, seed, size):
+    """Element k (row-major) is `tl.randn(seed, k)`."""
+    return _draw(g, "randn", seed, size)
 
 
-def _draw(g, op: str, seeds, index: int, size) -> Pointwise:
-    if not isinstance(seeds, (Buffer, ReinterpretView)):
-        raise Unsupported("seeds not in memory")
+def _draw(g, op: str, seed_value, size) -> Pointwise:
+    if not isinstance(seed_value, (Buffer, ReinterpretView)) or tuple(seed_value.size):
+        raise Unsupported("the seed is not a 0-d tensor in memory")
     size = tuple(int(s) for s in size)
     strides, step = [], 1
     for s in reversed(size):
@@ -32,10 +32,10 @@ def _draw(g, op: str, seeds, index: int, size) -> Pointwise:
         step *= s
     if step > 2 ** 31 - 1:
         raise Unsupported("2**31 or more elements: the eager op draws them")   # the prelude's _rand counts in int32
-    seed_of = seeds.loader()
+    seed_of = seed_value.loader()
 
     def fn(ops, idx):
-        seed = seed_of(ops, [sympy.Integer(index)])
+        seed = seed_of(ops, [])
         offset = sum((i * s for i, s in zip(idx, strides)), sympy.Integer(0))
         return ops.op(op, seed, ops.index_expr(offset, torch.int32))
 

@@ -154,8 +154,10 @@ class PredictingBenchmarker:
 
 
 def copy_bandwidth(device: str = "cuda", nbytes: int = 2 * 2**30, reps: int = 20) -> float:
-    """Bytes per second (read + write) of a large device-to-device copy."""
-    src = torch.randn(nbytes // 4, device=device)
+    """Bytes per second (read + write) of a large device-to-device copy. Its source is filled, not
+    drawn: a draw would move the caller's generator, and the first compile that measures the
+    bandwidth would change the draws of a seeded training step."""
+    src = torch.full((nbytes // 4,), 1.5, device=device)
     dst = torch.empty_like(src)
     t = CudaEventBenchmarker(reps=reps, warmup=3).time(lambda: dst.copy_(src), {"kind": "copy"})
     return 2 * nbytes / (t.median_us * 1e-6)

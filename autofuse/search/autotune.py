@@ -109,8 +109,14 @@ def _autotune(gm: torch.fx.GraphModule, args: list, options: CompileOptions, ben
               ) -> tuple[ScheduledGraph, FusionPlan | None]:
     """The schedule the kernels were measured on, and the plan with each measured kernel's best config
     (None when the graph has no kernel to measure); `seconds` gets the time spent lowering and
-    grouping, and measuring."""
-    seconds = {} if seconds is None else seconds
+    grouping, and measuring. The user's generators end where they were: the measured runs of a graph
+    that samples draw, and so may anything measured on the way."""
+    with RngSnapshot.take().replay():
+        return _measured(gm, args, options, benchmarker, settings, {} if seconds is None else seconds)
+
+
+def _measured(gm: torch.fx.GraphModule, args: list, options: CompileOptions, benchmarker: Benchmarker | None,
+              settings: KernelTuneSettings, seconds: dict[str, float]) -> tuple[ScheduledGraph, FusionPlan | None]:
     on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
     opts = options.with_(plan=None, tuner=None, recorder=None)
     start = time.perf_counter()
@@ -134,7 +140,7 @@ def _autotune(gm: torch.fx.GraphModule, args: list, options: CompileOptions, ben
     evaluator = PlanEvaluator(gm, unshared_mutated_inputs(gm, args), tuner, opts, time_externs=False)
     on_device = torch.cuda.device(device) if on_gpu else contextlib.nullcontext()  # events on the kernels' device
     start = time.perf_counter()
-    with on_device, torch.no_grad(), RngSnapshot.take().replay():   # the user's generators end where they were
+    with on_device, torch.no_grad():
         ev = evaluator.evaluate(plan, sched)
     seconds["measure"] = time.perf_counter() - start
     if ev.error is not None:
