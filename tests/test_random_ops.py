@@ -217,3 +217,19 @@ def test_measuring_the_copy_bandwidth_leaves_the_generator_alone():
     before = torch.cuda.get_rng_state()
     assert copy_bandwidth("cuda", nbytes=2 ** 20, reps=2) > 0
     assert torch.equal(torch.cuda.get_rng_state(), before)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_stochastic_depth_draws_in_the_kernel(device, dtype):
+    """torchvision's stochastic depth: `empty(n, 1).bernoulli_(keep)`, divided by keep, times the
+    branch: each sample's branch kept whole or dropped whole, with probability keep."""
+    def fn(x):
+        noise = torch.empty((x.shape[0], 1), dtype=x.dtype, device=x.device).bernoulli_(0.8)
+        return x + torch.tanh(x) * noise.div_(0.8)
+    x = rand((4000, 9), dtype=dtype, device=device)
+    rec = Recorder()
+    y = _compile(fn, rec)(x)
+    dropped = (y == x).all(1)
+    assert 0.17 < dropped.float().mean().item() < 0.23
+    assert_close(y[~dropped], (x + torch.tanh(x) / 0.8)[~dropped])
+    assert _externs(rec) == ["seeds"] and "bernoulli" not in _aten_ops(rec)

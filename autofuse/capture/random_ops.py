@@ -129,6 +129,7 @@ def _(seed: torch.Tensor, size: Sequence[int]) -> torch.Tensor:
 _DROPOUT = aten.native_dropout.default
 _UNIFORM = (aten.rand.default, aten.rand_like.default)
 _NORMAL = (aten.randn.default, aten.randn_like.default)
+_BERNOULLI = aten.bernoulli.p   # `empty(...).bernoulli_(p)`: stochastic depth's per-sample mask
 _UNIFORM_DTYPES = (torch.float32, torch.float64)   # half types would round 1 - 2**-24 up to 1.0: ATen draws those
 _NORMAL_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 
@@ -139,8 +140,8 @@ def _val(n: Any) -> Any:
 
 def _generated(node: torch.fx.Node) -> bool:
     """Whether this random op is drawn in generated kernels: dropout in training with 0 <= p < 1
-    (p = 1 zeroes everything, ATen's op), uniform draws of f32 / f64 and normal ones of any float
-    dtype, without an explicit generator."""
+    (p = 1 zeroes everything, ATen's op), uniform draws of f32 / f64, normal ones and Bernoulli ones
+    of a scalar probability (stochastic depth) of any float dtype, without an explicit generator."""
     out = _val(node)
     first = out[0] if isinstance(out, (tuple, list)) and out else out
     if not isinstance(first, torch.Tensor) or any(not isinstance(d, int) for d in first.shape):
@@ -149,6 +150,10 @@ def _generated(node: torch.fx.Node) -> bool:
         p, train = node.args[1], node.args[2] if len(node.args) > 2 else node.kwargs.get("train")
         return isinstance(p, (int, float)) and 0 <= p < 1 and train is not False and \
             isinstance(out, (tuple, list)) and isinstance(out[0], torch.Tensor)
+    if node.target is _BERNOULLI:
+        p = node.args[1] if len(node.args) > 1 else node.kwargs.get("p", 0.5)
+        return isinstance(p, (int, float)) and 0 <= p <= 1 and node.kwargs.get("generator") is None and \
+            isinstance(out, torch.Tensor) and out.dtype.is_floating_point and out.layout == torch.strided
     if node.target in _UNIFORM or node.target in _NORMAL:
         dtypes = _UNIFORM_DTYPES if node.target in _UNIFORM else _NORMAL_DTYPES
         return node.kwargs.get("generator") is None and isinstance(out, torch.Tensor) and \
@@ -203,6 +208,12 @@ def _replace(g: torch.fx.Graph, node: torch.fx.Node, seed: torch.fx.Node, fake_m
                 if user.target is operator.getitem:
                     user.replace_all_uses_with(scaled if user.args[1] == 0 else keep)
                     g.erase_node(user)
+        elif node.target is _BERNOULLI:   # one with probability p, as eager's u < p
+            p = node.args[1] if len(node.args) > 1 else node.kwargs.get("p", 0.5)
+            hit = g.call_function(aten.lt.Scalar, (u, float(p)))
+            cast = g.call_function(aten._to_copy.default, (hit,), {"dtype": ref.dtype})
+            new += [hit, cast]
+            node.replace_all_uses_with(cast)
         elif ref.dtype != torch.float32:
             cast = g.call_function(aten._to_copy.default, (u,), {"dtype": ref.dtype})
             new.append(cast)
