@@ -46,7 +46,7 @@ def test_generated_draws_equal_the_eager_op(device, shape):
     x = rand(shape[::-1], device=device).t() if len(shape) == 2 else rand(shape, device=device)
 
     def fn(seed, x):
-        return x * 2 + torch.ops.autofuse.philox_rand(seed, list(x.shape))
+        return x * 2 + torch.ops.autofuse.philox_rand(seed, x)
 
     rec = Recorder()
     got = _compile(fn, rec)(seed, x)
@@ -129,7 +129,7 @@ def test_generated_normal_draws_are_the_eager_ops(device):
     seed = torch.tensor(77, dtype=torch.int64, device=device)
 
     def fn(seed, x):
-        return x - torch.ops.autofuse.philox_randn(seed, list(x.shape))
+        return x - torch.ops.autofuse.philox_randn(seed, x)
     x = rand((45, 67), device=device)
     assert_close(_compile(fn)(seed, x), fn(seed, x), atol=2e-5, rtol=1e-5)
     z = philox_normal(torch.tensor(5), 200_000)
@@ -204,17 +204,20 @@ def test_the_rewritten_graph_run_eagerly_is_the_compiled_program(device, context
             assert_close(a, e, atol=2e-5, rtol=1e-5)
 
 
-def test_a_graph_of_symbolic_sizes_keeps_atens_draws(device):
-    """Sizes Dynamo made symbolic: the draws stay ATen's ops and the graph compiles for each size."""
+def test_a_graph_of_symbolic_sizes_draws_in_its_kernels(device):
+    """Sizes Dynamo made symbolic (a second batch size): each size's program draws in its kernels,
+    the draw sized by the tensor it is drawn for."""
     torch._dynamo.reset()
-    f = torch.compile(lambda x: F.dropout(x * 2, 0.5, training=True), backend="autofuse", dynamic=True,
-                      options={"strict": True, "use_db": False})
+    rec = Recorder()
+    f = torch.compile(lambda x: F.dropout(x * 2, 0.5, training=True) + torch.randn_like(x) * 0, backend="autofuse",
+                      dynamic=True, options={"strict": True, "use_db": False, "recorder": rec})
     for n in (5, 9, 13):
         x = rand((n, 7), device=device)
         y = f(x)
         kept = y != 0
         assert y.shape == (n, 7) and 0 < kept.float().mean().item() < 1
         assert_close(y, torch.where(kept, x * 4, 0.0))
+    assert _externs(rec) == ["seeds"] * 3 and "native_dropout" not in _aten_ops(rec)
 
 
 def test_the_dropouts_of_repeated_layers_compile_to_one_source(device):

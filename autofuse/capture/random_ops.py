@@ -19,7 +19,7 @@ ATen's ops and eager's draws.
 from __future__ import annotations
 
 import operator
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 import torch.fx
@@ -81,13 +81,6 @@ def philox_normal(seed: torch.Tensor, numel: int) -> torch.Tensor:
     return torch.sqrt(-2.0 * torch.log(u1)) * torch.cos(theta)
 
 
-def _numel(size: Sequence[int]) -> int:
-    n = 1
-    for s in size:
-        n *= int(s)
-    return n
-
-
 @torch.library.custom_op("autofuse::seeds", mutates_args=())
 def seeds(count: int, device: torch.device) -> list[torch.Tensor]:
     """`count` seeds from torch's generator (one `randint`), each a 0-d tensor of its own: a kernel
@@ -105,25 +98,26 @@ def _(count: int, device: torch.device) -> list[torch.Tensor]:
 
 
 @torch.library.custom_op("autofuse::philox_rand", mutates_args=())
-def philox_rand(seed: torch.Tensor, size: Sequence[int]) -> torch.Tensor:
-    """Uniform f32 numbers of `size` (row-major) from a 0-d seed."""
-    return philox_uniform(seed, _numel(size)).reshape(tuple(int(s) for s in size))
+def philox_rand(seed: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """Uniform f32 numbers of `like`'s size (row-major; its values are not read) from a 0-d seed.
+    Why a tensor and not a size: a graph of symbolic sizes has its sizes in its tensors."""
+    return philox_uniform(seed, like.numel()).reshape(like.shape)
 
 
 @torch.library.custom_op("autofuse::philox_randn", mutates_args=())
-def philox_randn(seed: torch.Tensor, size: Sequence[int]) -> torch.Tensor:
-    """Standard normal f32 numbers of `size` (row-major) from a 0-d seed."""
-    return philox_normal(seed, _numel(size)).reshape(tuple(int(s) for s in size))
+def philox_randn(seed: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """Standard normal f32 numbers of `like`'s size (row-major) from a 0-d seed."""
+    return philox_normal(seed, like.numel()).reshape(like.shape)
 
 
 @philox_rand.register_fake
-def _(seed: torch.Tensor, size: Sequence[int]) -> torch.Tensor:
-    return seed.new_empty(tuple(size), dtype=torch.float32)
+def _(seed: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    return like.new_empty(like.shape, dtype=torch.float32)
 
 
 @philox_randn.register_fake
-def _(seed: torch.Tensor, size: Sequence[int]) -> torch.Tensor:
-    return seed.new_empty(tuple(size), dtype=torch.float32)
+def _(seed: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    return like.new_empty(like.shape, dtype=torch.float32)
 
 
 _DROPOUT = aten.native_dropout.default
@@ -144,8 +138,11 @@ def _generated(node: torch.fx.Node) -> bool:
     of a scalar probability (stochastic depth) of any float dtype, without an explicit generator."""
     out = _val(node)
     first = out[0] if isinstance(out, (tuple, list)) and out else out
-    if not isinstance(first, torch.Tensor) or any(not isinstance(d, int) for d in first.shape):
-        return False   # symbolic sizes: the draw's size would be a graph value (ATen's op draws)
+    if not isinstance(first, torch.Tensor):
+        return False
+    if node.target in (aten.rand.default, aten.randn.default) and \
+            any(not isinstance(d, int) for d in node.args[0]):
+        return False   # a size of graph values: ATen's op draws
     if node.target is _DROPOUT:
         p, train = node.args[1], node.args[2] if len(node.args) > 2 else node.kwargs.get("train")
         return isinstance(p, (int, float)) and 0 <= p < 1 and train is not False and \
@@ -192,11 +189,16 @@ def generate_random(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
 def _replace(g: torch.fx.Graph, node: torch.fx.Node, seed: torch.fx.Node, fake_mode: FakeTensorMode | None) -> None:
     out = _val(node)
     ref = out[0] if isinstance(out, (tuple, list)) else out
-    size = [int(s) for s in ref.shape]
     new: list[torch.fx.Node] = []
     with g.inserting_before(node):
+        if node.target in (aten.rand.default, aten.randn.default):
+            like = g.call_function(aten.empty.memory_format, ([int(s) for s in node.args[0]],),
+                                   {"dtype": torch.float32, "device": ref.device})
+            new.append(like)
+        else:
+            like = node.args[0]   # dropout's, rand_like's, bernoulli's input: the draw's size
         draw = torch.ops.autofuse.philox_randn if node.target in _NORMAL else torch.ops.autofuse.philox_rand
-        u = g.call_function(draw.default, (seed, size))
+        u = g.call_function(draw.default, (seed, like))
         new.append(u)
         if node.target is _DROPOUT:
             x, p = node.args[0], float(node.args[1])

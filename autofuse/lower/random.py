@@ -10,22 +10,23 @@ from .registry import Unsupported, register
 
 
 @register("autofuse::philox_rand")
-def _philox_rand(g, seed, size):
+def _philox_rand(g, seed, like):
     """Element k (row-major) is `tl.rand(seed, k)`: a function of its position, so any fusion or
     launch config draws the same numbers."""
-    return _draw(g, "rand", seed, size)
+    return _draw(g, "rand", seed, like)
 
 
 @register("autofuse::philox_randn")
-def _philox_randn(g, seed, size):
+def _philox_randn(g, seed, like):
     """Element k (row-major) is `tl.randn(seed, k)`."""
-    return _draw(g, "randn", seed, size)
+    return _draw(g, "randn", seed, like)
 
 
-def _draw(g, op: str, seed_value, size) -> Pointwise:
+def _draw(g, op: str, seed_value, like) -> Pointwise:
+    """Draws of `like`'s size (its values are not read)."""
     if not isinstance(seed_value, (Buffer, ReinterpretView)) or tuple(seed_value.size):
         raise Unsupported("the seed is not a 0-d tensor in memory")
-    size = tuple(int(s) for s in size)
+    size = tuple(int(s) for s in like.size)
     strides, step = [], 1
     for s in reversed(size):
         strides.insert(0, step)
