@@ -10,6 +10,7 @@ from autofuse.api import Recorder
 from autofuse.capture.random_ops import generate_random, philox_normal, philox_uniform
 from autofuse.capture.trace import trace_aten
 from autofuse.compiler import compile_graph
+from autofuse.lower.graph import SAVED_FROM
 from autofuse.options import CompileOptions
 from tests.helpers import assert_close, rand
 
@@ -77,7 +78,9 @@ def test_dropout_is_drawn_in_the_fused_kernel(device):
     torch.manual_seed(1)
     assert torch.equal(f(x, w), y)
     assert not torch.equal(f(x, w), y)
-    forward = rec.graphs[0][2]
+    label, gm, forward = rec.graphs[0]
+    output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    assert label == "forward" and SAVED_FROM in output.meta   # the rewritten copy keeps the saved-activation mark
     generated = [k for k in forward.kernels if k.kind != "fallback"]
     assert _externs(rec) == ["seeds"], _externs(rec)
     assert len(generated) == 1 and {"philox_rand", "tanh"} <= set(generated[0].aten_ops)
@@ -259,3 +262,20 @@ def test_stochastic_depth_draws_in_the_kernel(device, dtype):
     assert 0.17 < dropped.float().mean().item() < 0.23
     assert_close(y[~dropped], (x + torch.tanh(x) / 0.8)[~dropped])
     assert _externs(rec) == ["seeds"] and "bernoulli" not in _aten_ops(rec)
+
+
+def test_a_graph_left_to_eager_draws_with_atens_ops(device):
+    """The rewrite copies the graph: a signature past `max_sizes` runs the captured graph op by op,
+    with eager's dropout (its draws then are eager's, on the CPU bit for bit)."""
+    torch._dynamo.reset()
+    def fn(x):
+        return F.dropout(x + 1, 0.5, training=True)
+    f = torch.compile(fn, backend="autofuse", dynamic=True, options={"strict": True, "use_db": False, "max_sizes": 1})
+    f(rand((6, 5), device=device))
+    x = rand((7, 5), device=device)
+    with pytest.warns(UserWarning, match="max_sizes"):
+        torch.manual_seed(2)
+        got = f(x)
+    if device == "cpu":
+        torch.manual_seed(2)
+        assert torch.equal(got, fn(x))

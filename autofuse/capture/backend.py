@@ -59,8 +59,10 @@ class CompiledGraph:
         # on the instance: the wrappers Dynamo puts around a backward compiler copy the instance's
         # attributes (functools.wraps), not its class's, and AOTAutograd calls an unmarked one unboxed
         self._boxed_call = True
-        self.gm = gm if options.fallback_random else generate_random(gm)
         self.constants = lift_constants(gm)  # appended to every call's inputs
+        # what runs op by op where a signature is not compiled: ATen's own draws, not Philox in ATen ops
+        self.eager_gm = gm
+        self.gm = gm if options.fallback_random else generate_random(gm)
         self._placed: tuple | None = None
         self.options = options
         self.label = label
@@ -105,7 +107,7 @@ class CompiledGraph:
                               "running it with ATen ops instead (strict=True raises; autofuse.explain lists it)")
                 if self.options.recorder is not None:
                     self.options.recorder.record_eager(self.label, self.gm, reason)
-                prog = _EagerProgram(self.gm)
+                prog = _EagerProgram(self.eager_gm)
             self.programs[key] = prog
         return prog
 
@@ -116,7 +118,7 @@ class CompiledGraph:
             warnings.warn(f"autofuse: a {self.label} graph {reason}")
             if self.options.recorder is not None:
                 self.options.recorder.record_eager(self.label, self.gm, reason)
-            self._beyond = _EagerProgram(self.gm)
+            self._beyond = _EagerProgram(self.eager_gm)
         return self._beyond
 
     def _compile(self, args: Sequence[Any]) -> Any:
