@@ -399,13 +399,14 @@ UNARY = {
     "relu": (torch.relu, "any"), "erfc": (torch.erfc, "any"), "atan": (torch.atan, "any"),
     "asin": (torch.asin, "unit"), "acos": (torch.acos, "unit"), "sinh": (torch.sinh, "any"),
     "cosh": (torch.cosh, "any"), "asinh": (torch.asinh, "any"), "acosh": (lambda x: torch.acosh(x + 1), "pos"),
-    "atanh": (torch.atanh, "unit"), "round_decimals": (lambda x: torch.round(x, decimals=2), "any"),
+    "atanh": (torch.atanh, "unit"), "erfinv": (torch.erfinv, "unit"), "lgamma": (torch.lgamma, "any"),
+    "round_decimals": (lambda x: torch.round(x, decimals=2), "any"),
     "round_decimals_neg": (lambda x: torch.round(x, decimals=-1), "big"),
 }
 # ops the ATen graph still calls by name (others are decomposed into those)
 UNARY_ATEN = {"neg", "abs", "sign", "reciprocal", "sqrt", "rsqrt", "exp", "exp2", "expm1", "log", "log2", "log1p",
               "sin", "cos", "tan", "tanh", "sigmoid", "erf", "floor", "ceil", "round", "trunc", "relu", "erfc",
-              "atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh"}
+              "atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh", "erfinv", "lgamma"}
 
 
 @pytest.mark.parametrize("name,dtypes", [pytest.param(n, d, id=f"{n}-{d}") for n in UNARY
@@ -456,6 +457,16 @@ def test_inverse_hyperbolic_functions_at_their_edges(device):
                           float("inf"), float("-inf"), float("nan"), 1.5, -0.5, -3.0], dtype=dtype, device=device)
         check(lambda x: tuple(t for f in (torch.asinh, torch.acosh, torch.atanh)     # (a NaN's sign bit varies)
                               for t in (f(x), torch.signbit(f(x)) & ~torch.isnan(f(x)))), x)
+
+
+def test_erfinv_and_lgamma_at_their_edges(device):
+    """erfinv next to +-1 and at them (+-inf); lgamma at its poles (0, -0 and negative integers:
+    +inf), next to them, far out on both sides, at its zeros 1 and 2 and at +-inf."""
+    for dtype in (F32, torch.float64):
+        u = torch.tensor([0.999999, -0.999999, 0.9, 1.0, -1.0, 1e-30, -0.3, 0.0], dtype=dtype, device=device)
+        g = torch.tensor([0.0, -0.0, -1.0, -7.0, -100.0, -7.000001, -2.5, 1e-30, 1.0, 2.0, 1.0001, 1e4, 3e36,
+                          -30.5, float("inf"), float("-inf"), float("nan")], dtype=dtype, device=device)
+        check(lambda u, g: (torch.erfinv(u), torch.lgamma(g)), u, g)
 
 
 def test_rounding_keeps_the_sign_of_zero(device):

@@ -56,7 +56,7 @@ def template(name: str, dtype: torch.dtype) -> str:
         "logical_xor": "{0} ^ {1}", "logical_not": "{0} == 0",
         "isnan": "{0} != {0}", "isinf": "tl.abs({0}) == float('inf')", "where": "tl.where({0}, {1}, {2})",
         "atan": "_atan({0})", "asin": "_asin({0})", "acos": "_acos({0})", "sinh": "_sinh({0})",
-        "cosh": "_cosh({0})", "asinh": "_asinh({0})", "acosh": "_acosh({0})", "atanh": "_atanh({0})", "erfc": "_erfc({0})", "atan2": "_atan2({0}, {1})", "hypot": "_hypot({0}, {1})",
+        "cosh": "_cosh({0})", "asinh": "_asinh({0})", "acosh": "_acosh({0})", "atanh": "_atanh({0})", "erfinv": "_erfinv({0})", "lgamma": "_lgamma({0})", "erfc": "_erfc({0})", "atan2": "_atan2({0}, {1})", "hypot": "_hypot({0}, {1})",
         "fma": "{0} * {1} + {2}", "rand": "_rand({0}, {1})", "randn": "_randn({0}, {1})",
         "signbit": ("{0}.to(tl.int64, bitcast=True) < 0" if dtype == torch.float64
                     else "{0}.to(tl.int32, bitcast=True) < 0") if f else "{0} < 0",

@@ -268,6 +268,16 @@ def _asinh(x):
 
 
 @triton.jit
+def _erfinv(x):
+    return libdevice.erfinv(x)
+
+
+@triton.jit
+def _lgamma(x):
+    return libdevice.lgamma(x)
+
+
+@triton.jit
 def _acosh(x):
     return libdevice.acosh(x)
 
@@ -463,6 +473,61 @@ def _acosh(x):
     d = x - 1.0
     r = tl.where(x > 1e8, tl.log(x) + 0.6931471805599453, _log1p(d + tl.sqrt(d * (2.0 + d))))
     return tl.where(x < 1.0, float("nan"), r)
+
+
+@triton.jit
+def _erfinv(x):
+    # in f64: Giles' single-precision approximation, then two Newton steps on erf; +-inf at +-1
+    d = x.to(tl.float64)
+    w = -tl.log((1.0 - d) * (1.0 + d))
+    c = w - 2.5
+    pc = 2.81022636e-08
+    pc = 3.43273939e-07 + pc * c
+    pc = -3.5233877e-06 + pc * c
+    pc = -4.39150654e-06 + pc * c
+    pc = 0.00021858087 + pc * c
+    pc = -0.00125372503 + pc * c
+    pc = -0.00417768164 + pc * c
+    pc = 0.246640727 + pc * c
+    pc = 1.50140941 + pc * c
+    t = tl.sqrt(w) - 3.0
+    pt = -0.000200214257
+    pt = 0.000100950558 + pt * t
+    pt = 0.00134934322 + pt * t
+    pt = -0.00367342844 + pt * t
+    pt = 0.00573950773 + pt * t
+    pt = -0.0076224613 + pt * t
+    pt = 0.00943887047 + pt * t
+    pt = 1.00167406 + pt * t
+    pt = 2.83297682 + pt * t
+    y = tl.where(w < 5.0, pc, pt) * d
+    for _ in tl.static_range(2):
+        y = y - (tl.erf(y) - d) / (1.1283791670955126 * tl.exp(-y * y))
+    y = tl.where(tl.abs(d) == 1.0, d * float("inf"), y)
+    return y.to(x.dtype)
+
+
+@triton.jit
+def _lgamma(x):
+    # in f64: Lanczos (g = 7, 9 terms) from 0.5 up, the reflection log(pi / |sin(pi x)|) - lgamma(1 - x)
+    # below (sin(pi x) after reducing x mod 2, exact); +inf at the poles and at +-inf
+    d = x.to(tl.float64)
+    low = d < 0.5
+    z = tl.where(low, 1.0 - d, d) - 1.0
+    s = 0.99999999999980993 + 676.5203681218851 / (z + 1.0)
+    s = s - 1259.1392167224028 / (z + 2.0)
+    s = s + 771.32342877765313 / (z + 3.0)
+    s = s - 176.61502916214059 / (z + 4.0)
+    s = s + 12.507343278686905 / (z + 5.0)
+    s = s - 0.13857109526572012 / (z + 6.0)
+    s = s + 9.9843695780195716e-6 / (z + 7.0)
+    s = s + 1.5056327351493116e-7 / (z + 8.0)
+    t = z + 7.5
+    lg = 0.9189385332046727 + (z + 0.5) * tl.log(t) - t + tl.log(s)
+    r = d - 2.0 * tl.floor(d * 0.5 + 0.5)
+    lg = tl.where(low, 1.1447298858494002 - tl.log(tl.abs(tl.sin(3.141592653589793 * r))) - lg, lg)
+    lg = tl.where((tl.abs(d) == float("inf")) | (low & (d == tl.floor(d))), float("inf"), lg)
+    return lg.to(x.dtype)
 
 
 @triton.jit

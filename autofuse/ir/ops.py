@@ -22,7 +22,7 @@ MATH_OPS: dict[str, str] = {
         "sign", "reciprocal", "sqrt", "rsqrt", "exp", "exp2", "expm1", "log", "log2", "log1p", "sin",
         "cos", "tan", "tanh", "sigmoid", "erf", "pow", "floor", "ceil", "round", "trunc", "maximum",
         "minimum", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "relu", "atan", "asin",
-        "acos", "sinh", "cosh", "asinh", "acosh", "atanh", "erfc", "lshift", "rshift", "atan2", "hypot", "fma")},
+        "acos", "sinh", "cosh", "asinh", "acosh", "atanh", "erfc", "erfinv", "lgamma", "lshift", "rshift", "atan2", "hypot", "fma")},
     **{n: "bool" for n in (
         "lt", "le", "gt", "ge", "eq", "ne", "logical_and", "logical_or", "logical_xor", "logical_not",
         "isnan", "isinf", "signbit")},

@@ -63,7 +63,7 @@ UNARY = {
     aten.erf: "erf", aten.floor: "floor", aten.ceil: "ceil", aten.trunc: "trunc", aten.relu: "relu",
     aten.atan: "atan", aten.asin: "asin", aten.acos: "acos", aten.sinh: "sinh", aten.cosh: "cosh",
     aten.erfc: "erfc", aten.reciprocal: "reciprocal", aten.asinh: "asinh", aten.acosh: "acosh",
-    aten.atanh: "atanh",
+    aten.atanh: "atanh", aten.erfinv: "erfinv", aten.lgamma: "lgamma",
 }
 for _op, _name in UNARY.items():
     register(_op)(_unary(_name))
