@@ -100,3 +100,14 @@ def test_a_graph_that_samples_is_verified_with_the_same_draws(tmp_path, device):
                         benchmarker=FakeBenchmarker(_cost), train=True)
     assert "no plan could be verified" not in res.report(), res.report()
     assert len(res.graphs) == 2 and all(g.plan is not None for g in res.graphs)
+    # the dropout is drawn in the tuned kernels, and a later compile finds both plans under the same keys
+    rec = Recorder()
+    torch._dynamo.reset()
+    f = autofuse.compile(copy.deepcopy(model), db=str(tmp_path / "t.db"), on_miss="error", strict=True, recorder=rec)
+    torch.manual_seed(5)
+    y = f(x)
+    y.float().sum().backward()
+    torch.manual_seed(5)
+    assert torch.equal(f(x), y)
+    assert all(getattr(art, "source", "") == "tuning DB" for _, _, art in rec.graphs) and len(rec.graphs) == 2
+    assert "philox_rand" in [o for _, _, art in rec.graphs for k in art.kernels for o in k.aten_ops]
