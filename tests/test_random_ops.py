@@ -139,6 +139,22 @@ def test_generated_normal_draws_are_the_eager_ops(device):
     assert abs(z.mean().item()) < 0.01 and abs(z.std().item() - 1) < 0.01 and z.abs().max() < 6
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_exponential_and_scaled_normal_draws(device, dtype):
+    """`exponential_(2)` (mean and spread 1/2, never negative), `normal_(1, 0.3)` and `normal(x, 0.1)`
+    drawn in the kernel, in the op's dtype; gumbel_softmax's rows still sum to 1."""
+    x = rand((3000, 7), dtype=dtype, device=device)
+    rec = Recorder()
+    e, n, m, gs = _compile(lambda x: (torch.empty_like(x).exponential_(2.0), torch.empty_like(x).normal_(1.0, 0.3),
+                                       torch.normal(x, 0.1) - x, F.gumbel_softmax(x.float(), tau=0.5)), rec)(x)
+    assert e.dtype == n.dtype == m.dtype == dtype and e.min() >= 0
+    for t, mean, std in ((e, 0.5, 0.5), (n, 1.0, 0.3), (m, 0.0, 0.1)):
+        t = t.double()
+        assert abs(t.mean().item() - mean) < 0.02 and abs(t.std().item() - std) < 0.02
+    assert_close(gs.sum(-1), torch.ones(3000, device=device))
+    assert _externs(rec) == ["seeds"]
+
+
 def test_half_precision_rand_stays_atens(device):
     """A half-precision draw rounded from f32 could reach 1.0: ATen draws those."""
     rec = Recorder()
@@ -178,6 +194,8 @@ CONTEXTS = {
     "long rows (looped)": (lambda x: _dropout(x - x.mean(-1, keepdim=True), 0.2), (5, 5000)),
     "of a view": (lambda x: _dropout(x.view(6, 35, 4).permute(2, 0, 1), 0.4), (42, 20)),
     "normal draws": (lambda x: x * torch.randn_like(x) + torch.rand_like(x.t()).t(), (33, 18)),
+    "gumbel and scaled normal": (lambda x: (F.gumbel_softmax(x, tau=0.5), torch.normal(x, 0.1),
+                                            torch.empty_like(x).normal_(1.0, 0.3)), (29, 11)),
 }
 
 

@@ -124,6 +124,8 @@ _DROPOUT = aten.native_dropout.default
 _UNIFORM = (aten.rand.default, aten.rand_like.default)
 _NORMAL = (aten.randn.default, aten.randn_like.default)
 _BERNOULLI = aten.bernoulli.p   # `empty(...).bernoulli_(p)`: stochastic depth's per-sample mask
+_EXPONENTIAL = aten.exponential.default   # `empty_like(x).exponential_()`: Gumbel noise (gumbel_softmax)
+_SCALED_NORMAL = (aten.normal_functional.default, aten.normal.Tensor_float)   # `normal_(m, s)`, `normal(x, s)`
 _UNIFORM_DTYPES = (torch.float32, torch.float64)   # half types would round 1 - 2**-24 up to 1.0: ATen draws those
 _NORMAL_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 
@@ -134,8 +136,9 @@ def _val(n: Any) -> Any:
 
 def _generated(node: torch.fx.Node) -> bool:
     """Whether this random op is drawn in generated kernels: dropout in training with 0 <= p < 1
-    (p = 1 zeroes everything, ATen's op), uniform draws of f32 / f64, normal ones and Bernoulli ones
-    of a scalar probability (stochastic depth) of any float dtype, without an explicit generator."""
+    (p = 1 zeroes everything, ATen's op), uniform draws of f32 / f64, and normal (of scalar mean
+    and std, or around a tensor of means), exponential and Bernoulli ones (of a scalar probability:
+    stochastic depth) of any float dtype, without an explicit generator."""
     out = _val(node)
     first = out[0] if isinstance(out, (tuple, list)) and out else out
     if not isinstance(first, torch.Tensor):
@@ -151,6 +154,11 @@ def _generated(node: torch.fx.Node) -> bool:
         p = node.args[1] if len(node.args) > 1 else node.kwargs.get("p", 0.5)
         return isinstance(p, (int, float)) and 0 <= p <= 1 and node.kwargs.get("generator") is None and \
             isinstance(out, torch.Tensor) and out.dtype.is_floating_point and out.layout == torch.strided
+    if node.target is _EXPONENTIAL or node.target in _SCALED_NORMAL:
+        scalars = [a for a in (*node.args[1:], *(v for k, v in node.kwargs.items() if k != "generator"))]
+        return all(isinstance(a, (int, float)) and not isinstance(a, bool) for a in scalars) and \
+            node.kwargs.get("generator") is None and isinstance(out, torch.Tensor) and \
+            out.dtype.is_floating_point and out.layout == torch.strided
     if node.target in _UNIFORM or node.target in _NORMAL:
         dtypes = _UNIFORM_DTYPES if node.target in _UNIFORM else _NORMAL_DTYPES
         return node.kwargs.get("generator") is None and isinstance(out, torch.Tensor) and \
@@ -201,7 +209,8 @@ def _replace(g: torch.fx.Graph, node: torch.fx.Node, seed: torch.fx.Node, fake_m
             new.append(like)
         else:
             like = node.args[0]   # dropout's, rand_like's, bernoulli's input: the draw's size
-        draw = torch.ops.autofuse.philox_randn if node.target in _NORMAL else torch.ops.autofuse.philox_rand
+        normal = node.target in _NORMAL or node.target in _SCALED_NORMAL
+        draw = torch.ops.autofuse.philox_randn if normal else torch.ops.autofuse.philox_rand
         u = g.call_function(draw.default, (seed, like))
         new.append(u)
         if node.target is _DROPOUT:
@@ -220,6 +229,11 @@ def _replace(g: torch.fx.Graph, node: torch.fx.Node, seed: torch.fx.Node, fake_m
             cast = g.call_function(aten._to_copy.default, (hit,), {"dtype": ref.dtype})
             new += [hit, cast]
             node.replace_all_uses_with(cast)
+        elif node.target is _EXPONENTIAL or node.target in _SCALED_NORMAL:
+            value = _scaled(g, node, u, new)
+            cast = g.call_function(aten._to_copy.default, (value,), {"dtype": ref.dtype})
+            new.append(cast)
+            node.replace_all_uses_with(cast)
         elif ref.dtype != torch.float32:
             cast = g.call_function(aten._to_copy.default, (u,), {"dtype": ref.dtype})
             new.append(cast)
@@ -229,6 +243,26 @@ def _replace(g: torch.fx.Graph, node: torch.fx.Node, seed: torch.fx.Node, fake_m
     for n in new:
         _set_meta(n, fake_mode)
     g.erase_node(node)
+
+
+def _scaled(g: torch.fx.Graph, node: torch.fx.Node, u: torch.fx.Node, new: list[torch.fx.Node]) -> torch.fx.Node:
+    """An exponential draw of rate lambd, -log(1 - u) / lambd (finite: u < 1), or a normal one of the
+    op's mean and std, in f32 (cast to the op's dtype once, after)."""
+    args = {**dict(zip(("self", "a1", "a2"), node.args)), **node.kwargs}
+    if node.target is _EXPONENTIAL:
+        lambd = float(args.get("a1", args.get("lambd", 1.0)))
+        steps = [(aten.neg.default, (u,)), (aten.log1p.default, None), (aten.div.Tensor, -lambd)]
+    elif node.target is aten.normal_functional.default:
+        steps = [(aten.mul.Tensor, float(args.get("a2", args.get("std", 1.0)))),
+                 (aten.add.Tensor, float(args.get("a1", args.get("mean", 0.0))))]
+    else:   # normal(mean tensor, std)
+        steps = [(aten.mul.Tensor, float(args.get("a1", args.get("std", 1.0)))), (aten.add.Tensor, node.args[0])]
+    value = u
+    for op, operand in steps:
+        value = g.call_function(op, operand if isinstance(operand, tuple) else
+                                (value,) if operand is None else (value, operand))
+        new.append(value)
+    return value
 
 
 def _set_meta(node: torch.fx.Node, fake_mode: FakeTensorMode | None) -> None:
