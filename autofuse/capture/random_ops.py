@@ -24,6 +24,7 @@ from typing import Any
 import torch
 import torch.fx
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.operator_schemas import normalize_function
 
 aten = torch.ops.aten
 
@@ -126,6 +127,7 @@ _NORMAL = (aten.randn.default, aten.randn_like.default)
 _BERNOULLI = aten.bernoulli.p   # `empty(...).bernoulli_(p)`: stochastic depth's per-sample mask
 _EXPONENTIAL = aten.exponential.default   # `empty_like(x).exponential_()`: Gumbel noise (gumbel_softmax)
 _SCALED_NORMAL = (aten.normal_functional.default, aten.normal.Tensor_float)   # `normal_(m, s)`, `normal(x, s)`
+_RANDOM = frozenset({_DROPOUT, *_UNIFORM, *_NORMAL, _BERNOULLI, _EXPONENTIAL, *_SCALED_NORMAL})
 _UNIFORM_DTYPES = (torch.float32, torch.float64)   # half types would round 1 - 2**-24 up to 1.0: ATen draws those
 _NORMAL_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 
@@ -134,36 +136,40 @@ def _val(n: Any) -> Any:
     return n.meta.get("val") if isinstance(n, torch.fx.Node) else n
 
 
+def _bound(node: torch.fx.Node) -> dict[str, Any]:
+    """The op's arguments by their schema names, defaults included."""
+    return dict(normalize_function(node.target, node.args, node.kwargs, normalize_to_only_use_kwargs=True).kwargs)
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
 def _generated(node: torch.fx.Node) -> bool:
     """Whether this random op is drawn in generated kernels: dropout in training with 0 <= p < 1
     (p = 1 zeroes everything, ATen's op), uniform draws of f32 / f64, and normal (of scalar mean
     and std, or around a tensor of means), exponential and Bernoulli ones (of a scalar probability:
     stochastic depth) of any float dtype, without an explicit generator."""
-    out = _val(node)
-    first = out[0] if isinstance(out, (tuple, list)) and out else out
-    if not isinstance(first, torch.Tensor):
+    if node.target not in _RANDOM:
         return False
-    if node.target in (aten.rand.default, aten.randn.default) and \
-            any(not isinstance(d, int) for d in node.args[0]):
-        return False   # a size of graph values: ATen's op draws
+    out, b = _val(node), _bound(node)
     if node.target is _DROPOUT:
-        p, train = node.args[1], node.args[2] if len(node.args) > 2 else node.kwargs.get("train")
-        return isinstance(p, (int, float)) and 0 <= p < 1 and train is not False and \
+        return _number(b["p"]) and 0 <= b["p"] < 1 and b["train"] is not False and \
             isinstance(out, (tuple, list)) and isinstance(out[0], torch.Tensor)
-    if node.target is _BERNOULLI:
-        p = node.args[1] if len(node.args) > 1 else node.kwargs.get("p", 0.5)
-        return isinstance(p, (int, float)) and 0 <= p <= 1 and node.kwargs.get("generator") is None and \
-            isinstance(out, torch.Tensor) and out.dtype.is_floating_point and out.layout == torch.strided
-    if node.target is _EXPONENTIAL or node.target in _SCALED_NORMAL:
-        scalars = [a for a in (*node.args[1:], *(v for k, v in node.kwargs.items() if k != "generator"))]
-        return all(isinstance(a, (int, float)) and not isinstance(a, bool) for a in scalars) and \
-            node.kwargs.get("generator") is None and isinstance(out, torch.Tensor) and \
-            out.dtype.is_floating_point and out.layout == torch.strided
-    if node.target in _UNIFORM or node.target in _NORMAL:
-        dtypes = _UNIFORM_DTYPES if node.target in _UNIFORM else _NORMAL_DTYPES
-        return node.kwargs.get("generator") is None and isinstance(out, torch.Tensor) and \
-            out.dtype in dtypes and out.layout == torch.strided
-    return False
+    if not isinstance(out, torch.Tensor) or out.layout != torch.strided or b.get("generator") is not None:
+        return False
+    if node.target in _UNIFORM:
+        dtypes = _UNIFORM_DTYPES
+    elif node.target in _NORMAL:
+        dtypes = _NORMAL_DTYPES
+    else:   # the scalars of a Bernoulli, exponential or scaled normal draw
+        if not all(_number(b[k]) for k in ("p", "lambd", "std") if k in b) or \
+                (node.target is aten.normal_functional.default and not _number(b["mean"])):
+            return False
+        dtypes = _NORMAL_DTYPES
+    if node.target in (aten.rand.default, aten.randn.default) and not all(isinstance(d, int) for d in b["size"]):
+        return False   # a size of graph values: ATen's op draws
+    return out.dtype in dtypes and (node.target is not _BERNOULLI or 0 <= b["p"] <= 1)
 
 
 def generate_random(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
@@ -199,70 +205,45 @@ def generate_random(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
 
 
 def _replace(g: torch.fx.Graph, node: torch.fx.Node, seed: torch.fx.Node, fake_mode: FakeTensorMode | None) -> None:
-    out = _val(node)
+    out, b = _val(node), _bound(node)
     ref = out[0] if isinstance(out, (tuple, list)) else out
     new: list[torch.fx.Node] = []
+
+    def call(op: Any, *args: Any, **kwargs: Any) -> torch.fx.Node:
+        new.append(g.call_function(op, args, kwargs))
+        return new[-1]
+
     with g.inserting_before(node):
         if node.target in (aten.rand.default, aten.randn.default):
-            like = g.call_function(aten.empty.memory_format, ([int(s) for s in node.args[0]],),
-                                   {"dtype": torch.float32, "device": ref.device})
-            new.append(like)
+            like = call(aten.empty.memory_format, [int(s) for s in b["size"]], dtype=torch.float32, device=ref.device)
         else:
             like = node.args[0]   # dropout's, rand_like's, bernoulli's input: the draw's size
         normal = node.target in _NORMAL or node.target in _SCALED_NORMAL
-        draw = torch.ops.autofuse.philox_randn if normal else torch.ops.autofuse.philox_rand
-        u = g.call_function(draw.default, (seed, like))
-        new.append(u)
+        u = call((torch.ops.autofuse.philox_randn if normal else torch.ops.autofuse.philox_rand).default, seed, like)
         if node.target is _DROPOUT:
-            x, p = node.args[0], float(node.args[1])
-            keep = g.call_function(aten.ge.Scalar, (u, p))   # kept with probability 1 - p (p = 0 keeps all)
-            kept = g.call_function(aten.mul.Tensor, (keep, x))
-            scaled = g.call_function(aten.mul.Tensor, (kept, 1.0 / (1.0 - p)))
-            new += [keep, kept, scaled]
+            p = float(b["p"])
+            keep = call(aten.ge.Scalar, u, p)   # kept with probability 1 - p (p = 0 keeps all)
+            scaled = call(aten.mul.Tensor, call(aten.mul.Tensor, keep, node.args[0]), 1.0 / (1.0 - p))
             for user in list(node.users):
                 if user.target is operator.getitem:
                     user.replace_all_uses_with(scaled if user.args[1] == 0 else keep)
                     g.erase_node(user)
-        elif node.target is _BERNOULLI:   # one with probability p, as eager's u < p
-            p = node.args[1] if len(node.args) > 1 else node.kwargs.get("p", 0.5)
-            hit = g.call_function(aten.lt.Scalar, (u, float(p)))
-            cast = g.call_function(aten._to_copy.default, (hit,), {"dtype": ref.dtype})
-            new += [hit, cast]
-            node.replace_all_uses_with(cast)
-        elif node.target is _EXPONENTIAL or node.target in _SCALED_NORMAL:
-            value = _scaled(g, node, u, new)
-            cast = g.call_function(aten._to_copy.default, (value,), {"dtype": ref.dtype})
-            new.append(cast)
-            node.replace_all_uses_with(cast)
-        elif ref.dtype != torch.float32:
-            cast = g.call_function(aten._to_copy.default, (u,), {"dtype": ref.dtype})
-            new.append(cast)
-            node.replace_all_uses_with(cast)
         else:
-            node.replace_all_uses_with(u)
+            if node.target is _BERNOULLI:   # one with probability p, as eager's u < p
+                value = call(aten.lt.Scalar, u, float(b["p"]))
+            elif node.target is _EXPONENTIAL:   # -log(1 - u) / rate: finite, as u < 1
+                value = call(aten.div.Tensor, call(aten.log1p.default, call(aten.neg.default, u)), -float(b["lambd"]))
+            elif node.target in _SCALED_NORMAL:   # in f32, cast to the op's dtype once, after
+                mean = b["mean"] if node.target is aten.normal.Tensor_float else float(b["mean"])
+                value = call(aten.add.Tensor, call(aten.mul.Tensor, u, float(b["std"])), mean)
+            else:
+                value = u
+            if node.target is _BERNOULLI or ref.dtype != torch.float32:
+                value = call(aten._to_copy.default, value, dtype=ref.dtype)
+            node.replace_all_uses_with(value)
     for n in new:
         _set_meta(n, fake_mode)
     g.erase_node(node)
-
-
-def _scaled(g: torch.fx.Graph, node: torch.fx.Node, u: torch.fx.Node, new: list[torch.fx.Node]) -> torch.fx.Node:
-    """An exponential draw of rate lambd, -log(1 - u) / lambd (finite: u < 1), or a normal one of the
-    op's mean and std, in f32 (cast to the op's dtype once, after)."""
-    args = {**dict(zip(("self", "a1", "a2"), node.args)), **node.kwargs}
-    if node.target is _EXPONENTIAL:
-        lambd = float(args.get("a1", args.get("lambd", 1.0)))
-        steps = [(aten.neg.default, (u,)), (aten.log1p.default, None), (aten.div.Tensor, -lambd)]
-    elif node.target is aten.normal_functional.default:
-        steps = [(aten.mul.Tensor, float(args.get("a2", args.get("std", 1.0)))),
-                 (aten.add.Tensor, float(args.get("a1", args.get("mean", 0.0))))]
-    else:   # normal(mean tensor, std)
-        steps = [(aten.mul.Tensor, float(args.get("a1", args.get("std", 1.0)))), (aten.add.Tensor, node.args[0])]
-    value = u
-    for op, operand in steps:
-        value = g.call_function(op, operand if isinstance(operand, tuple) else
-                                (value,) if operand is None else (value, operand))
-        new.append(value)
-    return value
 
 
 def _set_meta(node: torch.fx.Node, fake_mode: FakeTensorMode | None) -> None:

@@ -2,10 +2,11 @@
 capture/random_ops.py)."""
 from __future__ import annotations
 
-import sympy
+import math
+
 import torch
 
-from ..ir.values import Buffer, Pointwise, ReinterpretView
+from ..ir.values import Buffer, Layout, Pointwise, ReinterpretView
 from .registry import Unsupported, register
 
 
@@ -27,17 +28,12 @@ def _draw(g, op: str, seed_value, like) -> Pointwise:
     if not isinstance(seed_value, (Buffer, ReinterpretView)) or tuple(seed_value.size):
         raise Unsupported("the seed is not a 0-d tensor in memory")
     size = tuple(int(s) for s in like.size)
-    strides, step = [], 1
-    for s in reversed(size):
-        strides.insert(0, step)
-        step *= s
-    if step > 2 ** 31 - 1:
+    if math.prod(size) > 2 ** 31 - 1:
         raise Unsupported("2**31 or more elements: the eager op draws them")   # the prelude's _rand counts in int32
+    row_major = Layout.contiguous(g.out.device, torch.float32, size)   # element k of the draw is its k-th
     seed_of = seed_value.loader()
 
     def fn(ops, idx):
-        seed = seed_of(ops, [])
-        offset = sum((i * s for i, s in zip(idx, strides)), sympy.Integer(0))
-        return ops.op(op, seed, ops.index_expr(offset, torch.int32))
+        return ops.op(op, seed_of(ops, []), ops.index_expr(row_major.index(idx), torch.int32))
 
     return Pointwise(g.out.device, torch.float32, size, fn)
