@@ -339,7 +339,9 @@ def test_two_workers_share_one_study(db_url):
     complete = [t for t in study.trials if t.state.name == "COMPLETE"]
     # both workers added trials to the one study; the baselines are in it (two workers starting at
     # the same moment may both enqueue them: SQLite has no row locks, and a duplicate costs no measurement)
-    assert len(complete) >= 10 and len({t.number for t in complete}) == len(complete)
+    # the budget is the study's: the workers split its 10 trials (asking at the same moment, both may
+    # take the last one)
+    assert 10 <= len(complete) <= 11 and len({t.number for t in complete}) == len(complete)
     baselines = [t.user_attrs.get("baseline") for t in complete if t.user_attrs.get("baseline")]
     assert set(baselines) == {"inductor", "none", "tvm"} and len(baselines) <= 6
     with TuningDB.open(db_path) as db:
@@ -365,6 +367,9 @@ def test_ask_tell_skips_a_trial_the_other_worker_finished_first():
 
         def tell(self, trial, value=None, state=None):
             self.told.append((trial, value))
+
+        def get_trials(self, deepcopy, states):   # finished: the told ones and the other worker's trial 2
+            return [None] * (len(self.told) + (self.n >= 2))
 
     def objective(trial):
         if trial == 2:

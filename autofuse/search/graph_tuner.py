@@ -33,7 +33,8 @@ from .records import device_traits
 from .progress import Progress
 from .interrupts import deferred_interrupts, stop_requested
 from .settings import TuneSettings
-from .study import SpaceCache, enqueue_baselines, fail_stale_trials, open_study, quiet_optuna, study_name, worker_id
+from .study import (SpaceCache, enqueue_baselines, fail_stale_trials, open_study, quiet_optuna, study_name,
+                    trials_taken, worker_id)
 from .table import error_line
 
 BASELINES = ("inductor", "tvm", "none")
@@ -130,7 +131,7 @@ class GraphSearch:
         self.baselines: dict[str, Finalist] = {}
         self.study: Any = None
         self.spaces: SpaceCache | None = None
-        self.done = 0                          # trials finished, this worker's and (with resume) earlier ones
+        self.done = 0                          # trials finished in the study: every worker's and earlier runs' ones
         self.best_us: float | None = None      # the best estimate so far
         self.default_us: float | None = None   # the default (inductor) plan's estimate
         self.progress: Progress | None = None
@@ -159,13 +160,12 @@ class GraphSearch:
 
     def search(self, deadline: float | None) -> None:
         """Run the remaining trials (until the deadline); Ctrl-C or an error ends the search only."""
-        remaining = max(0, self.settings.trials - self.done)
         self.progress = Progress(f"{self.label} graph {self.key[:12]}", self.settings.trials, deadline,
                                  enabled=self.settings.progress)
         t0 = time.perf_counter()
         self.deadline = deadline
         try:
-            _ask_tell(self.study, self.objective, remaining, deadline)
+            _ask_tell(self.study, self.objective, self.settings.trials, deadline)
         except KeyboardInterrupt:
             self.interrupted = True
         except Exception as e:  # noqa: BLE001 - the search ends; what it measured and found is kept
@@ -187,7 +187,7 @@ class GraphSearch:
         self.kernels.abort_after = self.deadline if self.done > 0 else None
         ev = self.evaluator.evaluate(plan)
         self.record(trial, ev)
-        self.done += 1
+        self.done = max(self.done + 1, trials_taken(self.study))   # this trial is RUNNING: counted
         if math.isfinite(ev.est_us) and (self.best_us is None or ev.est_us < self.best_us):
             self.best_us = ev.est_us
         if base == "inductor":
@@ -320,14 +320,18 @@ class GraphSearch:
 
 
 def _ask_tell(study: Any, objective: Any, n_trials: int, deadline: float | None) -> None:
-    """Run n_trials trials (or until the deadline). Another worker may have finished a trial this one
-    also took (enqueued trials on storages without row locks, such as SQLite): that trial is skipped,
-    whether the other worker finished it before this one's objective wrote to it or before its tell."""
+    """Run trials until the study holds n_trials (finished or running, every worker's: workers split
+    the budget), or until the deadline. Two workers asking at once may take one trial more. Another
+    worker may have finished a trial this one also took (enqueued trials on storages without row
+    locks, such as SQLite): that trial is skipped, whether the other worker finished it before this
+    one's objective wrote to it or before its tell."""
     import optuna
-    for _ in range(n_trials):
+    for _ in range(n_trials):   # a worker alone never runs more than the budget
         if stop_requested():   # an interrupt whose raise was swallowed (interrupts.py)
             raise KeyboardInterrupt
         if deadline is not None and time.monotonic() > deadline:
+            return
+        if trials_taken(study) >= n_trials:
             return
         trial, told = None, False
         try:

@@ -27,7 +27,7 @@ class TuneSettings:
     """The settings of `autofuse.tune` and `autofuse tune`: the plan search of each graph, and (`kernel`)
     the config search of each kernel."""
 
-    trials: int = 40                    # trials per graph (with resume: in total, counting earlier ones)
+    trials: int = 40                    # trials per graph, in its study: every worker's and (resume) earlier runs' count
     time_budget: float | None = None    # seconds for the whole tune (split over the graphs)
     db: str | None = None               # tuning DB path or URL (default: $AUTOFUSE_DB, else the user cache)
     seed: int = 0

@@ -146,6 +146,14 @@ def enqueue_baselines(study: Any, spaces: SpaceCache, baselines: dict[str, Fusio
             study.enqueue_trial(spaces.params_of(plan), user_attrs={"baseline": name}, skip_if_exists=True)
 
 
+def trials_taken(study: Any) -> int:
+    """Trials of the study that count against its budget: finished ones and those a worker is running.
+    Several workers on one study stop together once it holds the budget's trials."""
+    import optuna
+    states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.RUNNING)
+    return len(study.get_trials(deepcopy=False, states=states))
+
+
 STALE_AFTER_S = 6 * 3600.0  # a RUNNING trial of another host (or of no recorded worker) older than this is dead
 
 
