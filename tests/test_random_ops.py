@@ -297,3 +297,23 @@ def test_a_graph_left_to_eager_draws_with_atens_ops(device):
     if device == "cpu":
         torch.manual_seed(2)
         assert torch.equal(got, fn(x))
+
+
+@pytest.mark.gpu
+def test_a_cuda_graph_draws_what_the_uncaptured_program_draws(device):
+    """Replayed as a CUDA graph, a program draws anew at each call and, under one seed, what it draws
+    uncaptured: the capture's warm-up runs leave the generator as they found it."""
+    def fn(x):
+        return torch.relu(x) + 0.5 * torch.rand_like(x) + 0.1 * torch.randn_like(x)
+
+    x = rand((100, 77), device=device)
+    runs = []
+    with torch.no_grad():
+        for graphs in (True, False):
+            compiled = _compile(fn, cudagraphs=graphs)
+            torch.manual_seed(3)
+            runs.append([compiled(x).clone() for _ in range(3)])
+    graphed, plain = runs
+    for a, b in zip(graphed, plain):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert not torch.equal(graphed[0], graphed[1]) and not torch.equal(graphed[1], graphed[2])

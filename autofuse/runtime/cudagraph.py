@@ -11,21 +11,26 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from ..measure.rng import RngSnapshot
+
 
 class GraphedProgram:
     def __init__(self, program: Callable[[Sequence[Any]], list], args: Sequence[Any]) -> None:
         self.program = program
         self.kernels = getattr(program, "kernels", [])
         self.static_args = [_static_copy(a) for a in args]
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(2):
-                program(self.static_args)
-        torch.cuda.current_stream().wait_stream(side)
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            self.static_out = program(self.static_args)
+        # the warm-ups and the capture draw nothing the user sees: the generators are put back, so
+        # the first replay draws what the program would have drawn uncaptured (a seeded call repeats)
+        with RngSnapshot.take().replay():
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(2):
+                    program(self.static_args)
+            torch.cuda.current_stream().wait_stream(side)
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph):
+                self.static_out = program(self.static_args)
 
     def __call__(self, args: Sequence[Any]) -> list:
         dst, src = [], []
