@@ -14,7 +14,8 @@ layers, hidden 1536, GQA 12/2 heads, biased QKV, a 151 936-token vocabulary; 4 x
 (encoder-decoder, relative position buckets; 16 x 512 in, 16 x 128 out) and torchvision's
 ConvNeXt-T, MobileNet v3 large, EfficientNet-B0 and Swin-T (32 images of 224²). "forward": bf16 inference, no grad. "train": one training step in f32 (forward
 with the loss inside the compiled model, backward, an eager AdamW step) for the LLaMA-style decoder,
-GPT-2 (its token embedding tied to the LM head) and ResNet-50.
+GPT-2 (its token embedding tied to the LM head), BERT (with its masked-LM head), ViT (with its
+classification head) and ResNet-50.
 "optimizer": one AdamW step (multi-tensor on CUDA) over the f32 model's parameters, with fixed
 gradients, `opt.step` compiled; its error is that of the parameters' change against eager's.
 Dropout is off unless --dropout P turns every dropout module of a training step on (GPT-2's).
@@ -61,7 +62,7 @@ MODELS = ("llama", "gpt2", "bert", "vit", "resnet50", "qwen2", "t5", "convnext",
           "shufflenet")
 VISION = ("resnet50", "convnext", "mobilenet_v3", "efficientnet", "swin", "densenet121", "regnet", "mobilenet_v2",
           "shufflenet")   # torchvision classifiers
-TRAINABLE = ("llama", "gpt2", "resnet50")
+TRAINABLE = ("llama", "gpt2", "bert", "vit", "resnet50")
 MODES = ("forward", "train", "optimizer")
 VARIANTS = ("eager", "inductor", "autofuse_rules", "autofuse_default", "autofuse_tuned", "inductor_max_autotune")
 SLEEP_CYCLES_PER_S = 2.0e9   # about the H200's clock: a sleep of s seconds spins s * this many cycles
@@ -182,9 +183,13 @@ def build(name: str, tiny: bool, train: bool, device: str) -> Built:
         cfg = tf.BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
                             vocab_size=500, max_position_embeddings=64) if tiny else tf.BertConfig()
         cfg.hidden_dropout_prob = cfg.attention_probs_dropout_prob = 0.0
-        model = tf.BertModel(cfg, add_pooling_layer=False)
         ids = _tokens(2, 16, 500, device, gen) if tiny else _tokens(16, 512, cfg.vocab_size, device, gen)
         inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+        if train:   # the encoder with its masked-LM head, every position a target
+            model = tf.BertForMaskedLM(cfg)
+            inputs["labels"] = ids
+        else:
+            model = tf.BertModel(cfg, add_pooling_layer=False)
     elif name == "t5":
         cfg = tf.T5Config(d_model=64, d_kv=16, d_ff=128, num_layers=2, num_heads=4, vocab_size=500) if tiny else \
             tf.T5Config(d_model=768, d_kv=64, d_ff=3072, num_layers=12, num_heads=12, vocab_size=32128)
@@ -197,9 +202,14 @@ def build(name: str, tiny: bool, train: bool, device: str) -> Built:
         cfg = tf.ViTConfig(image_size=32, patch_size=8, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                            intermediate_size=128) if tiny else tf.ViTConfig()
         cfg.hidden_dropout_prob = cfg.attention_probs_dropout_prob = 0.0
-        model = tf.ViTModel(cfg, add_pooling_layer=False)
         shape = (2, 3, 32, 32) if tiny else (32, 3, 224, 224)
         inputs = {"pixel_values": torch.randn(shape, generator=gen, device=device)}
+        if train:   # the encoder with its classification head (ImageNet's 1000 classes)
+            cfg.num_labels = 10 if tiny else 1000
+            model = tf.ViTForImageClassification(cfg)
+            inputs["labels"] = torch.randint(0, cfg.num_labels, (shape[0],), generator=gen, device=device)
+        else:
+            model = tf.ViTModel(cfg, add_pooling_layer=False)
     else:
         raise ValueError(f"unknown model {name!r}; choose from {', '.join(MODELS)}")
     return Built(model.to(device), inputs)
