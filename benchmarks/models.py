@@ -2,7 +2,7 @@
 default plan and autofuse tuned (with --db), side by side in one run.
 
     python3 -m benchmarks.models --out DIR [--models llama,gpt2,bert,vit,resnet50,qwen2,t5,convnext,...]
-        [--modes forward,train] [--variants eager,inductor,inductor_max_autotune,autofuse_default,autofuse_tuned]
+        [--modes forward,train,optimizer,generate] [--variants eager,inductor,inductor_max_autotune,autofuse_default,autofuse_tuned]
         [--db PATH | --tune-budget S] [--time-budget S] [--calls N] [--strict]
     python3 -m benchmarks.models --device cpu --tiny --out DIR --models bert --variants eager,autofuse_default
 
@@ -18,6 +18,9 @@ GPT-2 (its token embedding tied to the LM head), BERT (with its masked-LM head),
 classification head) and ResNet-50.
 "optimizer": one AdamW step (multi-tensor on CUDA) over the f32 model's parameters, with fixed
 gradients, `opt.step` compiled; its error is that of the parameters' change against eager's.
+"generate": greedy `generate` in bf16 with a static cache (the prompt, then 32 tokens), the model's
+forward compiled (transformers' own compile of it turned off); its error is the share of generated
+tokens that differ from the f32 model's.
 Dropout is off unless --dropout P turns every dropout module of a training step on (GPT-2's).
 
 Per model, mode and variant: GPU time per call (the profiler's sum of GPU kernel times), wall time
@@ -63,7 +66,9 @@ MODELS = ("llama", "gpt2", "bert", "vit", "resnet50", "qwen2", "t5", "convnext",
 VISION = ("resnet50", "convnext", "mobilenet_v3", "efficientnet", "swin", "densenet121", "regnet", "mobilenet_v2",
           "shufflenet")   # torchvision classifiers
 TRAINABLE = ("llama", "gpt2", "bert", "vit", "resnet50")
-MODES = ("forward", "train", "optimizer")
+GENERATIVE = ("llama", "qwen2", "gpt2", "phi", "bloom", "opt", "gpt_neox")   # causal LMs: the generate mode
+NEW_TOKENS = 32          # tokens a generate call decodes after its prompt (tiny: 4)
+MODES = ("forward", "train", "optimizer", "generate")
 VARIANTS = ("eager", "inductor", "autofuse_rules", "autofuse_default", "autofuse_tuned", "inductor_max_autotune")
 SLEEP_CYCLES_PER_S = 2.0e9   # about the H200's clock: a sleep of s seconds spins s * this many cycles
 MAX_QUEUED_KERNELS = 600     # below the GPU's launch queue depth: enqueueing never blocks
@@ -278,7 +283,8 @@ def no_tf32():
 # ---- one model in one mode: its calls and its reference -----------------------------------------
 
 class Job:
-    """A model in one mode ("forward" or "train"): its f32 reference and a fresh call per variant."""
+    """A model in one mode (forward, train, optimizer, generate): its f32 reference and a fresh call
+    per variant."""
 
     def __init__(self, name: str, mode: str, tiny: bool, device: str, dropout: float = 0.0) -> None:
         self.name, self.mode, self.device = name, mode, device
@@ -290,6 +296,9 @@ class Job:
                     m.p = dropout
         if mode == "optimizer":
             self._init_optimizer(built.model)
+            return
+        if mode == "generate":
+            self._init_generate(built, tiny)
             return
         self.base, self.inputs = built.model, built.inputs
         with no_tf32():
@@ -324,6 +333,30 @@ class Job:
             self.ref = [p.detach() - b for p, b in zip(ref.parameters(), before)]
         del ref
 
+    def _init_generate(self, built: Built, tiny: bool) -> None:
+        """The generate mode: the prompt, greedy static-cache settings and the f32 model's tokens."""
+        self.base, self.inputs = built.model.eval(), built.inputs
+        self.prompt = built.inputs["input_ids"]
+        new = 4 if tiny else NEW_TOKENS
+        self.generate_kwargs = dict(max_new_tokens=new, min_new_tokens=new, do_sample=False, pad_token_id=0,
+                                    cache_implementation="static")
+        self.base.generation_config.disable_compile = True   # each variant compiles the forward itself
+        with no_tf32(), torch.no_grad():
+            self.ref = [self.base.generate(self.prompt, **self.generate_kwargs)[:, self.prompt.shape[1]:]]
+        self.model = copy.deepcopy(self.base).to(torch.bfloat16)
+
+    def _generate_call(self, compile_fn: Callable[[Any], Callable[..., Any]]
+                       ) -> tuple[Callable[[], Any], Callable[[], list]]:
+        """One greedy generation through a compiled forward, as transformers' docs compile it."""
+        model = copy.deepcopy(self.model)
+        model.forward = compile_fn(model.forward)
+
+        def call() -> Any:
+            with torch.no_grad():
+                return model.generate(self.prompt, **self.generate_kwargs)
+
+        return call, lambda: [call()[:, self.prompt.shape[1]:]]
+
     def _optimizer_call(self, compile_fn: Callable[[nn.Module], Callable[..., Any]]
                         ) -> tuple[Callable[[], Any], Callable[[], list]]:
         """One AdamW step (multi-tensor on CUDA, torch.optim's default there) over the model's
@@ -355,6 +388,8 @@ class Job:
         and gradients; for the optimizer, the first step's change of each parameter)."""
         if self.mode == "optimizer":
             return self._optimizer_call(compile_fn)
+        if self.mode == "generate":
+            return self._generate_call(compile_fn)
         if self.mode == "forward":
             fn = compile_fn(self.model)
 
@@ -388,8 +423,8 @@ class Job:
     def tune(self, db: str, budget: float, trials: int) -> dict[str, Any]:
         """Tune this model's graphs (inference, or a training step's forward and backward) into db."""
         import autofuse
-        if self.mode == "optimizer":
-            raise RuntimeError("the optimizer mode has no tuned variant: its graph is tuned at compile time")
+        if self.mode in ("optimizer", "generate"):
+            raise RuntimeError(f"the {self.mode} mode has no tuned variant")
         if self.mode == "forward":
             model, kwargs, train = self.model, self.call_inputs, False
         else:
@@ -405,6 +440,8 @@ class Job:
             num = sum(float((a.double() - b.double()).pow(2).sum()) for a, b in zip(outs, self.ref))
             den = sum(float(b.double().pow(2).sum()) for b in self.ref)
             return {"error": (num / max(den, 1e-300)) ** 0.5}
+        if self.mode == "generate":
+            return {"error": float((outs[0] != self.ref[0]).float().mean())}
         if self.mode == "forward":
             return {"error": rel_error(outs[0], self.ref[0])}
         if len(outs) != len(self.ref):
@@ -601,7 +638,8 @@ def _error(e: BaseException) -> str:
 
 def plan(opts: argparse.Namespace) -> list[tuple[str, str, str]]:
     """(model, mode, variant) in priority order: max-autotune after everything else."""
-    jobs = [(m, mode) for m in opts.models for mode in opts.modes if mode != "train" or m in TRAINABLE]
+    jobs = [(m, mode) for m in opts.models for mode in opts.modes
+            if (mode != "train" or m in TRAINABLE) and (mode != "generate" or m in GENERATIVE)]
     first = [(m, mode, v) for m, mode in jobs for v in opts.variants if v != "inductor_max_autotune"]
     last = [(m, mode, v) for m, mode in jobs for v in opts.variants if v == "inductor_max_autotune"]
     return first + last

@@ -85,3 +85,19 @@ def test_a_variant_timed_in_its_own_rounds_takes_its_ratios_from_those_rounds():
     ma = res["runs"][0]["variants"]["inductor_max_autotune"]
     assert ma["wall_ms_vs_inductor"] == pytest.approx(1.125) and ma["host_ms_vs_inductor"] == pytest.approx(1.1)
     assert ma["gpu_ms_vs_inductor"] == pytest.approx(4 / 3) and ma["compile_s_vs_inductor"] == pytest.approx(6.0)
+
+
+def test_tiny_generation_through_the_compiled_forward_gives_eagers_tokens(tmp_path):
+    """The generate mode: greedy tokens with a static cache, autofuse's forward compiled strict, the
+    same tokens as eager bf16 (both checked against the f32 model's)."""
+    if importlib.util.find_spec("transformers") is None:
+        pytest.skip("transformers is not installed")
+    from benchmarks.models import main
+    assert main(["--device", "cpu", "--tiny", "--out", str(tmp_path), "--models", "gpt2,bert", "--modes", "generate",
+                 "--variants", "eager,autofuse_default", "--strict"]) == 0
+    (run,) = json.loads((tmp_path / "results.json").read_text())["runs"]   # bert has no generate mode
+    assert run["model"] == "gpt2" and run["mode"] == "generate"
+    eager, af = run["variants"]["eager"], run["variants"]["autofuse_default"]
+    assert "error_text" not in af, af
+    assert af["graphs_eager"] == 0 and af["autofuse_kernels"] > 0
+    assert af["error"] == eager["error"] < 0.5
