@@ -339,7 +339,7 @@ class Job:
         self.prompt = built.inputs["input_ids"]
         new = 4 if tiny else NEW_TOKENS
         self.generate_kwargs = dict(max_new_tokens=new, min_new_tokens=new, do_sample=False, pad_token_id=0,
-                                    cache_implementation="static")
+                                    use_cache=True, cache_implementation="static")   # the configs turn caches off
         self.base.generation_config.disable_compile = True   # each variant compiles the forward itself
         with no_tf32(), torch.no_grad():
             self.ref = [self.base.generate(self.prompt, **self.generate_kwargs)[:, self.prompt.shape[1]:]]

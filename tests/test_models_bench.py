@@ -100,4 +100,5 @@ def test_tiny_generation_through_the_compiled_forward_gives_eagers_tokens(tmp_pa
     eager, af = run["variants"]["eager"], run["variants"]["autofuse_default"]
     assert "error_text" not in af, af
     assert af["graphs_eager"] == 0 and af["autofuse_kernels"] > 0
+    assert af["autofuse_graphs"] == 2   # the prompt's and one decoding step's: the static cache keeps sizes
     assert af["error"] == eager["error"] < 0.5
