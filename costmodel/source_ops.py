@@ -38,7 +38,8 @@ TRANSCENDENTAL = frozenset({
     "_pow", "_atan", "_asin", "_acos", "_sinh", "_cosh", "_erfc", "tanh", "expm1", "log1p", "pow",
     "atan", "asin", "acos", "sinh", "cosh", "erfc", "tan", "sigmoid", "_exp2_ftz", "_tanh_approx",
     "_atan2", "_hypot", "atan2", "hypot", "_asinh", "_acosh", "_atanh", "asinh", "acosh", "atanh",
-    "_rand", "rand", "_randn", "randn", "_erfinv", "erfinv", "_lgamma", "lgamma"})   # a Philox draw: ten rounds of two 32-bit high multiplies, about a transcendental's cost
+    "_erfinv", "erfinv", "_lgamma", "lgamma",
+    "_rand", "rand", "_randn", "randn"})   # a Philox draw: ten rounds of two 32-bit high multiplies, about a transcendental's cost
 DIVISION = frozenset({"sqrt", "sqrt_rn", "rsqrt", "_sqrt", "_rsqrt", "_floordiv", "_floordiv_float", "_remainder_int",
                       "_remainder_float", "fdiv", "div_rn", "_fmod", "fmod"})
 ARITH_CALLS = frozenset({"abs", "floor", "ceil", "_trunc", "_round", "maximum", "minimum", "fma",

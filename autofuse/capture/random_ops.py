@@ -176,13 +176,14 @@ def generate_random(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     """A copy of `gm` with its dropouts and uniform and normal draws as `philox_rand` /
     `philox_randn`, each from its own seed of one `seeds` call per device; `gm` itself when it has
     none (`gm` is left as it is)."""
-    if not any(n.op == "call_function" and _generated(n) for n in gm.graph.nodes):
+    originals = [n for n in gm.graph.nodes if n.op == "call_function" and _generated(n)]
+    if not originals:
         return gm
-    graph = torch.fx.Graph()
-    output = graph.output(graph.graph_copy(gm.graph, {}))   # node metas copied: fake values stay shared
+    graph, copies = torch.fx.Graph(), {}
+    output = graph.output(graph.graph_copy(gm.graph, copies))   # node metas copied: fake values stay shared
     output.meta.update(next(n for n in reversed(gm.graph.nodes) if n.op == "output").meta)   # SAVED_FROM
     gm = torch.fx.GraphModule(gm, graph)
-    nodes = [n for n in gm.graph.nodes if n.op == "call_function" and _generated(n)]
+    nodes = [copies[n] for n in originals]
     fake_mode = next((v.fake_mode for n in gm.graph.nodes for v in [_val(n)]
                       if isinstance(getattr(v, "fake_mode", None), FakeTensorMode)), None)
     by_device: dict[torch.device, list[torch.fx.Node]] = {}
