@@ -18,15 +18,19 @@ def _options(options: CompileOptions | None, kw: dict) -> CompileOptions:
     return options.with_(**kw) if kw else options
 
 
-def compile(model: Callable[..., Any], *, options: CompileOptions | None = None, **kw: Any) -> Callable[..., Any]:
+def compile(model: Callable[..., Any], *, options: CompileOptions | None = None, dynamic: bool | None = False,
+            **kw: Any) -> Callable[..., Any]:
     """Compile an nn.Module or function with autofuse (like torch.compile(model, backend="autofuse")).
 
     Keyword arguments override fields of CompileOptions (strategy=, plan=, db=, on_miss=, poison=,
     strict=, verbose=). Graphs are looked up in the tuning DB unless a strategy or plan is given.
+    `dynamic` is torch.compile's: False (the default) traces every new size as a static graph, the
+    graphs `autofuse tune` stores plans for; None lets Dynamo make a size that changed symbolic (a
+    growing key/value cache then compiles once, see README "Sizes").
     """
     from .capture.backend import make_backend
     opts = _options(options, kw)
-    return torch.compile(model, backend=make_backend(opts), dynamic=False)
+    return torch.compile(model, backend=make_backend(opts), dynamic=dynamic)
 
 
 @dataclass(frozen=True)

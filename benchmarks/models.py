@@ -2,7 +2,7 @@
 default plan and autofuse tuned (with --db), side by side in one run.
 
     python3 -m benchmarks.models --out DIR [--models llama,gpt2,bert,vit,resnet50,qwen2,t5,convnext,...]
-        [--modes forward,train,optimizer,generate] [--variants eager,inductor,inductor_max_autotune,autofuse_default,autofuse_tuned]
+        [--modes forward,train,optimizer,generate,decode] [--variants eager,inductor,inductor_max_autotune,autofuse_default,autofuse_tuned]
         [--db PATH | --tune-budget S] [--time-budget S] [--calls N] [--strict]
     python3 -m benchmarks.models --device cpu --tiny --out DIR --models bert --variants eager,autofuse_default
 
@@ -20,7 +20,9 @@ classification head) and ResNet-50.
 gradients, `opt.step` compiled; its error is that of the parameters' change against eager's.
 "generate": greedy `generate` in bf16 with a static cache (the prompt, then 32 tokens), the model's
 forward compiled (transformers' own compile of it turned off); its error is the share of generated
-tokens that differ from the f32 model's.
+tokens that differ from the f32 model's. "decode": the same with transformers' default cache, which
+grows by a token per step, and the forward compiled as torch.compile compiles by default (`dynamic`
+unset: Dynamo makes the cache length symbolic once it has changed).
 Dropout is off unless --dropout P turns every dropout module of a training step on (GPT-2's).
 
 Per model, mode and variant: GPU time per call (the profiler's sum of GPU kernel times), wall time
@@ -68,7 +70,8 @@ VISION = ("resnet50", "convnext", "mobilenet_v3", "efficientnet", "swin", "dense
 TRAINABLE = ("llama", "gpt2", "bert", "vit", "resnet50")
 GENERATIVE = ("llama", "qwen2", "gpt2", "phi", "bloom", "opt", "gpt_neox")   # causal LMs: the generate mode
 NEW_TOKENS = 32          # tokens a generate call decodes after its prompt (tiny: 4)
-MODES = ("forward", "train", "optimizer", "generate")
+MODES = ("forward", "train", "optimizer", "generate", "decode")
+GENERATION = ("generate", "decode")   # the modes that run `generate`
 VARIANTS = ("eager", "inductor", "autofuse_rules", "autofuse_default", "autofuse_tuned", "inductor_max_autotune")
 SLEEP_CYCLES_PER_S = 2.0e9   # about the H200's clock: a sleep of s seconds spins s * this many cycles
 MAX_QUEUED_KERNELS = 600     # below the GPU's launch queue depth: enqueueing never blocks
@@ -297,8 +300,8 @@ class Job:
         if mode == "optimizer":
             self._init_optimizer(built.model)
             return
-        if mode == "generate":
-            self._init_generate(built, tiny)
+        if mode in GENERATION:
+            self._init_generate(built, tiny, static=mode == "generate")
             return
         self.base, self.inputs = built.model, built.inputs
         with no_tf32():
@@ -333,13 +336,16 @@ class Job:
             self.ref = [p.detach() - b for p, b in zip(ref.parameters(), before)]
         del ref
 
-    def _init_generate(self, built: Built, tiny: bool) -> None:
-        """The generate mode: the prompt, greedy static-cache settings and the f32 model's tokens."""
+    def _init_generate(self, built: Built, tiny: bool, static: bool) -> None:
+        """The generate and decode modes: the prompt, greedy settings (a static cache, or the default
+        growing one) and the f32 model's tokens."""
         self.base, self.inputs = built.model.eval(), built.inputs
         self.prompt = built.inputs["input_ids"]
         new = 4 if tiny else NEW_TOKENS
         self.generate_kwargs = dict(max_new_tokens=new, min_new_tokens=new, do_sample=False, pad_token_id=0,
-                                    use_cache=True, cache_implementation="static")   # the configs turn caches off
+                                    use_cache=True)   # the configs turn caches off
+        if static:
+            self.generate_kwargs["cache_implementation"] = "static"
         self.base.generation_config.disable_compile = True   # each variant compiles the forward itself
         with no_tf32(), torch.no_grad():
             self.ref = [self.base.generate(self.prompt, **self.generate_kwargs)[:, self.prompt.shape[1]:]]
@@ -388,7 +394,7 @@ class Job:
         and gradients; for the optimizer, the first step's change of each parameter)."""
         if self.mode == "optimizer":
             return self._optimizer_call(compile_fn)
-        if self.mode == "generate":
+        if self.mode in GENERATION:
             return self._generate_call(compile_fn)
         if self.mode == "forward":
             fn = compile_fn(self.model)
@@ -423,7 +429,7 @@ class Job:
     def tune(self, db: str, budget: float, trials: int) -> dict[str, Any]:
         """Tune this model's graphs (inference, or a training step's forward and backward) into db."""
         import autofuse
-        if self.mode in ("optimizer", "generate"):
+        if self.mode in ("optimizer", *GENERATION):
             raise RuntimeError(f"the {self.mode} mode has no tuned variant")
         if self.mode == "forward":
             model, kwargs, train = self.model, self.call_inputs, False
@@ -440,7 +446,7 @@ class Job:
             num = sum(float((a.double() - b.double()).pow(2).sum()) for a, b in zip(outs, self.ref))
             den = sum(float(b.double().pow(2).sum()) for b in self.ref)
             return {"error": (num / max(den, 1e-300)) ** 0.5}
-        if self.mode == "generate":
+        if self.mode in GENERATION:
             return {"error": float((outs[0] != self.ref[0]).float().mean())}
         if self.mode == "forward":
             return {"error": rel_error(outs[0], self.ref[0])}
@@ -474,7 +480,9 @@ class AutofuseLog:
                 "autofuse_fallback_kernels": sum(1 for k in kernels if k.kind == "fallback")}
 
 
-def compiler(variant: str, opts: argparse.Namespace, log: AutofuseLog | None) -> Callable[[nn.Module], Callable[..., Any]]:
+def compiler(variant: str, opts: argparse.Namespace, log: AutofuseLog | None,
+             dynamic: bool | None = False) -> Callable[[nn.Module], Callable[..., Any]]:
+    """The variant's compile function; `dynamic` is autofuse's (torch.compile's stays its default)."""
     import autofuse
     if variant == "eager":
         return lambda m: m
@@ -482,7 +490,7 @@ def compiler(variant: str, opts: argparse.Namespace, log: AutofuseLog | None) ->
         return lambda m: torch.compile(m)
     if variant == "inductor_max_autotune":
         return lambda m: torch.compile(m, mode="max-autotune-no-cudagraphs")
-    kw: dict[str, Any] = {"strict": opts.strict, "recorder": log.recorder if log else None}
+    kw: dict[str, Any] = {"strict": opts.strict, "recorder": log.recorder if log else None, "dynamic": dynamic}
     if variant == "autofuse_default":
         return lambda m: autofuse.compile(m, use_db=False, **kw)
     if variant == "autofuse_rules":   # the default plan without compile-time autotuning: size rules only
@@ -509,7 +517,7 @@ def compile_variant(job: Job, variant: str, opts: argparse.Namespace) -> tuple[C
         entry.update(job.tune(opts.db, opts.tune_budget, opts.tune_trials))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        call, outputs = job.variant_call(compiler(variant, opts, log))
+        call, outputs = job.variant_call(compiler(variant, opts, log, dynamic=None if job.mode == "decode" else False))
         t0 = time.perf_counter()
         call()
         sync(job.device)
@@ -639,7 +647,7 @@ def _error(e: BaseException) -> str:
 def plan(opts: argparse.Namespace) -> list[tuple[str, str, str]]:
     """(model, mode, variant) in priority order: max-autotune after everything else."""
     jobs = [(m, mode) for m in opts.models for mode in opts.modes
-            if (mode != "train" or m in TRAINABLE) and (mode != "generate" or m in GENERATIVE)]
+            if (mode != "train" or m in TRAINABLE) and (mode not in GENERATION or m in GENERATIVE)]
     first = [(m, mode, v) for m, mode in jobs for v in opts.variants if v != "inductor_max_autotune"]
     last = [(m, mode, v) for m, mode in jobs for v in opts.variants if v == "inductor_max_autotune"]
     return first + last

@@ -102,3 +102,18 @@ def test_tiny_generation_through_the_compiled_forward_gives_eagers_tokens(tmp_pa
     assert af["graphs_eager"] == 0 and af["autofuse_kernels"] > 0
     assert af["autofuse_graphs"] == 2   # the prompt's and one decoding step's: the static cache keeps sizes
     assert af["error"] == eager["error"] < 0.5
+
+
+def test_tiny_decoding_with_the_default_cache_compiles_each_graph_once(tmp_path):
+    """The decode mode: transformers' growing cache, the forward compiled with Dynamo's automatic
+    dynamic sizes: eager's tokens and no graph left to eager (test_regions.py checks that the step
+    over a symbolic cache length compiles once)."""
+    if importlib.util.find_spec("transformers") is None:
+        pytest.skip("transformers is not installed")
+    from benchmarks.models import main
+    assert main(["--device", "cpu", "--tiny", "--out", str(tmp_path), "--models", "gpt2", "--modes", "decode",
+                 "--variants", "eager,autofuse_default", "--strict"]) == 0
+    (run,) = json.loads((tmp_path / "results.json").read_text())["runs"]
+    eager, af = run["variants"]["eager"], run["variants"]["autofuse_default"]
+    assert "error_text" not in af, af
+    assert af["graphs_eager"] == 0 and af["autofuse_kernels"] > 0 and af["error"] == eager["error"] < 0.5

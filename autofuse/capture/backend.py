@@ -18,14 +18,17 @@ from typing import Any, Callable, Sequence
 import torch
 import torch.fx
 
+from ..logs import logger
 from ..options import CompileOptions
 from .attention_masks import folding_backend
 from .constants import lift_constants, place_constants
 from .decompositions import decomposition_table
 from .random_ops import generate_random
+from .regions import RegionProgram, describe, worth_splitting
 from .training import mark_saved_outputs
 
 log = logging.getLogger("autofuse")
+compile_log = logger("compile")
 
 
 def signature(args: Sequence[Any]) -> tuple:
@@ -55,7 +58,7 @@ def _value_key(a: Any) -> Any:
 class CompiledGraph:
     """Callable for one ATen graph (boxed calling convention)."""
 
-    def __init__(self, gm: torch.fx.GraphModule, options: CompileOptions, label: str) -> None:
+    def __init__(self, gm: torch.fx.GraphModule, options: CompileOptions, label: str, guarded: bool = True) -> None:
         # on the instance: the wrappers Dynamo puts around a backward compiler copy the instance's
         # attributes (functools.wraps), not its class's, and AOTAutograd calls an unmarked one unboxed
         self._boxed_call = True
@@ -70,8 +73,9 @@ class CompiledGraph:
         self.graphs: dict[tuple, Any] = {}  # CUDA-graphed programs, with options.cudagraphs
         # Dynamo guards the sizes, strides and dtypes of a graph it traced with static shapes, so such
         # a forward graph always sees one signature: the per-call signature check can be skipped
+        # (`guarded=False`: a region of a split graph, whose inputs ATen ops produce, checks them)
         sizes_static = _static_placeholders(gm)
-        self.static = label in ("forward", "inference") and sizes_static
+        self.static = guarded and label in ("forward", "inference") and sizes_static
         # a backward graph of static sizes gets its inputs' sizes, dtypes and devices from the
         # forward Dynamo guards; only strides could differ (a tangent AOTAutograd coerces to the
         # traced memory format, whose size-1 dims may keep other strides): the program is found by
@@ -83,8 +87,26 @@ class CompiledGraph:
         self.lookups: list[Any] = []  # one Lookup per specialization that consulted the tuning DB
         self.compiled_sizes = 0       # signatures compiled (at most options.max_sizes)
         self._beyond: _EagerProgram | None = None  # runs the signatures past the limit
+        # an inference graph with symbolic sizes whose compute is mostly of static sizes (a decoding
+        # step over a growing cache) runs as static regions compiled once, for every size it meets
+        self.regions = self._split(gm) if label == "inference" and not sizes_static and self.gm is gm else None
+
+    def _split(self, gm: torch.fx.GraphModule) -> RegionProgram | None:
+        split = worth_splitting(gm)
+        if split is None:
+            return None
+        region_options = self.options.with_(cudagraphs=False)
+        try:
+            program = RegionProgram(gm, split, lambda sub, k: CompiledGraph(sub, region_options, self.label,
+                                                                            guarded=False))
+        except ValueError:
+            return None
+        compile_log.info("%s graph with symbolic sizes: %s", self.label, describe(program))
+        return program
 
     def specialize(self, args: Sequence[Any]) -> Any:
+        if self.regions is not None:
+            return self.regions
         key = signature(args)
         prog = self.programs.get(key)
         if prog is None and self.compiled_sizes >= self.options.max_sizes:
@@ -140,6 +162,8 @@ class CompiledGraph:
             given.clear()
         if self.static and len(self.programs) == 1:
             prog = next(iter(self.programs.values()))
+        elif self.regions is not None:
+            prog = self.regions
         elif self.by_strides is not None:
             key = _strides(args)
             prog = self.by_strides.get(key) if key is not None else None
@@ -151,7 +175,7 @@ class CompiledGraph:
             prog = self.specialize(args)
         # inference graphs only: a training graph's outputs are saved activations and gradients that
         # autograd keeps (a gradient can become .grad itself), which a replay would overwrite
-        if self.options.cudagraphs and self.label == "inference" and not isinstance(prog, _EagerProgram):
+        if self.options.cudagraphs and self.label == "inference" and not isinstance(prog, (_EagerProgram, RegionProgram)):
             return self._graphed(prog, args)
         return prog(args, steal=True)
 

@@ -1,0 +1,178 @@
+"""A graph with symbolic sizes run as regions of static sizes, each compiled once, with the ops whose
+sizes are symbolic run between them as ATen ops.
+
+Note: kernels are generated for one size each, so a graph Dynamo traced with symbolic sizes is
+otherwise compiled anew for every size it meets. In a decoder's step over a growing key/value
+cache only the cache has a symbolic length: its concatenation with the new keys and values and the
+attention over it. Everything else (embeddings, projections, norms, the MLP, the head) has the
+sizes of the new tokens, which Dynamo guards. Those ops form regions whose inputs all have static
+sizes; each region is a static graph compiled once (its tuning-DB lookup and autotune included) and
+serves every cache length, and the size-dependent ops run between them with ATen, at whatever size
+they meet. Inductor instead generates kernels over symbolic sizes; those kernels are not built.
+
+A node is static when its value and every input are tensors of static sizes (or plain constants);
+a node whose value Dynamo did not record, that yields a symbolic integer, or that updates a tensor
+in place is size-dependent. Levels keep the split acyclic: a static node sits at the highest level
+of its inputs, one level above a size-dependent input; a size-dependent node at the highest level
+of its inputs, run after that level's region. A region of views alone is not worth a compiled
+program and runs with ATen too.
+"""
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.fx
+
+from ..logs import logger
+
+log = logger("compile")
+
+SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
+# the share of the graph's compute ops that must sit in static regions for the split to pay: below
+# it (a symbolic batch size makes nearly every op size-dependent) compiling per size does better
+MIN_STATIC_SHARE = 0.5
+
+
+def _static_value(v: Any) -> bool:
+    if isinstance(v, torch.Tensor):
+        return not any(isinstance(d, torch.SymInt) for d in (*v.shape, *v.stride(), v.storage_offset()))
+    if isinstance(v, (tuple, list)):
+        return len(v) > 0 and all(isinstance(x, torch.Tensor) and _static_value(x) for x in v)
+    return False
+
+
+def _mutates(node: torch.fx.Node) -> bool:
+    schema = getattr(node.target, "_schema", None)
+    return schema is not None and schema.is_mutable
+
+
+def _is_view(node: torch.fx.Node) -> bool:
+    """An op that computes nothing: a getitem, or an op returning an alias of an input (a view)."""
+    if node.target is operator.getitem:
+        return True
+    schema = getattr(node.target, "_schema", None)
+    return schema is not None and any(r.alias_info is not None for r in schema.returns)
+
+
+def is_static(node: torch.fx.Node) -> bool:
+    """The node's value and every input have static sizes, and it updates nothing in place."""
+    if node.op == "get_attr":
+        return _static_value(node.meta.get("val"))
+    if node.op != "call_function" or _mutates(node) or not _static_value(node.meta.get("val")):
+        return False
+    return all(_static_value(i.meta.get("val")) for i in node.all_input_nodes)
+
+
+@dataclass(frozen=True)
+class Split:
+    """Which level each node belongs to: static nodes form one region per level."""
+
+    static: dict[torch.fx.Node, int]     # static node -> its region's level
+    dynamic: dict[torch.fx.Node, int]    # size-dependent op -> the level it runs after
+    static_share: float                  # compute ops in regions / all compute ops
+
+
+def split_levels(graph: torch.fx.Graph) -> Split:
+    static: dict[torch.fx.Node, int] = {}
+    dynamic: dict[torch.fx.Node, int] = {}
+    level: dict[torch.fx.Node, int] = {}
+    for n in graph.nodes:
+        if n.op in ("placeholder", "output"):
+            level[n] = 0
+            continue
+        # a tuple (an op of several outputs) enters a region only through the getitems beside it
+        if is_static(n) and all(isinstance(i.meta.get("val"), torch.Tensor) or i in static for i in n.all_input_nodes):
+            level[n] = max((level[i] + (i in dynamic) for i in n.all_input_nodes), default=0)
+            static[n] = level[n]
+        else:
+            level[n] = max((level[i] for i in n.all_input_nodes), default=0)
+            dynamic[n] = level[n]
+    # a level whose static nodes compute nothing (views, getitems) runs with ATen
+    computing = {lv for n, lv in static.items() if not _is_view(n)}
+    for n in [n for n, lv in static.items() if lv not in computing]:
+        dynamic[n] = static.pop(n)
+    n_static = sum(1 for n in static if not _is_view(n))
+    n_dynamic = sum(1 for n in dynamic if n.op == "call_function" and not _is_view(n))
+    share = n_static / (n_static + n_dynamic) if n_static + n_dynamic else 0.0
+    return Split(static, dynamic, share)
+
+
+def worth_splitting(gm: torch.fx.GraphModule) -> Split | None:
+    """The split of a graph with symbolic sizes when its static regions hold most of the compute
+    (and it updates nothing in place: a region reordered past an ATen op could see the update);
+    None otherwise."""
+    if any(n.op == "call_function" and _mutates(n) for n in gm.graph.nodes):
+        return None
+    split = split_levels(gm.graph)
+    if not split.static or split.static_share < MIN_STATIC_SHARE:
+        return None
+    return split
+
+
+class RegionProgram:
+    """Runs a graph split into static regions (each a compiled graph, compiled at its first call)
+    and the size-dependent ATen ops between them, in one straight-line FX module."""
+
+    def __init__(self, gm: torch.fx.GraphModule, split: Split,
+                 make_region: Callable[[torch.fx.GraphModule, int], Any]) -> None:
+        self.regions: list[Any] = []
+        graph, env = torch.fx.Graph(), {}
+        nodes = list(gm.graph.nodes)
+        for n in nodes:
+            if n.op == "placeholder":
+                env[n] = graph.node_copy(n, env.__getitem__)
+        levels = sorted(set(split.static.values()) | set(split.dynamic.values()))
+        for lv in levels:
+            members = [n for n in nodes if split.static.get(n) == lv]
+            if members:
+                self._emit_region(gm, graph, env, members, make_region)
+            for n in nodes:
+                if split.dynamic.get(n) == lv:
+                    env[n] = graph.node_copy(n, env.__getitem__)
+        out = next(n for n in nodes if n.op == "output")
+        graph.node_copy(out, env.__getitem__)
+        self.gm = torch.fx.GraphModule(gm, graph)
+        self.ops = sum(1 for n in split.dynamic if n.op == "call_function" and not _is_view(n))
+
+    def _emit_region(self, gm: torch.fx.GraphModule, graph: torch.fx.Graph, env: dict,
+                     members: list[torch.fx.Node], make_region: Callable[[torch.fx.GraphModule, int], Any]) -> None:
+        inside = set(members)
+        inputs = list(dict.fromkeys(i for n in members for i in n.all_input_nodes if i not in inside))
+        outputs = [n for n in members if any(u not in inside for u in n.users)]
+        if any(not isinstance(n.meta.get("val"), torch.Tensor) for n in outputs):
+            raise ValueError("a region's output is not one tensor")
+        sub, sub_env = torch.fx.Graph(), {}
+        for i in inputs:
+            p = sub.placeholder(i.name)
+            p.meta.update(i.meta)
+            sub_env[i] = p
+        for n in members:
+            sub_env[n] = sub.node_copy(n, sub_env.__getitem__)
+        sub.output(tuple(sub_env[n] for n in outputs))
+        region = make_region(torch.fx.GraphModule(gm, sub), len(self.regions))
+        self.regions.append(region)
+
+        def run(*args: Any) -> Any:
+            return region(list(args))
+        run.__name__ = f"region_{len(self.regions) - 1}"
+        run.__module__ = __name__
+        call = graph.call_function(run, tuple(env[i] for i in inputs))
+        for k, n in enumerate(outputs):
+            env[n] = graph.call_function(operator.getitem, (call, k))
+            env[n].meta.update(n.meta)
+
+    @property
+    def kernels(self) -> list:
+        return [k for r in self.regions for p in r.programs.values() for k in getattr(p, "kernels", [])]
+
+    def __call__(self, args: Sequence[Any], steal: bool = False) -> list:
+        out = self.gm(*args)
+        return list(out) if isinstance(out, (list, tuple)) else [out]
+
+
+def describe(program: RegionProgram) -> str:
+    return (f"{len(program.regions)} regions of static sizes compiled once, "
+            f"{program.ops} ops with symbolic sizes run with ATen")

@@ -1,0 +1,150 @@
+"""Graphs with symbolic sizes whose compute is mostly of static sizes (a decoding step over a growing
+cache): split into static regions compiled once, the size-dependent ops run with ATen between them,
+equal to eager at every size."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.fx.experimental.proxy_tensor import make_fx
+
+import autofuse
+from autofuse.api import Recorder
+from autofuse.capture import backend as backend_mod
+from autofuse.capture.backend import make_backend
+from autofuse.capture.regions import split_levels, worth_splitting
+
+from .helpers import assert_close, rand
+
+aten = torch.ops.aten
+
+
+def step(x: torch.Tensor, w: torch.Tensor, wo: torch.Tensor, cache: torch.Tensor):
+    """One decoding step: a norm and projection of the new tokens (static sizes), attention over the
+    cache grown by them (symbolic length), then a projection and residual (static again)."""
+    h = F.layer_norm(x, x.shape[-1:])
+    k = torch.tanh(h @ w)
+    cache = torch.cat([cache, k], dim=1)
+    att = torch.softmax(h @ cache.transpose(1, 2) / 8.0, dim=-1) @ cache
+    out = torch.relu(att @ wo) * 0.5 + x
+    return out, cache
+
+
+def _instances(monkeypatch) -> list:
+    """Every CompiledGraph made from here on (the backend keeps them inside Dynamo's wrappers)."""
+    made: list = []
+    init = backend_mod.CompiledGraph.__init__
+
+    def record(self, *a, **k):
+        init(self, *a, **k)
+        made.append(self)
+    monkeypatch.setattr(backend_mod.CompiledGraph, "__init__", record)
+    return made
+
+
+def _compiled(fn, rec: Recorder, **kw):
+    torch._dynamo.reset()
+    options = autofuse.CompileOptions(strict=True, poison=True, use_db=False, recorder=rec, **kw)
+    return torch.compile(fn, backend=make_backend(options), dynamic=None)
+
+
+def test_a_growing_cache_compiles_its_static_regions_once(device, monkeypatch):
+    """Cache lengths of 5 to 23 (non-powers of two, the new tokens a transposed view): every output
+    equals eager's, the regions compile at the first symbolic call and never again, nothing runs
+    past max_sizes (2, fewer than the lengths)."""
+    made = _instances(monkeypatch)
+    rec = Recorder()
+    f = _compiled(step, rec, max_sizes=2)
+    w, wo = rand((24, 24), device=device), rand((24, 24), device=device)
+    seen = []
+    for length in (5, 7, 13, 9, 23, 6):
+        x = rand((3, 2, 24), device=device, noncontig=True)
+        cache = rand((3, length, 24), device=device)
+        assert_close(f(x, w, wo, cache), step(x, w, wo, cache))
+        seen.append(len(rec.graphs))
+    split = [g for g in made if g.regions is not None]
+    assert len(split) == 1 and len(split[0].regions.regions) == 2   # before the cat, after the attention
+    # the first call is static; the second is traced with a symbolic length and splits; later lengths
+    # compile nothing
+    assert seen[1] == seen[-1] and all(o.compiled for o in rec.outcomes)
+    assert all(len(r.programs) == 1 for r in split[0].regions.regions)
+    aten_ops = {n.target for n in split[0].regions.gm.graph.nodes if n.op == "call_function"}
+    assert aten.cat.default in aten_ops and aten.bmm.default in aten_ops
+    _levels_are_acyclic(split[0].gm)
+
+
+def test_a_graph_of_symbolic_sizes_throughout_is_compiled_per_size(device, monkeypatch):
+    """A symbolic batch makes every op size-dependent: no split, one compile per size, as before."""
+    made = _instances(monkeypatch)
+    rec = Recorder()
+
+    def fn(x):
+        return torch.softmax(x * 2 + 1, dim=-1).sum(0)
+    f = _compiled(fn, rec)
+    for rows in (5, 7, 11):
+        x = rand((rows, 33), device=device)
+        assert_close(f(x), fn(x))
+    assert all(g.regions is None for g in made)
+    assert len(rec.graphs) == 3
+
+
+def _levels_are_acyclic(gm: torch.fx.GraphModule) -> None:
+    """A region runs after every ATen op it reads, an ATen op no earlier than what it reads."""
+    split = split_levels(gm.graph)
+    level_of = {**split.static, **split.dynamic}
+    for n in level_of:
+        for i in n.all_input_nodes:
+            if n in split.static and i in split.dynamic:
+                assert level_of[n] > level_of[i], (n, i)
+            elif i in level_of:
+                assert level_of[n] >= level_of[i], (n, i)
+
+
+def test_what_cannot_be_split():
+    """An in-place update (a region moved past an ATen op could read it early) and a graph whose ops
+    are all of symbolic sizes are left to the per-size path."""
+    def updates(x, cache):
+        cache.add_(1)
+        return torch.relu(x @ x.T).sum() + cache.sum()
+
+    def pure(x, cache):
+        return torch.relu(x @ x.T).sum() + cache.sum()
+
+    args = (torch.randn(4, 4), torch.randn(5, 4))
+    assert worth_splitting(make_fx(updates, tracing_mode="fake")(*args)) is None
+    assert worth_splitting(make_fx(pure, tracing_mode="fake")(*args)) is not None
+    gm = make_fx(pure, tracing_mode="symbolic")(*args)   # every size symbolic
+    assert worth_splitting(gm) is None and split_levels(gm.graph).static_share < 0.5   # the last add of two sums
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_decoding_with_a_growing_cache_compiles_the_step_once(family, device, monkeypatch):
+    """transformers' default cache grows a token per step; the forward compiled as torch.compile
+    compiles (automatic dynamic): greedy tokens and logits equal eager's over 9 steps, with one split
+    step graph serving all lengths after the second."""
+    transformers = pytest.importorskip("transformers")
+    made = _instances(monkeypatch)
+    torch.manual_seed(0)
+    if family == "gpt2":
+        model = transformers.GPT2LMHeadModel(transformers.GPT2Config(vocab_size=211, n_embd=48, n_layer=2, n_head=4))
+    else:
+        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+            vocab_size=211, hidden_size=48, intermediate_size=80, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, max_position_embeddings=64))
+    model = model.to(device).eval()
+    model.generation_config.disable_compile = True
+    ids = torch.randint(3, 211, (1, 7), device=device)
+    kw = dict(max_new_tokens=9, do_sample=False, pad_token_id=0, use_cache=True, eos_token_id=None,
+              output_logits=True, return_dict_in_generate=True)
+    with torch.no_grad():
+        ref = model.generate(ids, **kw)
+        torch._dynamo.reset()
+        model.forward = autofuse.compile(model.forward, dynamic=None, strict=True, use_db=False)
+        out = model.generate(ids, **kw)
+    assert torch.equal(out.sequences, ref.sequences)
+    for a, b in zip(out.logits, ref.logits):
+        assert_close(a, b)
+    split = [g for g in made if g.regions is not None]
+    assert len(split) == 1 and len(split[0].regions.regions) == 3   # two layers: three regions
+    assert all(len(r.programs) == 1 for r in split[0].regions.regions)
+    assert all(g._beyond is None and g.compiled_sizes <= 1 for g in made)
