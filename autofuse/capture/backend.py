@@ -58,7 +58,8 @@ def _value_key(a: Any) -> Any:
 class CompiledGraph:
     """Callable for one ATen graph (boxed calling convention)."""
 
-    def __init__(self, gm: torch.fx.GraphModule, options: CompileOptions, label: str, guarded: bool = True) -> None:
+    def __init__(self, gm: torch.fx.GraphModule, options: CompileOptions, label: str,
+                 unguarded: tuple[int, ...] | None = None) -> None:
         # on the instance: the wrappers Dynamo puts around a backward compiler copy the instance's
         # attributes (functools.wraps), not its class's, and AOTAutograd calls an unmarked one unboxed
         self._boxed_call = True
@@ -73,14 +74,19 @@ class CompiledGraph:
         self.graphs: dict[tuple, Any] = {}  # CUDA-graphed programs, with options.cudagraphs
         # Dynamo guards the sizes, strides and dtypes of a graph it traced with static shapes, so such
         # a forward graph always sees one signature: the per-call signature check can be skipped
-        # (`guarded=False`: a region of a split graph, whose inputs ATen ops produce, checks them)
         sizes_static = _static_placeholders(gm)
-        self.static = guarded and label in ("forward", "inference") and sizes_static
+        self.static = unguarded is None and label in ("forward", "inference") and sizes_static
         # a backward graph of static sizes gets its inputs' sizes, dtypes and devices from the
         # forward Dynamo guards; only strides could differ (a tangent AOTAutograd coerces to the
         # traced memory format, whose size-1 dims may keep other strides): the program is found by
         # the inputs' strides alone, one C-level stride() per input instead of `signature`'s four
         self.by_strides: dict[tuple, Any] | None = {} if label == "backward" and sizes_static else None
+        # a region of a split graph (`regions.py`) takes some inputs from ATen ops run between calls:
+        # their sizes are known, their strides are whatever ATen returns, so the program is found by
+        # the strides of those inputs (`unguarded`, their positions) alone
+        self.unguarded = unguarded
+        if unguarded is not None:
+            self.by_strides = {}
         # a graph with symbolic sizes is specialized anew for every size it meets (a growing sequence):
         # each specialization keeps the rules' configs instead of measuring candidates again
         self.compile_options = options if sizes_static else options.with_(autotune=False)
@@ -98,7 +104,7 @@ class CompiledGraph:
         region_options = self.options.with_(cudagraphs=False)
         try:
             program = RegionProgram(gm, split, lambda sub, k: CompiledGraph(sub, region_options, self.label,
-                                                                            guarded=False))
+                                                                            unguarded=k))
         except ValueError:
             return None
         compile_log.info("%s graph with symbolic sizes: %s", self.label, describe(program))
@@ -165,7 +171,7 @@ class CompiledGraph:
         elif self.regions is not None:
             prog = self.regions
         elif self.by_strides is not None:
-            key = _strides(args)
+            key = _strides(args) if self.unguarded is None else tuple([args[i].stride() for i in self.unguarded])
             prog = self.by_strides.get(key) if key is not None else None
             if prog is None:
                 prog = self.specialize(args)

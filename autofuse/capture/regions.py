@@ -117,7 +117,7 @@ class RegionProgram:
     and the size-dependent ATen ops between them, in one straight-line FX module."""
 
     def __init__(self, gm: torch.fx.GraphModule, split: Split,
-                 make_region: Callable[[torch.fx.GraphModule, int], Any]) -> None:
+                 make_region: Callable[[torch.fx.GraphModule, tuple[int, ...]], Any]) -> None:
         self.regions: list[Any] = []
         graph, env = torch.fx.Graph(), {}
         nodes = list(gm.graph.nodes)
@@ -138,7 +138,8 @@ class RegionProgram:
         self.ops = sum(1 for n in split.dynamic if n.op == "call_function" and not _is_view(n))
 
     def _emit_region(self, gm: torch.fx.GraphModule, graph: torch.fx.Graph, env: dict,
-                     members: list[torch.fx.Node], make_region: Callable[[torch.fx.GraphModule, int], Any]) -> None:
+                     members: list[torch.fx.Node],
+                     make_region: Callable[[torch.fx.GraphModule, tuple[int, ...]], Any]) -> None:
         inside = set(members)
         inputs = list(dict.fromkeys(i for n in members for i in n.all_input_nodes if i not in inside))
         outputs = [n for n in members if any(u not in inside for u in n.users)]
@@ -152,7 +153,9 @@ class RegionProgram:
         for n in members:
             sub_env[n] = sub.node_copy(n, sub_env.__getitem__)
         sub.output(tuple(sub_env[n] for n in outputs))
-        region = make_region(torch.fx.GraphModule(gm, sub), len(self.regions))
+        # Dynamo guards the graph's own inputs; the others come from ATen ops or earlier regions
+        unguarded = tuple(k for k, i in enumerate(inputs) if i.op != "placeholder")
+        region = make_region(torch.fx.GraphModule(gm, sub), unguarded)
         self.regions.append(region)
 
         def run(*args: Any) -> Any:
