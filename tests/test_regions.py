@@ -148,3 +148,61 @@ def test_decoding_with_a_growing_cache_compiles_the_step_once(family, device, mo
     assert len(split) == 1 and len(split[0].regions.regions) == 3   # two layers: three regions
     assert all(len(r.programs) == 1 for r in split[0].regions.regions)
     assert all(g._beyond is None and g.compiled_sizes <= 1 for g in made)
+
+
+def test_a_static_cache_written_at_a_symbolic_step_updates_it_inside_the_region(device, monkeypatch):
+    """The functional graph's epilogue copies the cache's new value into the input: the copy joins
+    the region computing it (no ATen copy between calls), the caller's cache holds eager's values
+    after every call, and the step count Dynamo made symbolic compiles nothing again."""
+    made = _instances(monkeypatch)
+    rec = Recorder()
+
+    def update(x, w, cache, pos, step: int):
+        cache.index_copy_(1, pos, torch.tanh(x @ w))
+        return torch.softmax(x @ cache.transpose(1, 2), -1) @ cache * 0.5 + step
+
+    f = _compiled(update, rec)
+    w = rand((16, 16), device=device)
+    cache, ref_cache = rand((2, 11, 16), device=device), None
+    ref_cache = cache.clone()
+    for step in range(3, 9):
+        x = rand((2, 1, 16), device=device)
+        pos = torch.tensor([step], device=device)
+        assert_close(f(x, w, cache, pos, step), update(x, w, ref_cache, pos, step))
+        assert_close(cache, ref_cache)
+    split = [g for g in made if g.regions is not None]
+    assert len(split) == 1 and len(split[0].regions.regions) == 1
+    assert all(len(r.programs) == 1 for r in split[0].regions.regions)
+    assert aten.copy_.default not in {n.target for n in split[0].regions.gm.graph.nodes}
+
+
+def test_an_update_whose_value_has_symbolic_sizes_runs_after_every_region(device, monkeypatch):
+    """A cache's new value computed from a slice of symbolic length: the copy runs after the region
+    that reads the cache's old value (in a later region, or with ATen at the end)."""
+    made = _instances(monkeypatch)
+    rec = Recorder()
+
+    def update(x, w, cache, hist):
+        y = torch.relu(x @ w) + cache
+        z = torch.tanh(y @ w) * 2 + torch.sigmoid(y)
+        cache.copy_(hist.sum(1, keepdim=True))
+        return z
+
+    f = _compiled(update, rec)
+    w = rand((16, 16), device=device)
+    cache = rand((2, 1, 16), device=device)
+    ref_cache = cache.clone()
+    for length in (5, 7, 12, 9):
+        x, hist = rand((2, 1, 16), device=device), rand((2, length, 16), device=device)
+        assert_close(f(x, w, cache, hist), update(x, w, ref_cache, hist))
+        assert_close(cache, ref_cache)
+    split = [g for g in made if g.regions is not None]
+    assert len(split) == 1
+    program = split[0].regions
+    writes = [k for k, r in enumerate(program.regions) if aten.copy_.default in {n.target for n in r.gm.graph.nodes}]
+    reads = [k for k, r in enumerate(program.regions)   # the cache read by an op other than its update
+             if any(n.op == "placeholder" and any(u.target not in (aten.copy.default, aten.copy_.default)
+                                                  for u in n.users)
+                    and n.meta["val"].shape == cache.shape for n in r.gm.graph.nodes)]
+    assert reads and (writes == [] or min(writes) > max(reads))
+    _levels_are_acyclic(split[0].gm)

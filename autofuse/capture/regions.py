@@ -15,7 +15,11 @@ a node whose value Dynamo did not record, that yields a symbolic integer, or tha
 in place is size-dependent. Levels keep the split acyclic: a static node sits at the highest level
 of its inputs, one level above a size-dependent input; a size-dependent node at the highest level
 of its inputs, run after that level's region. A region of views alone is not worth a compiled
-program and runs with ATen too.
+program and runs with ATen too. The one update a split graph may hold is the functional graph's
+epilogue: `copy_` of a final value into an input (a static cache written at a symbolic position).
+It joins the region that computes the value when every other reader of the input runs no later
+than that region (the region then writes the input itself, a scatter where only a slot changed);
+otherwise it runs with ATen after everything else.
 """
 from __future__ import annotations
 
@@ -75,6 +79,12 @@ class Split:
     static_share: float                  # compute ops in regions / all compute ops
 
 
+def _epilogue_copy(node: torch.fx.Node) -> bool:
+    """A copy of a final value into a graph input whose result nothing but the output reads."""
+    return (node.op == "call_function" and node.target is torch.ops.aten.copy_.default
+            and node.args[0].op == "placeholder" and all(u.op == "output" for u in node.users))
+
+
 def split_levels(graph: torch.fx.Graph) -> Split:
     static: dict[torch.fx.Node, int] = {}
     dynamic: dict[torch.fx.Node, int] = {}
@@ -94,6 +104,17 @@ def split_levels(graph: torch.fx.Graph) -> Split:
     computing = {lv for n, lv in static.items() if not _is_view(n)}
     for n in [n for n, lv in static.items() if lv not in computing]:
         dynamic[n] = static.pop(n)
+    last = max(level.values(), default=0) + 1
+    for n in [n for n in dynamic if _epilogue_copy(n)]:
+        target, value = n.args[0], n.args[1]
+        lv = static.get(value) if isinstance(value, torch.fx.Node) else None
+        readers = [r for r in target.users if r is not n]
+        if lv is not None and _static_value(target.meta.get("val")) and all(
+                static.get(r, -1) <= lv if r in static else dynamic.get(r, last) < lv for r in readers):
+            static[n] = lv
+            del dynamic[n]
+        else:
+            dynamic[n] = last
     n_static = sum(1 for n in static if not _is_view(n))
     n_dynamic = sum(1 for n in dynamic if n.op == "call_function" and not _is_view(n))
     share = n_static / (n_static + n_dynamic) if n_static + n_dynamic else 0.0
@@ -102,9 +123,9 @@ def split_levels(graph: torch.fx.Graph) -> Split:
 
 def worth_splitting(gm: torch.fx.GraphModule) -> Split | None:
     """The split of a graph with symbolic sizes when its static regions hold most of the compute
-    (and it updates nothing in place: a region reordered past an ATen op could see the update);
-    None otherwise."""
-    if any(n.op == "call_function" and _mutates(n) for n in gm.graph.nodes):
+    (and it updates nothing in place but its epilogue's copies: a region reordered past an ATen op
+    could see the update); None otherwise."""
+    if any(n.op == "call_function" and _mutates(n) and not _epilogue_copy(n) for n in gm.graph.nodes):
         return None
     split = split_levels(gm.graph)
     if not split.static or split.static_share < MIN_STATIC_SHARE:
