@@ -26,7 +26,7 @@ def compile(model: Callable[..., Any], *, options: CompileOptions | None = None,
     strict=, verbose=). Graphs are looked up in the tuning DB unless a strategy or plan is given.
     `dynamic` is torch.compile's: False (the default) traces every new size as a static graph, the
     graphs `autofuse tune` stores plans for; None lets Dynamo make a size that changed symbolic (a
-    growing key/value cache then compiles once, see README "Sizes").
+    growing key/value cache then compiles once: docs/design.md, "Sizes").
     """
     from .capture.backend import make_backend
     opts = _options(options, kw)
