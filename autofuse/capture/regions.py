@@ -30,11 +30,6 @@ from typing import Any, Callable, Sequence
 import torch
 import torch.fx
 
-from ..logs import logger
-
-log = logger("compile")
-
-SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
 # the share of the graph's compute ops that must sit in static regions for the split to pay: below
 # it (a symbolic batch size makes nearly every op size-dependent) compiling per size does better
 MIN_STATIC_SHARE = 0.5
