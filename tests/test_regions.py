@@ -3,6 +3,8 @@ cache): split into static regions compiled once, the size-dependent ops run with
 equal to eager at every size."""
 from __future__ import annotations
 
+import logging
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -48,10 +50,11 @@ def _compiled(fn, rec: Recorder, **kw):
     return torch.compile(fn, backend=make_backend(options), dynamic=None)
 
 
-def test_a_growing_cache_compiles_its_static_regions_once(device, monkeypatch):
+def test_a_growing_cache_compiles_its_static_regions_once(device, monkeypatch, caplog):
     """Cache lengths of 5 to 23 (non-powers of two, the new tokens a transposed view): every output
     equals eager's, the regions compile at the first symbolic call and never again, nothing runs
-    past max_sizes (2, fewer than the lengths)."""
+    past max_sizes (2, fewer than the lengths); AUTOFUSE_LOGS=compile says so."""
+    caplog.set_level(logging.INFO, logger="autofuse.compile")
     made = _instances(monkeypatch)
     rec = Recorder()
     f = _compiled(step, rec, max_sizes=2)
@@ -71,6 +74,9 @@ def test_a_growing_cache_compiles_its_static_regions_once(device, monkeypatch):
     aten_ops = {n.target for n in split[0].regions.gm.graph.nodes if n.op == "call_function"}
     assert aten.cat.default in aten_ops and aten.bmm.default in aten_ops
     _levels_are_acyclic(split[0].gm)
+    assert any("graph with symbolic sizes: 2 regions of static sizes compiled once, 10 ops with symbolic sizes run "
+               "with ATen" in r.getMessage()   # the concatenation, the attention and its softmax
+               for r in caplog.records), [r.getMessage() for r in caplog.records]
 
 
 def test_a_graph_of_symbolic_sizes_throughout_is_compiled_per_size(device, monkeypatch):
