@@ -5,7 +5,8 @@
 - `fusion` (logger "autofuse.fusion"): every fusion made and every candidate pair rejected, with why.
 - `cache` ("autofuse.cache"): tuning-DB plan hits and misses, per graph.
 - `source` ("autofuse.source"): the path of each generated kernel's source file.
-- `compile` ("autofuse.compile"): graphs compiled, their kernel counts, graphs left to eager and why.
+- `compile` ("autofuse.compile"): graphs compiled, their kernel counts, graphs left to eager and why,
+  graphs of symbolic sizes split into static regions.
 Nothing is configured unless the variable is set or `enable()` is called: a library leaves the
 user's logging alone.
 """

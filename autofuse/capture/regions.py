@@ -81,6 +81,7 @@ def _epilogue_copy(node: torch.fx.Node) -> bool:
 
 
 def split_levels(graph: torch.fx.Graph) -> Split:
+    """Each op's level and side (see the module's note), whether or not the split pays."""
     static: dict[torch.fx.Node, int] = {}
     dynamic: dict[torch.fx.Node, int] = {}
     level: dict[torch.fx.Node, int] = {}
