@@ -1,4 +1,5 @@
-"""AUTOFUSE_LOGS: named loggers for fusion decisions, plan-cache hits and misses, kernel sources."""
+"""AUTOFUSE_LOGS: named loggers for fusion decisions, plan-cache hits and misses, kernel sources and
+the graphs compiled."""
 from __future__ import annotations
 
 import logging
@@ -39,3 +40,21 @@ def test_env_switch(capsys):
         lg.removeHandler(h)
     lg.setLevel(logging.NOTSET)
     assert set(TOPICS) >= {"fusion", "cache", "source"}
+
+
+def test_graphs_compiled_and_left_to_aten_are_logged(caplog):
+    """The compile topic: each graph compiled with its kernel count, each graph left to ATen ops
+    and why (here a signature past max_sizes)."""
+    caplog.set_level(logging.INFO, logger="autofuse.compile")
+    torch._dynamo.reset()
+
+    def fn(x):
+        return torch.relu(x) * 2
+
+    f = torch.compile(fn, backend="autofuse", dynamic=True, options={"strict": True, "use_db": False, "max_sizes": 1})
+    f(rand((5, 3)))
+    with pytest.warns(UserWarning, match="max_sizes"):
+        f(rand((7, 3)))
+    said = [r.getMessage() for r in caplog.records if r.name == "autofuse.compile"]
+    assert said[0] == "inference graph compiled: 1 kernels", said
+    assert said[1].startswith("inference graph left to ATen ops for new sizes: met more than 1 input sizes"), said

@@ -126,6 +126,7 @@ class CompiledGraph:
                     self.options.recorder.record(self.label, self.gm, artifacts)
                 if self.options.verbose:
                     log.warning("autofuse: compiled %s graph: %d kernels", self.label, len(artifacts.kernels))
+                compile_log.info("%s graph compiled: %d kernels", self.label, len(artifacts.kernels))
             except Exception as e:  # noqa: BLE001 - the safety net is the point
                 from ..plan.plan import PlanError
                 if self.options.strict or isinstance(e, PlanError):
@@ -135,6 +136,7 @@ class CompiledGraph:
                               "running it with ATen ops instead (strict=True raises; autofuse.explain lists it)")
                 if self.options.recorder is not None:
                     self.options.recorder.record_eager(self.label, self.gm, reason)
+                compile_log.info("%s graph left to ATen ops: %s", self.label, reason)
                 prog = _EagerProgram(self.eager_gm)
             self.programs[key] = prog
         return prog
@@ -146,6 +148,7 @@ class CompiledGraph:
             warnings.warn(f"autofuse: a {self.label} graph {reason}")
             if self.options.recorder is not None:
                 self.options.recorder.record_eager(self.label, self.gm, reason)
+            compile_log.info("%s graph left to ATen ops for new sizes: %s", self.label, reason)
             self._beyond = _EagerProgram(self.eager_gm)
         return self._beyond
 
