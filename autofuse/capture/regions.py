@@ -141,14 +141,18 @@ class RegionProgram:
         for n in nodes:
             if n.op == "placeholder":
                 env[n] = graph.node_copy(n, env.__getitem__)
-        levels = sorted(set(split.static.values()) | set(split.dynamic.values()))
-        for lv in levels:
-            members = [n for n in nodes if split.static.get(n) == lv]
-            if members:
-                self._emit_region(gm, graph, env, members, make_region)
-            for n in nodes:
-                if split.dynamic.get(n) == lv:
-                    env[n] = graph.node_copy(n, env.__getitem__)
+        regions: dict[int, list[torch.fx.Node]] = {}
+        aten: dict[int, list[torch.fx.Node]] = {}
+        for n in nodes:   # in graph order within each level
+            if n in split.static:
+                regions.setdefault(split.static[n], []).append(n)
+            elif n in split.dynamic:
+                aten.setdefault(split.dynamic[n], []).append(n)
+        for lv in sorted(regions.keys() | aten.keys()):
+            if lv in regions:
+                self._emit_region(gm, graph, env, regions[lv], make_region)
+            for n in aten.get(lv, ()):
+                env[n] = graph.node_copy(n, env.__getitem__)
         out = next(n for n in nodes if n.op == "output")
         graph.node_copy(out, env.__getitem__)
         self.gm = torch.fx.GraphModule(gm, graph)
