@@ -80,13 +80,12 @@ class CompiledGraph:
         # forward Dynamo guards; only strides could differ (a tangent AOTAutograd coerces to the
         # traced memory format, whose size-1 dims may keep other strides): the program is found by
         # the inputs' strides alone, one C-level stride() per input instead of `signature`'s four
-        self.by_strides: dict[tuple, Any] | None = {} if label == "backward" and sizes_static else None
         # a region of a split graph (`regions.py`) takes some inputs from ATen ops run between calls:
         # their sizes are known, their strides are whatever ATen returns, so the program is found by
         # the strides of those inputs (`unguarded`, their positions) alone
         self.unguarded = unguarded
-        if unguarded is not None:
-            self.by_strides = {}
+        self.by_strides: dict[tuple, Any] | None = (
+            {} if (label == "backward" and sizes_static) or unguarded is not None else None)
         # a graph with symbolic sizes is specialized anew for every size it meets (a growing sequence):
         # each specialization keeps the rules' configs instead of measuring candidates again
         self.compile_options = options if sizes_static else options.with_(autotune=False)

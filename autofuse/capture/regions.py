@@ -188,10 +188,6 @@ class RegionProgram:
             env[n] = graph.call_function(operator.getitem, (call, k))
             env[n].meta.update(n.meta)
 
-    @property
-    def kernels(self) -> list:
-        return [k for r in self.regions for p in r.programs.values() for k in getattr(p, "kernels", [])]
-
     def __call__(self, args: Sequence[Any], steal: bool = False) -> list:
         out = self.gm(*args)
         return list(out) if isinstance(out, (list, tuple)) else [out]
