@@ -553,7 +553,7 @@ def main(argv: list[str] | None = None) -> int:
               "tests/test_search_quality.py)", file=sys.stderr)
         return 2
     import triton
-    from autofuse.capture.graph_hash import device_key
+    from autofuse.plan.graph_hash import device_key
     names = args.cases if args.cases is not None else ([] if args.programs or args.categories else DEFAULT_CASES)
     try:
         cases = select_cases(names, args.programs, args.categories)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from autofuse.capture.graph_hash import device_key, graph_hash
+from autofuse.plan.graph_hash import device_key, graph_hash
 from autofuse.capture.trace import trace_aten
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,7 +9,7 @@ import torch
 import autofuse
 from tests.helpers import seed_fn
 from autofuse.api import Recorder
-from autofuse.capture.graph_hash import Versions, device_key
+from autofuse.plan.graph_hash import Versions, device_key
 from autofuse.plan.plan import KernelPlan, PlanError
 from tuning_db import PlanRecord, TuningDB
 

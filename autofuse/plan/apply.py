@@ -12,12 +12,12 @@ from ..codegen.options import KernelView, why_not_options
 from ..schedule.fusion import FusionGroup, topological_groups, whole_group
 from ..codegen.config import next_pow2
 from ..schedule.scheduler import SchedulerGraph
+from .graph_hash import graph_hash
 from .plan import FusionPlan, KernelPlan, PlanError
 
 
 def graph_key(gm: torch.fx.GraphModule, args: Sequence[Any]) -> str:
     """Identifies the graph a plan was made for: the structural graph hash (the tuning DB's key)."""
-    from ..capture.graph_hash import graph_hash
     return graph_hash(gm, args)
 
 

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import torch
 
-from ..capture.graph_hash import Versions, device_key, graph_hash
+from ..plan.graph_hash import Versions, device_key, graph_hash
 from ..logs import logger
 from ..options import CompileOptions
 from ..plan.plan import FusionPlan, PlanError

@@ -32,7 +32,7 @@ from typing import Any, Callable, Sequence
 import torch
 import torch.fx
 
-from ..capture.graph_hash import device_key, graph_hash
+from ..plan.graph_hash import device_key, graph_hash
 from ..compiler import CompiledArtifacts, ScheduledGraph, compile_scheduled, default_config, schedule
 from ..measure.rng import RngSnapshot
 from ..measure.timing import Benchmarker, CudaEventBenchmarker, copy_bandwidth

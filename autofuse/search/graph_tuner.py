@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import torch
 
 from ..capture.fresh import compile_fresh
-from ..capture.graph_hash import Versions, device_key, graph_hash
+from ..plan.graph_hash import Versions, device_key, graph_hash
 from ..compiler import compile_graph
 from ..measure.float64 import float64_graph_outputs
 from ..measure.rng import RngSnapshot

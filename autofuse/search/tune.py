@@ -135,7 +135,7 @@ def tune(model: Callable[..., Any], example_inputs: Sequence[Any], *, settings: 
     copy_bw = copy_bandwidth() if on_gpu and benchmarker is None else None
     start = time.monotonic()
     graphs = capture(model, example_inputs, train, kwargs)
-    from ..capture.graph_hash import graph_hash
+    from ..plan.graph_hash import graph_hash
     distinct: dict[str, tuple[str, Any, list]] = {}
     for label, gm, args in graphs:
         distinct.setdefault(graph_hash(gm, args), (label, gm, args))

@@ -75,7 +75,7 @@ class Versions:
     def current() -> "Versions":
         import triton
 
-        from ..plan.plan import SCHEMA_VERSION
+        from .plan import SCHEMA_VERSION
         return Versions(torch.__version__, triton.__version__, SCHEMA_VERSION)
 
 
