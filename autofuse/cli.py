@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import threading
 import warnings
 from typing import Sequence
 
+from .logs import TOPICS, enable
 from .options import STRATEGIES
 
 
@@ -59,10 +61,33 @@ def _share(text: str) -> float:
 DEFAULT_TIME_BUDGET_S = 720.0
 
 
+def _add_verbosity(p: argparse.ArgumentParser) -> None:
+    """-v / -q, taken before the command or after it (defaults suppressed, so a subcommand's parser
+    does not overwrite what the top level read)."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                   help="log what autofuse does on stderr: -v the compile and cache topics, -vv every "
+                        f"topic ({', '.join(TOPICS)}; as AUTOFUSE_LOGS)")
+    g.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                   help="no progress bar and no autofuse warnings; errors and results only")
+
+
+def _apply_verbosity(args: argparse.Namespace) -> None:
+    verbose, quiet = getattr(args, "verbose", 0), getattr(args, "quiet", False)
+    if verbose and quiet:
+        raise SystemExit("autofuse: -v and -q exclude each other")
+    if verbose:
+        enable(("compile", "cache") if verbose == 1 else TOPICS, logging.INFO if verbose == 1 else logging.DEBUG)
+    if quiet:
+        args.no_progress = True
+        warnings.filterwarnings("ignore", message="autofuse: ")
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="autofuse", description="A performance-model-guided autotuning compiler for PyTorch.")
     from . import __version__
     p.add_argument("--version", action="version", version=f"autofuse {__version__}")
+    _add_verbosity(p)
     sub = p.add_subparsers(dest="command", required=True)
     ex = sub.add_parser("explain", help="compile a model file and show its kernels and fusion decisions")
     ex.add_argument("model", help="model file: class Model + get_inputs() + get_init_inputs(), or model + example_inputs()")
@@ -107,7 +132,16 @@ def _parser() -> argparse.ArgumentParser:
         register_costmodel(sub)
     except ImportError:  # the cost model package is optional while it is being built
         pass
+    _add_verbosity_below(sub)
     return p
+
+
+def _add_verbosity_below(sub: argparse._SubParsersAction) -> None:
+    for command in sub.choices.values():
+        _add_verbosity(command)
+        for action in command._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                _add_verbosity_below(action)
 
 
 def _check_outputs(args: argparse.Namespace, *names: str) -> None:
@@ -187,6 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .capture.model_file import ModelFileError
     from .plan.plan import PlanError
     args = _parser().parse_args(argv)
+    _apply_verbosity(args)
     if hasattr(args, "func"):  # commands registered by other packages (tuning_db's `db`)
         return args.func(args)
     try:

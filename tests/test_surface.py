@@ -167,6 +167,38 @@ def test_explain_cli_json_with_source_stays_json(tmp_path, capsys):
     assert data["graph_outcomes"][0]["wrapper_source"] is not None
 
 
+def test_verbose_logs_compiles_and_quiet_silences_warnings(tmp_path, capsys):
+    import logging
+    import warnings
+
+    from autofuse.cli import main
+    from autofuse.logs import TOPICS, logger
+    model = tmp_path / "m.py"
+    model.write_text("import torch\n\n"
+                     "def model(x):\n    return torch.relu(x) * 2\n\n"
+                     "def example_inputs():\n    return (torch.randn(5, 7),)\n")
+    try:
+        assert main(["explain", str(model), "--strategy", "inductor", "-v"]) == 0
+        err = capsys.readouterr().err
+        assert "[autofuse.compile] inference graph compiled: 1 kernels" in err
+        assert logger("compile").level == logging.INFO and logger("fusion").level == logging.NOTSET
+        assert main(["-vv", "db", "list", "--db", str(tmp_path / "t.db")]) == 0
+        assert all(logger(t).level == logging.DEBUG for t in TOPICS)
+    finally:
+        for t in TOPICS:
+            lg = logger(t)
+            for h in [h for h in lg.handlers if getattr(h, "_autofuse", False)]:
+                lg.removeHandler(h)
+            lg.setLevel(logging.NOTSET)
+    with warnings.catch_warnings():
+        assert main(["explain", str(model), "--strategy", "inductor", "-q"]) == 0
+        assert any(f[0] == "ignore" and f[1] is not None and f[1].pattern == "autofuse: " for f in warnings.filters)
+        with pytest.warns(UserWarning):   # other packages' warnings still show
+            warnings.warn("torch: not autofuse's")
+    with pytest.raises(SystemExit):
+        main(["-v", "explain", str(model), "-q"])
+
+
 class Terminal(io.StringIO):
     def isatty(self) -> bool:
         return True
