@@ -9,7 +9,7 @@ from dataclasses import fields, replace
 from typing import Any, Callable
 
 from ..codegen.config import FLAGS, LaunchConfig, next_pow2
-from ..codegen.options import KernelView, Option, option, option_neighbours, option_variants
+from ..codegen.options import OPTIONS, KernelView, Option, option_neighbours, option_variants
 from ..plan.apply import check_config
 from ..plan.space import CONFIG_RANGES
 from ..schedule.fusion import is_outer_reduction
@@ -35,11 +35,9 @@ def candidate_limit(settings: KernelTuneSettings, predictor: Any) -> int:
 
 
 def legal_options(group: Any) -> tuple[bool, ...]:
-    """Which optional codegen choices (split, online softmax, fast tanh) the group allows."""
+    """Which of the registry's options (codegen/options.py) the group allows, persistent or looped."""
     view = KernelView.of(group)
-    return (group.is_reduction and option("split").eligible(view, False, 1) is None,
-            group.is_reduction and option("online").eligible(view, False, 1) is None,
-            option("fast_tanh").eligible(view, True, 1) is None)
+    return tuple(opt.eligible(view, persistent, 1) is None for opt in OPTIONS for persistent in (False, True))
 
 
 def candidate_configs(group: Any, default: LaunchConfig, interpret: bool,
