@@ -65,5 +65,7 @@ def test_legal_options_tell_f32_and_bf16_groups_apart():
         (group,) = schedule(trace_aten(bias_gelu, [x, b]), [x, b], opts).groups
         return legal_options(group)
 
-    assert options_of(torch.bfloat16) == (False, False, True)
-    assert options_of(torch.float32) == (False, False, False)
+    bf16, f32 = options_of(torch.bfloat16), options_of(torch.float32)
+    assert ("fast_tanh", True) in bf16 and not any(name == "fast_tanh" for name, _ in f32)
+    assert not any(name in ("split", "online") for name, _ in bf16 | f32)   # a pointwise kernel
+    assert bf16 - f32 == {("fast_tanh", False), ("fast_tanh", True)}

@@ -34,10 +34,12 @@ def candidate_limit(settings: KernelTuneSettings, predictor: Any) -> int:
     return RANKED_CANDIDATES if getattr(predictor, "ranks_configs", False) else DEFAULT_CANDIDATES
 
 
-def legal_options(group: Any) -> tuple[bool, ...]:
-    """Which of the registry's options (codegen/options.py) the group allows, persistent or looped."""
+def legal_options(group: Any) -> frozenset[tuple[str, bool]]:
+    """(option, persistent) for each of the registry's options (codegen/options.py) the group allows
+    on a persistent or a looped kernel."""
     view = KernelView.of(group)
-    return tuple(opt.eligible(view, persistent, 1) is None for opt in OPTIONS for persistent in (False, True))
+    return frozenset((opt.name, persistent) for opt in OPTIONS for persistent in (False, True)
+                     if opt.eligible(view, persistent, 1) is None)
 
 
 def candidate_configs(group: Any, default: LaunchConfig, interpret: bool,
