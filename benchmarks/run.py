@@ -26,12 +26,10 @@ from typing import Any, Callable
 
 import torch
 
-from autofuse.measure.timing import copy_bandwidth, event_samples_ms, rotated
+from autofuse.measure.timing import copy_bandwidth, event_samples_ms, l2_cache_bytes, rotated
 from autofuse.measure.verify import compare
 
 from .cases import CASES, nbytes
-
-L2_BYTES = 60 * 2**20
 
 
 def time_fn(fn: Callable[..., Any], input_sets: list[tuple], reps: int) -> float:
@@ -162,7 +160,7 @@ def run_case(case, reps: int, bw: float, tune: tuple[str, int, float] | None = N
     fn, args = case.build("cuda", 1.0)
     out = fn(*args)
     min_bytes = nbytes(args) + nbytes(out)
-    sets = max(1, min(8, -(-3 * L2_BYTES // max(min_bytes, 1))))
+    sets = max(1, min(8, -(-3 * l2_cache_bytes() // max(min_bytes, 1))))
     input_sets = [args] + [case.build("cuda", 1.0)[1] for _ in range(sets - 1)] if sets > 1 else [args]
     row: dict[str, Any] = {"case": case.name, "min_bytes": min_bytes, "input_sets": len(input_sets), "variants": {}}
     db = None

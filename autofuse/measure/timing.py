@@ -55,14 +55,20 @@ class Benchmarker(Protocol):
     def time(self, fn: Callable[[], Any], what: dict[str, Any]) -> Timing: ...
 
 
+def l2_cache_bytes(device: Any = None) -> int:
+    """The GPU's L2 size (what a flush must overwrite), from the device; 60 MiB, an H100's or
+    H200's, where the driver does not say."""
+    return int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 60 * 2**20)
+
+
 class CudaEventBenchmarker:
     """Median of CUDA-event-timed reps after warm-up, L2 flushed before each rep."""
 
     measures = True
 
-    def __init__(self, reps: int = 50, warmup: int = 5, max_seconds: float = 0.5, l2_bytes: int = 60 * 2**20) -> None:
+    def __init__(self, reps: int = 50, warmup: int = 5, max_seconds: float = 0.5, l2_bytes: int | None = None) -> None:
         self.reps, self.warmup, self.max_seconds = reps, warmup, max_seconds
-        self._flush = torch.empty(2 * l2_bytes // 4, dtype=torch.float32, device="cuda")
+        self._flush = torch.empty(2 * (l2_bytes or l2_cache_bytes()) // 4, dtype=torch.float32, device="cuda")
 
     def time(self, fn: Callable[[], Any], what: dict[str, Any]) -> Timing:
         for _ in range(self.warmup):
