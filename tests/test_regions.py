@@ -79,6 +79,37 @@ def test_a_growing_cache_compiles_its_static_regions_once(device, monkeypatch, c
                for r in caplog.records), [r.getMessage() for r in caplog.records]
 
 
+def fused_qkv_step(x: torch.Tensor, w: torch.Tensor, keys: torch.Tensor, values: torch.Tensor):
+    """GPT-2's attention step: one product for queries, keys and values, split and transposed into
+    heads, the new keys and values concatenated to the caches (transposed slices of the product)."""
+    b, t, c = x.shape
+    q, k, v = (x @ w).split(c, dim=2)
+    q, k, v = (z.view(b, t, 2, c // 2).transpose(1, 2) for z in (q, k, v))
+    keys, values = torch.cat([keys, k], dim=-2), torch.cat([values, v], dim=-2)
+    return torch.tanh(F.scaled_dot_product_attention(q, keys, values)) * 2, keys, values
+
+
+def test_new_keys_read_by_a_concatenation_leave_their_region_contiguous(device, monkeypatch):
+    """The region stores the transposed slices the concatenations read contiguous (ATen's strided
+    cat copies the whole cache slowly), and every output still equals eager's."""
+    made = _instances(monkeypatch)
+    rec = Recorder()
+    f = _compiled(fused_qkv_step, rec)
+    w = rand((12, 36), device=device)
+    for length in (5, 9, 14):
+        x = rand((3, 1, 12), device=device)
+        keys, values = rand((3, 2, length, 6), device=device), rand((3, 2, length, 6), device=device)
+        assert_close(f(x, w, keys, values), fused_qkv_step(x, w, keys, values))
+    split = [g for g in made if g.regions is not None]
+    assert len(split) == 1
+    first = split[0].regions.regions[0].gm.graph
+    out = next(n for n in first.nodes if n.op == "output")
+    dense = [a for a in out.args[0] if a.target is aten.clone.default]
+    assert len(dense) == 2 and all(a.meta["val"].is_contiguous() for a in dense)   # the keys and values
+    assert not any(a.target is aten.clone.default for r in split[0].regions.regions[1:]
+                   for n in r.gm.graph.nodes if n.op == "output" for a in n.args[0])
+
+
 def test_a_graph_of_symbolic_sizes_throughout_is_compiled_per_size(device, monkeypatch):
     """A symbolic batch makes every op size-dependent: no split, one compile per size, as before."""
     made = _instances(monkeypatch)
