@@ -96,7 +96,7 @@ def table(results: dict[str, Any], pretrained: Path = PRETRAINED) -> str:
     used, shipped = results.get("costmodel"), shipped_model(results["device"], pretrained)
     if used and shipped and used != shipped:
         lines.append("")
-        lines.append(f"The tuned plans were searched with the cost model `{used}`; the model shipped now is "
+        lines.append(f"The tuned plans were searched with the cost model `{used}`; the shipped model is "
                      f"`{shipped}`.")
     return "\n".join(lines) + "\n"
 

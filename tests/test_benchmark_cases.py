@@ -69,9 +69,9 @@ def test_readme_table_rows_means_and_the_model_it_was_tuned_with(tmp_path):
     assert "`python3 -m benchmarks.run --reps 5`" in out
     assert "over Inductor default: **2.52×** on all 3 cases, **1.41×** on the 2 cases above 100 MB" in out
     assert "over Inductor max-autotune: **1.82×** on all 3 cases, **1.22×** on the 2" in out
-    assert "`cm-old`; the model shipped now is `cm-new`" in out
-    assert "shipped now" not in table(_suite_results("cm-new"), pretrained=tmp_path)
-    assert "shipped now" not in table(_suite_results(), pretrained=tmp_path)
+    assert "`cm-old`; the shipped model is `cm-new`" in out
+    assert "the shipped model" not in table(_suite_results("cm-new"), pretrained=tmp_path)
+    assert "the shipped model" not in table(_suite_results(), pretrained=tmp_path)
 
 
 def test_readme_table_update_rewrites_only_the_marked_block():
