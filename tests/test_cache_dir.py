@@ -82,3 +82,14 @@ def test_compile_stats_read_from_ptxas(env, tmp_path):
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(asdict(stats)))
     assert compiled_stats(record) == stats
+
+
+def test_the_default_tuning_db_sits_in_the_same_root(env, tmp_path):
+    from tuning_db.connect import cache_db_path, default_db_url
+    env.delenv("AUTOFUSE_DB", raising=False)
+    env.setenv("AUTOFUSE_CACHE_DIR", str(tmp_path / "mine"))
+    assert cache_db_path() == tmp_path / "mine" / "tuning.db" and cache_dir() == tmp_path / "mine"
+    assert default_db_url().endswith(str(tmp_path / "mine" / "tuning.db"))
+    env.delenv("AUTOFUSE_CACHE_DIR")
+    env.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_db_path().parent == cache_dir() == tmp_path / "xdg" / "autofuse"

@@ -34,11 +34,21 @@ def default_db_url() -> str:
     return _sqlite_url(cache_db_path()).render_as_string(hide_password=False)
 
 
+def cache_root() -> Path:
+    """autofuse's one cache root (the default DB file, kernel modules, compile stats): $AUTOFUSE_CACHE_DIR,
+    else $XDG_CACHE_HOME/autofuse (an absolute XDG path only, as the XDG spec asks), else
+    ~/.cache/autofuse. Not created, not checked."""
+    env = os.environ.get("AUTOFUSE_CACHE_DIR", "").strip()
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
+    return base / "autofuse"
+
+
 def cache_db_path() -> Path:
-    """~/.cache/autofuse/tuning.db, or under $XDG_CACHE_HOME when that is set."""
-    cache = os.environ.get("XDG_CACHE_HOME", "").strip()
-    base = Path(cache) if cache and os.path.isabs(cache) else Path.home() / ".cache"
-    return (base / "autofuse" / "tuning.db").expanduser().absolute()
+    """The default tuning DB file: tuning.db under the cache root."""
+    return (cache_root() / "tuning.db").expanduser().absolute()
 
 
 def _sqlite_url(path: Path) -> sa.URL:
