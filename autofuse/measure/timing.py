@@ -56,8 +56,8 @@ class Benchmarker(Protocol):
 
 
 def l2_cache_bytes(device: Any = None) -> int:
-    """The GPU's L2 size (what a flush must overwrite), from the device; 60 MiB, an H100's or
-    H200's, where the driver does not say."""
+    """The GPU's L2 size (what a flush must overwrite), from the device (an H100 reports 50 MiB);
+    60 MiB where the driver does not say."""
     return int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 60 * 2**20)
 
 
