@@ -57,7 +57,9 @@ class Benchmarker(Protocol):
 
 def l2_cache_bytes(device: Any = None) -> int:
     """The GPU's L2 size (what a flush must overwrite), from the device (an H100 reports 50 MiB);
-    60 MiB where the driver does not say."""
+    60 MiB where the driver does not say or there is no GPU."""
+    if not torch.cuda.is_available():
+        return 60 * 2**20
     return int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 60 * 2**20)
 
 
