@@ -174,6 +174,7 @@ def populate(db: TuningDB) -> None:
 
 def test_default_db_url(monkeypatch, tmp_path):
     monkeypatch.delenv("AUTOFUSE_DB", raising=False)
+    monkeypatch.delenv("AUTOFUSE_CACHE_DIR", raising=False)   # the cache root, which holds the default DB
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert default_db_url() == f"sqlite:///{tmp_path}/xdg/autofuse/tuning.db"
     with TuningDB.open() as d:  # the default location is created on first use
