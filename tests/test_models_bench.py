@@ -8,6 +8,21 @@ import pytest
 from benchmarks.models import annotate, markdown, plan, parse
 
 
+@pytest.fixture(autouse=True)
+def _caches_restored():
+    """main() points the compilers' cache variables at fresh folders for the rest of its process
+    (`cold_caches`); they are put back after each test, so later tests on the worker keep theirs."""
+    import os
+    names = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "AUTOFUSE_CACHE_DIR")
+    saved = {n: os.environ.get(n) for n in names}
+    yield
+    for n, value in saved.items():
+        if value is None:
+            os.environ.pop(n, None)
+        else:
+            os.environ[n] = value
+
+
 def test_tiny_bert_forward_runs_and_matches_the_reference(tmp_path):
     if importlib.util.find_spec("transformers") is None:   # not imported here: models.py imports it with care
         pytest.skip("transformers is not installed")
