@@ -23,6 +23,7 @@ otherwise it runs with ATen after everything else.
 """
 from __future__ import annotations
 
+import contextlib
 import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -210,11 +211,7 @@ def _dense(graph: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node:
     """A contiguous copy of node in graph, its recorded value beside it."""
     v = node.meta["val"]
     c = graph.call_function(torch.ops.aten.clone.default, (node,), {"memory_format": torch.contiguous_format})
-    mode = getattr(v, "fake_mode", None)
-    if mode is not None:
-        with mode:
-            c.meta["val"] = torch.ops.aten.clone.default(v, memory_format=torch.contiguous_format)
-    else:
+    with getattr(v, "fake_mode", None) or contextlib.nullcontext():   # Dynamo records fake values
         c.meta["val"] = v.clone(memory_format=torch.contiguous_format)
     return c
 
