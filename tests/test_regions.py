@@ -110,6 +110,45 @@ def test_new_keys_read_by_a_concatenation_leave_their_region_contiguous(device, 
                    for n in r.gm.graph.nodes if n.op == "output" for a in n.args[0])
 
 
+def two_layers(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, c1: torch.Tensor, c2: torch.Tensor):
+    """Two layers of attention over their caches, each projecting with F.linear (a transposed weight)
+    and scaling by one shared value viewed anew in each layer (as RoPE's cos is)."""
+    scale = torch.sigmoid(x.sum(-1))
+    outs = []
+    for w, c in ((w1, c1), (w2, c2)):
+        h = F.layer_norm(x, x.shape[-1:])
+        k = F.linear(h, w) * scale.unsqueeze(-1)
+        c = torch.cat([c, k], dim=1)
+        x = torch.softmax(k @ c.transpose(1, 2), dim=-1) @ c + x
+        x = x + torch.tanh(F.linear(F.layer_norm(x, x.shape[-1:]), w)) * 0.5
+        outs.append(c)
+    return x, *outs
+
+
+def test_views_of_weights_are_made_where_they_are_read(device, monkeypatch):
+    """A weight's transpose and a shared value's per-layer view are made by each region that reads
+    them: no region returns a view of a graph input, the shared value leaves its region once, and
+    the outputs equal eager's at every cache length."""
+    made = _instances(monkeypatch)
+    f = _compiled(two_layers, Recorder())
+    w1, w2 = rand((16, 16), device=device), rand((16, 16), device=device)
+    for length in (5, 9, 14):
+        x = rand((3, 1, 16), device=device)
+        c1, c2 = rand((3, length, 16), device=device), rand((3, length, 16), device=device)
+        assert_close(f(x, w1, w2, c1, c2), two_layers(x, w1, w2, c1, c2))
+    split = [g for g in made if g.regions is not None]
+    assert len(split) == 1
+    regions = split[0].regions.regions
+    for r in regions:
+        out = next(n for n in r.gm.graph.nodes if n.op == "output")
+        assert not any(a.op == "call_function" and a.target is aten.permute.default for a in out.args[0])
+        assert any(n.target is aten.permute.default for n in r.gm.graph.nodes) or r is regions[-1]
+    sigmoid_outputs = [a for r in regions for n in r.gm.graph.nodes if n.op == "output" for a in n.args[0]
+                       if a.target is aten.sigmoid.default]
+    assert len(sigmoid_outputs) == 1
+    _levels_are_acyclic(split[0].gm)
+
+
 def test_a_graph_of_symbolic_sizes_throughout_is_compiled_per_size(device, monkeypatch):
     """A symbolic batch makes every op size-dependent: no split, one compile per size, as before."""
     made = _instances(monkeypatch)

@@ -73,6 +73,7 @@ class Split:
     static: dict[torch.fx.Node, int]     # static node -> its region's level
     dynamic: dict[torch.fx.Node, int]    # size-dependent op -> the level it runs after
     static_share: float                  # compute ops in regions / all compute ops
+    free: frozenset[torch.fx.Node] = frozenset()   # views of graph inputs, made where they are read
 
 
 def _epilogue_copy(node: torch.fx.Node) -> bool:
@@ -115,7 +116,45 @@ def split_levels(graph: torch.fx.Graph) -> Split:
     n_static = sum(1 for n in static if not _is_view(n))
     n_dynamic = sum(1 for n in dynamic if n.op == "call_function" and not _is_view(n))
     share = n_static / (n_static + n_dynamic) if n_static + n_dynamic else 0.0
-    return Split(static, dynamic, share)
+    free = _input_views(graph, static)
+    return Split({n: lv for n, lv in static.items() if n not in free}, dynamic, share, free)
+
+
+def _input_views(graph: torch.fx.Graph, static: dict[torch.fx.Node, int]) -> frozenset[torch.fx.Node]:
+    """Static views made by every region (or ATen op) that reads them, not returned by the region
+    of their level: a weight's transpose for its product (else the first region returns one view per
+    weight on every call, each an input of a later region whose strides it checks), and a value's
+    view that only regions read (RoPE's cos and sin, unsqueezed once per layer: the value is passed
+    once). A view of a computed value that a size-dependent op reads stays a region output (what
+    `_read_by_cat_only` lays out), and so do views of an input that an epilogue copy updates."""
+    updated = {n.args[0] for n in graph.nodes if _epilogue_copy(n)}
+    of_updated: set[torch.fx.Node] = set()
+    for n in graph.nodes:
+        if _is_view(n) and any(i in updated or i in of_updated for i in n.all_input_nodes):
+            of_updated.add(n)
+    def candidate(n: torch.fx.Node) -> bool:
+        return (n in static and n not in of_updated and n.target is not operator.getitem and _is_view(n)
+                and bool(n.all_input_nodes))
+    free: set[torch.fx.Node] = set()
+    for n in graph.nodes:   # views of inputs, chains of them included
+        if candidate(n) and all(i.op in ("placeholder", "get_attr") or i in free for i in n.all_input_nodes):
+            free.add(n)
+    for n in reversed(graph.nodes):   # readers first: a view read only by free views and regions
+        if candidate(n) and all(u in free or (u in static and u.op != "output") for u in n.users):
+            free.add(n)
+    return frozenset(free)
+
+
+def _readers(node: torch.fx.Node, free: frozenset[torch.fx.Node]) -> list[torch.fx.Node]:
+    """The nodes that read node's value, through free views included (the views themselves not)."""
+    out, todo = [], list(node.users)
+    while todo:
+        u = todo.pop()
+        if u in free:
+            todo.extend(u.users)
+        else:
+            out.append(u)
+    return out
 
 
 def worth_splitting(gm: torch.fx.GraphModule) -> Split | None:
@@ -142,6 +181,7 @@ class RegionProgram:
         for n in nodes:
             if n.op == "placeholder":
                 env[n] = graph.node_copy(n, env.__getitem__)
+        self.free = split.free
         regions: dict[int, list[torch.fx.Node]] = {}
         aten: dict[int, list[torch.fx.Node]] = {}
         for n in nodes:   # in graph order within each level
@@ -149,12 +189,17 @@ class RegionProgram:
                 regions.setdefault(split.static[n], []).append(n)
             elif n in split.dynamic:
                 aten.setdefault(split.dynamic[n], []).append(n)
+        order = {n: k for k, n in enumerate(nodes)}
         for lv in sorted(regions.keys() | aten.keys()):
             if lv in regions:
-                self._emit_region(gm, graph, env, regions[lv], make_region)
+                members = regions[lv]
+                views = _views_read(members, split.free)
+                self._emit_region(gm, graph, env, sorted([*views, *members], key=order.__getitem__), make_region)
             for n in aten.get(lv, ()):
+                self._emit_views(graph, env, n, order)
                 env[n] = graph.node_copy(n, env.__getitem__)
         out = next(n for n in nodes if n.op == "output")
+        self._emit_views(graph, env, out, order)
         graph.node_copy(out, env.__getitem__)
         self.gm = torch.fx.GraphModule(gm, graph)
         self.ops = sum(1 for n in split.dynamic if n.op == "call_function" and not _is_view(n))
@@ -164,7 +209,7 @@ class RegionProgram:
                      make_region: Callable[[torch.fx.GraphModule, tuple[int, ...]], Any]) -> None:
         inside = set(members)
         inputs = list(dict.fromkeys(i for n in members for i in n.all_input_nodes if i not in inside))
-        outputs = [n for n in members if any(u not in inside for u in n.users)]
+        outputs = [n for n in members if n not in self.free and any(u not in inside for u in _readers(n, self.free))]
         if any(not isinstance(n.meta.get("val"), torch.Tensor) for n in outputs):
             raise ValueError("a region's output is not one tensor")
         sub, sub_env = torch.fx.Graph(), {}
@@ -189,9 +234,27 @@ class RegionProgram:
             env[n] = graph.call_function(operator.getitem, (call, k))
             env[n].meta.update(n.meta)
 
+    def _emit_views(self, graph: torch.fx.Graph, env: dict, node: torch.fx.Node, order: dict) -> None:
+        """The input views an ATen op (or the output) reads, made in the ATen graph before it."""
+        for v in sorted(_views_read([node], self.free), key=order.__getitem__):
+            if v not in env:
+                env[v] = graph.node_copy(v, env.__getitem__)
+
     def __call__(self, args: Sequence[Any], steal: bool = False) -> list:
         out = self.gm(*args)
         return list(out) if isinstance(out, (list, tuple)) else [out]
+
+
+def _views_read(nodes: Sequence[torch.fx.Node], free: frozenset[torch.fx.Node]) -> set[torch.fx.Node]:
+    """The input views (`free`) that nodes read, with the views those are made from."""
+    out: set[torch.fx.Node] = set()
+    todo = [i for n in nodes for i in n.all_input_nodes if i in free]
+    while todo:
+        v = todo.pop()
+        if v not in out:
+            out.add(v)
+            todo.extend(i for i in v.all_input_nodes if i in free)
+    return out
 
 
 def _read_by_cat_only(node: torch.fx.Node, inside: set[torch.fx.Node]) -> bool:
