@@ -172,9 +172,9 @@ def default_config(g: FusionGroup, heur: Heuristics, interpret: bool) -> LaunchC
         return heur.column_partial_config(g.numel, g.rnumel, interpret)
     legal = default_legality(KernelView(members, g.is_reduction, g.rnumel), interpret)
     outer = is_outer_reduction(g, heur.persistent_rnumel_max)
-    return heur.launch_config(kernel_kind(g), g.numel, g.rnumel, interpret, outer, splittable=legal["split"],
-                              online=legal["online"], hints=legal["cache_hints"], device=device_facts(g.device),
-                              tile=choose_tiling(members) if legal["YBLOCK"] else None,
+    return heur.launch_config(kernel_kind(g), g.numel, g.rnumel, interpret, outer, legal=legal,
+                              device=device_facts(g.device),
+                              tile=choose_tiling(members) if legal.get("YBLOCK") else None,
                               passes=r_passes(members) if g.is_reduction else 1,
                               writes_rows=outer and writes_along_r(g), strided=reads_strided(g))
 

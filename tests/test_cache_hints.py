@@ -109,18 +109,19 @@ def test_config_json_and_the_search_offers_it():
 
 def test_looped_row_defaults_on_the_gpu_carry_hints():
     h = Heuristics()
-    looped = h.launch_config("reduction", 32768, 4096, False, hints=True)
+    hints, online_hints = {"cache_hints": True}, {"online": True, "cache_hints": True}
+    looped = h.launch_config("reduction", 32768, 4096, False, legal=hints)
     assert not looped.persistent and looped.cache_hints       # one row, 2048, 8 warps
-    assert not h.launch_config("reduction", 32768, 4096, False, hints=False).cache_hints   # not legal there
-    assert not h.launch_config("reduction", 32768, 4096, True, hints=True).cache_hints     # the interpreter
-    assert not h.launch_config("reduction", 32768, 512, False, hints=True).cache_hints    # persistent
-    online = h.launch_config("reduction", 8192, 32000, False, online=True, hints=True)
+    assert not h.launch_config("reduction", 32768, 4096, False, legal={}).cache_hints   # not legal there
+    assert not h.launch_config("reduction", 32768, 4096, True, legal=hints).cache_hints     # the interpreter
+    assert not h.launch_config("reduction", 32768, 512, False, legal=hints).cache_hints    # persistent
+    online = h.launch_config("reduction", 8192, 32000, False, legal=online_hints)
     assert online.online and not online.cache_hints   # measured slower with them (docs/defaults.md)
-    assert replace(h, online_cache_hints=True).launch_config("reduction", 8192, 32000, False, online=True,
-                                                             hints=True).cache_hints
-    assert not h.launch_config("reduction", 4096, 16384, False, outer=True, hints=True).cache_hints
+    assert replace(h, online_cache_hints=True).launch_config("reduction", 8192, 32000, False,
+                                                             legal=online_hints).cache_hints
+    assert not h.launch_config("reduction", 4096, 16384, False, outer=True, legal=hints).cache_hints
     assert not replace(h, looped_cache_hints=False).launch_config("reduction", 32768, 4096, False,
-                                                                  hints=True).cache_hints
+                                                                  legal=hints).cache_hints
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

@@ -131,7 +131,7 @@ def test_online_steps_leave_few_lanes_masked(rnumel):
     most `online_max_waste` of their lanes, else the least wasteful step is taken."""
     from autofuse.schedule.heuristics import Heuristics
     h = Heuristics()
-    cfg = h.launch_config("reduction", 4096, rnumel, False, online=True, passes=2)
+    cfg = h.launch_config("reduction", 4096, rnumel, False, legal={"online": True}, passes=2)
     assert cfg.online and not cfg.persistent and 256 <= cfg.RBLOCK <= h.looped_rblock_max
 
     def waste(r):
@@ -141,7 +141,7 @@ def test_online_steps_leave_few_lanes_masked(rnumel):
         assert cfg.RBLOCK == max(r for r in steps if waste(r) <= h.online_max_waste)
     else:
         assert waste(cfg.RBLOCK) == min(waste(r) for r in steps)
-    assert not h.launch_config("reduction", 4096, rnumel, False, online=False).online
+    assert not h.launch_config("reduction", 4096, rnumel, False, legal={"online": False}).online
 
 
 def test_short_online_steps_match_eager():

@@ -53,8 +53,7 @@ def groups(name):
 def gpu_default(g):
     kind = "reduction" if g.is_reduction else "pointwise"
     legal = default_legality(KernelView.of(g), False)
-    return Heuristics().launch_config(kind, g.numel, g.rnumel, False, splittable=legal["split"],
-                                      online=legal["online"], hints=legal["cache_hints"], device=REFERENCE)
+    return Heuristics().launch_config(kind, g.numel, g.rnumel, False, legal=legal, device=REFERENCE)
 
 
 def test_every_option_field_has_one_entry():

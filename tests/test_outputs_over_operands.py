@@ -36,21 +36,21 @@ class SmallLoops(SmallBlocks):
     """Reductions in looped passes of 4 elements, 2 rows per program, the softmax's sum online
     where legal: a load in a later pass, or recomputed after the store, would read the new value."""
 
-    def launch_config(self, kind, numel, rnumel, interpret, outer=False, splittable=False, online=False,
-                      *args, **kw):
+    def launch_config(self, kind, numel, rnumel, interpret, outer=False, legal=None, *args, **kw):
         if kind == "reduction":
-            return LaunchConfig(XBLOCK=2, RBLOCK=4, persistent=False, online=online)
-        return super().launch_config(kind, numel, rnumel, interpret, outer, splittable, online, *args, **kw)
+            return LaunchConfig(XBLOCK=2, RBLOCK=4, persistent=False, online=(legal or {}).get("online", False))
+        return super().launch_config(kind, numel, rnumel, interpret, outer, legal, *args, **kw)
 
 
 class SplitLoops(SmallBlocks):
     """Reductions split in two chunks of looped passes where legal, else as SmallLoops."""
 
-    def launch_config(self, kind, numel, rnumel, interpret, outer=False, splittable=False, online=False,
-                      *args, **kw):
+    def launch_config(self, kind, numel, rnumel, interpret, outer=False, legal=None, *args, **kw):
         if kind == "reduction":
-            return LaunchConfig(XBLOCK=2, RBLOCK=4, persistent=False, online=online, split=2 if splittable else 1)
-        return super().launch_config(kind, numel, rnumel, interpret, outer, splittable, online, *args, **kw)
+            legal = legal or {}
+            return LaunchConfig(XBLOCK=2, RBLOCK=4, persistent=False, online=legal.get("online", False),
+                                split=2 if legal.get("split") else 1)
+        return super().launch_config(kind, numel, rnumel, interpret, outer, legal, *args, **kw)
 
 
 def _unary(r: random.Random, t: torch.Tensor) -> torch.Tensor:

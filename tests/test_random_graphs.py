@@ -63,11 +63,13 @@ class SmallBlocks(Heuristics):
     looped: bool = True
     split: int = 1
 
-    def launch_config(self, kind, numel, rnumel, interpret, outer=False, splittable=False, online=False, hints=False,
-                      device=None, tile=None, passes=1, writes_rows=False, strided=False):
+    def launch_config(self, kind, numel, rnumel, interpret, outer=False, legal=None, device=None, tile=None,
+                      passes=1, writes_rows=False, strided=False):
+        legal = legal or {}
+        online = legal.get("online", False)
         if kind == "pointwise":
             return LaunchConfig(XBLOCK=8, YBLOCK=4) if tile is not None else LaunchConfig(XBLOCK=16)
-        if self.looped and splittable and self.split > 1:
+        if self.looped and legal.get("split") and self.split > 1:
             return LaunchConfig(XBLOCK=2, RBLOCK=8, persistent=False, split=self.split, online=online)
         if self.looped:
             return LaunchConfig(XBLOCK=2, RBLOCK=8, persistent=False, online=online)

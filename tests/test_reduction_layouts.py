@@ -56,8 +56,7 @@ def gpu_sources(fn, args):
             continue
         legal = default_legality(KernelView.of(g), False)
         kind = "reduction" if g.is_reduction else "pointwise"
-        cfg = Heuristics().launch_config(kind, g.numel, g.rnumel, False, is_outer_reduction(g),
-                                         splittable=legal["split"], online=legal["online"], hints=legal["cache_hints"])
+        cfg = Heuristics().launch_config(kind, g.numel, g.rnumel, False, is_outer_reduction(g), legal=legal)
         stored = {n.name for n in g.nodes}
         src = KernelWriter("k", g.placements(), g.numel, g.rnumel, g.is_reduction, stored, dtypes, {}, cfg,
                            False, lane_order(g)).generate().source
@@ -266,10 +265,10 @@ def test_outer_split_takes_shorter_chunks():
     """A column reduction with few x blocks: chunks of `split_outer_min_chunk` rows, so the grid
     reaches the programs the split target asks for; a row reduction keeps `split_min_chunk`."""
     h = Heuristics()
-    outer = h.launch_config("reduction", 8192, 4096, False, outer=True, splittable=True)
+    outer = h.launch_config("reduction", 8192, 4096, False, outer=True, legal={"split": True})
     assert outer.split == 8
     assert replace(h, split_outer_min_chunk=1024).launch_config("reduction", 8192, 4096, False, outer=True,
-                                                                 splittable=True).split == 4
+                                                                 legal={"split": True}).split == 4
     x = rand((300, 24), noncontig=True)
     x[3, 7] = float("nan")
     compiled_sources(lambda x: (x.amax(-1), x.sum(-1)), [x], XBLOCK=16, RBLOCK=8, persistent=False, split=8)

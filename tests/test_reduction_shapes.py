@@ -188,7 +188,8 @@ def gpu_default(g, device):
     from autofuse.schedule.fusion import is_outer_reduction
     splittable = g.is_reduction and why_not_split(g.placements(), True) is None
     return Heuristics().launch_config("reduction" if g.is_reduction else "pointwise", g.numel, g.rnumel, False,
-                                      g.is_reduction and is_outer_reduction(g), splittable=splittable, device=device)
+                                      g.is_reduction and is_outer_reduction(g), legal={"split": splittable},
+                                      device=device)
 
 
 @pytest.mark.parametrize("sms", [16, 132, 264])
@@ -204,12 +205,12 @@ def test_whole_tensor_sum_fills_the_gpu(sms):
 def test_split_follows_the_sm_count_and_stays_off_in_the_interpreter():
     h = Heuristics()
     small, big = DeviceFacts("small", 20), DeviceFacts("big", 200)
-    assert h.launch_config("reduction", 1, 1 << 30, False, splittable=True, device=small).split \
-        < h.launch_config("reduction", 1, 1 << 30, False, splittable=True, device=big).split
-    assert h.launch_config("reduction", 1, 1 << 30, True, splittable=True, device=big).split == 1
+    assert h.launch_config("reduction", 1, 1 << 30, False, legal={"split": True}, device=small).split \
+        < h.launch_config("reduction", 1, 1 << 30, False, legal={"split": True}, device=big).split
+    assert h.launch_config("reduction", 1, 1 << 30, True, legal={"split": True}, device=big).split == 1
     # a grid of 300 rows fills a GPU of 132 SMs, not one of 200
-    assert h.launch_config("reduction", 300, 1 << 16, False, splittable=True, device=REFERENCE).split == 1
-    assert h.launch_config("reduction", 300, 1 << 16, False, splittable=True, device=big).split > 1
+    assert h.launch_config("reduction", 300, 1 << 16, False, legal={"split": True}, device=REFERENCE).split == 1
+    assert h.launch_config("reduction", 300, 1 << 16, False, legal={"split": True}, device=big).split > 1
 
 
 def test_device_facts_of_the_cpu_are_the_reference():

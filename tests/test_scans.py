@@ -245,7 +245,7 @@ def test_default_configs_follow_inductor():
     scan, red = h.launch_config("scan", 64, 1000, False), h.launch_config("reduction", 64, 1000, False)
     assert scan.persistent and red.persistent and scan.RBLOCK == red.RBLOCK == 1024
     assert scan.XBLOCK == 1   # one row per program: a scan's combine tree spans the whole row
-    long = h.launch_config("scan", 8, 40000, False, splittable=True, online=True, hints=True)
+    long = h.launch_config("scan", 8, 40000, False, legal={"split": True, "online": True, "cache_hints": True})
     assert long == LaunchConfig(XBLOCK=1, RBLOCK=2048, num_warps=8, persistent=False)
     assert not h.launch_config("scan", 8, 2000, False).persistent   # reductions stay persistent to 1024 too
     assert not Heuristics(scan_persistent_max=256).launch_config("scan", 64, 1000, False).persistent

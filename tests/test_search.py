@@ -674,7 +674,7 @@ def test_one_step_rows_are_a_family_of_their_own_among_the_first_candidates():
     args = [rand((64, 4096)), rand((4096,))]
     placed = schedule(trace_aten(rms, args), args, CompileOptions(strict=True, use_db=False)).placed
     red = next(g for g, _ in placed if g.is_reduction)
-    default = Heuristics().launch_config("reduction", 32768, 4096, False, hints=True)
+    default = Heuristics().launch_config("reduction", 32768, 4096, False, legal={"cache_hints": True})
     configs = candidate_configs(red, default, interpret=False)
     assert LaunchConfig(XBLOCK=2, RBLOCK=4096, num_warps=16, num_stages=1, persistent=False, cache_hints=True) in configs
 

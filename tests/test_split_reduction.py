@@ -188,17 +188,17 @@ def test_config_json_and_str():
 
 def test_default_heuristics_split_on_gpu_only():
     h = Heuristics()
-    col = h.launch_config("reduction", 4096, 16384, False, True, splittable=True)
+    col = h.launch_config("reduction", 4096, 16384, False, True, legal={"split": True})
     assert col.split > 1 and -(-4096 // col.XBLOCK) * col.split >= 2 * 132
-    row = h.launch_config("reduction", 8, 1 << 20, False, False, splittable=True)
+    row = h.launch_config("reduction", 8, 1 << 20, False, False, legal={"split": True})
     assert row.split > 1
-    assert h.launch_config("reduction", 4096, 16384, False, True, splittable=False).split == 1
-    assert h.launch_config("reduction", 4096, 16384, True, True, splittable=True).split == 1  # interpreter
-    assert h.launch_config("reduction", 32768, 4096, False, False, splittable=True).split == 1  # big x grid
-    assert h.launch_config("reduction", 8, 1024, False, False, splittable=True).split == 1  # short rows
+    assert h.launch_config("reduction", 4096, 16384, False, True, legal={"split": False}).split == 1
+    assert h.launch_config("reduction", 4096, 16384, True, True, legal={"split": True}).split == 1  # interpreter
+    assert h.launch_config("reduction", 32768, 4096, False, False, legal={"split": True}).split == 1  # big x grid
+    assert h.launch_config("reduction", 8, 1024, False, False, legal={"split": True}).split == 1  # short rows
     # a small reduction (cross-entropy's mean over 8192 rows): one program
-    assert h.launch_config("reduction", 1, 8192, False, False, splittable=True).split == 1
-    assert h.launch_config("reduction", 1, 1 << 20, False, False, splittable=True).split > 1
+    assert h.launch_config("reduction", 1, 8192, False, False, legal={"split": True}).split == 1
+    assert h.launch_config("reduction", 1, 1 << 20, False, False, legal={"split": True}).split > 1
     # on the CPU the default plan never splits; softmax is not splittable even on the GPU heuristics' terms
     art = compile_graph(trace_aten(colsum, [rand((64, 8))]), [rand((64, 8))], CompileOptions(strict=True, use_db=False))
     assert all(k.config is None or k.config.split == 1 for k in art.plan.kernels)
@@ -242,10 +242,10 @@ def test_a_column_sum_over_few_columns_splits_from_shorter_columns():
     """A weight gradient's column sum (2048 tokens x 2048 features) runs 32 x blocks of 64 columns:
     without a split most SMs idle; a row reduction of the same size keeps its one-row programs."""
     h = Heuristics()
-    outer = h.launch_config("reduction", 2048, 2048, False, outer=True, splittable=True)
+    outer = h.launch_config("reduction", 2048, 2048, False, outer=True, legal={"split": True})
     assert outer.split > 1 and 2048 // outer.split >= h.split_outer_min_chunk
-    assert h.launch_config("reduction", 2048, 2048, False, outer=False, splittable=True).split == 1
-    assert h.launch_config("reduction", 2048, 512, False, outer=True, splittable=True).split == 1
+    assert h.launch_config("reduction", 2048, 2048, False, outer=False, legal={"split": True}).split == 1
+    assert h.launch_config("reduction", 2048, 512, False, outer=True, legal={"split": True}).split == 1
 
 
 def test_batchnorm_statistics_over_few_channels_fill_the_gpu():
@@ -255,9 +255,9 @@ def test_batchnorm_statistics_over_few_channels_fill_the_gpu():
     target, small reductions included."""
     h = Heuristics()
     for channels, rows in ((512, 1568), (1024, 6272), (2048, 1568), (64, 401408)):
-        cfg = h.launch_config("reduction", channels, rows, False, outer=True, splittable=True)
+        cfg = h.launch_config("reduction", channels, rows, False, outer=True, legal={"split": True})
         assert (cfg.XBLOCK, cfg.RBLOCK, cfg.num_warps) == (32, 32, 4)
         programs = -(-channels // cfg.XBLOCK) * cfg.split
         assert programs >= 2 * 132 and rows // cfg.split >= h.split_outer_min_chunk, (channels, rows, cfg)
-    wide = h.launch_config("reduction", 4096, 16384, False, outer=True, splittable=True)
+    wide = h.launch_config("reduction", 4096, 16384, False, outer=True, legal={"split": True})
     assert (wide.XBLOCK, wide.RBLOCK, wide.split) == (64, 16, 16)   # the column sum's measured best

@@ -12,7 +12,7 @@ codegen hook): split.py, online.py, cache_hints.py, early_loads.py, fast_math.py
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from .cache_hints import why_not_cache_hints
 from .config import LaunchConfig
@@ -284,7 +284,8 @@ def default_legality(view: KernelView, interpret: bool) -> dict[str, bool]:
 
 
 def apply_defaults(h: "Heuristics", cfg: LaunchConfig, kind: str, numel: int, rnumel: int, interpret: bool,
-                   outer: bool, device: DeviceFacts, legal: dict[str, bool], tile: Tiling | None = None) -> LaunchConfig:
+                   outer: bool, device: DeviceFacts, legal: Mapping[str, bool],
+                   tile: Tiling | None = None) -> LaunchConfig:
     """cfg with every option's default rule applied, in registry order."""
     for opt in OPTIONS:
         ctx = DefaultContext(kind, numel, rnumel, interpret, outer, device, legal.get(opt.name, False), tile)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import torch
 
@@ -246,22 +246,23 @@ class Heuristics:
 
     # ---- codegen -------------------------------------------------------------------------
     def launch_config(self, kind: str, numel: int, rnumel: int, interpret: bool, outer: bool = False,
-                      splittable: bool = False, online: bool = False, hints: bool = False,
-                      device: DeviceFacts = REFERENCE, tile: Tiling | None = None, passes: int = 1,
-                      writes_rows: bool = False, strided: bool = False) -> LaunchConfig:
+                      legal: Mapping[str, bool] | None = None, device: DeviceFacts = REFERENCE,
+                      tile: Tiling | None = None, passes: int = 1, writes_rows: bool = False,
+                      strided: bool = False) -> LaunchConfig:
         """`outer`: the reduction walks memory with a stride (e.g. a column sum), so lanes must run
-        along x, where memory is contiguous, and the r loop takes short steps. `splittable`: the
-        kernel may split its r range (codegen/split.py); on the GPU a long reduction with too few
-        x blocks to fill the SMs then gets more programs, as Inductor's split reductions do.
-        `online`: the kernel has a softmax sum that may run in its max's loop (codegen/online.py);
-        a looped kernel then reads its rows once less. `hints`: cache_hints is legal on the kernel
-        (codegen/cache_hints.py); a looped row reduction on the GPU then gets them, as Inductor's
-        looped kernels do: at this default (one row, RBLOCK 2048, 8 warps) they took rmsnorm
-        137.4 -> 129.8 µs, the seed example at 16384x4096 137.6 -> 132.2 µs and layernorm 147.0 ->
-        146.0 µs on the H200 (docs/defaults.md). Online softmax kernels take them only with
-        `online_cache_hints`; split and outer kernels were not measured with them and keep none.
-        `device`: the GPU's facts (its SM count sizes a split). `tile`: a pointwise kernel's (y, x)
-        split where 2-D tiles are legal on it; it then runs as tiles (codegen/tiling.py).
+        along x, where memory is contiguous, and the r loop takes short steps. `legal`: option name
+        -> whether the defaults may turn it on for the kernel (`codegen.options.default_legality`;
+        a missing name is False). Where "split" is legal (codegen/split.py), a long reduction on the
+        GPU with too few x blocks to fill the SMs gets more programs, as Inductor's split reductions
+        do. Where "online" is legal (a softmax sum that may run in its max's loop, codegen/online.py),
+        a looped kernel reads its rows once less. Where "cache_hints" is legal
+        (codegen/cache_hints.py), a looped row reduction on the GPU gets them, as Inductor's looped
+        kernels do: at this default (one row, RBLOCK 2048, 8 warps) they took rmsnorm 137.4 -> 129.8
+        µs, the seed example at 16384x4096 137.6 -> 132.2 µs and layernorm 147.0 -> 146.0 µs on the
+        H200 (docs/defaults.md). Online softmax kernels take them only with `online_cache_hints`;
+        split and outer kernels were not measured with them and keep none. Where "YBLOCK" is legal,
+        a pointwise kernel given `tile`, its (y, x) split, runs as 2-D tiles (codegen/tiling.py).
+        `device`: the GPU's facts (its SM count sizes a split).
         `passes`: how many times a looped kernel walks its r range (`schedule.loops.r_passes`); a
         kernel that reads its rows again after a reduction (a norm, a softmax) wants more loads in
         flight per pass. `writes_rows`: an outer reduction's epilogue stores contiguously along r
@@ -271,8 +272,8 @@ class Heuristics:
             return replace(self, persistent_rnumel_max=self.scan_persistent_max)._launch_config(
                 "scan", numel, rnumel, interpret, outer)
         cfg = self._launch_config(kind, numel, rnumel, interpret, outer, passes, writes_rows, strided)
-        legal = {"split": splittable, "online": online, "cache_hints": hints, "YBLOCK": tile is not None}
-        return apply_defaults(self, cfg, kind, numel, rnumel, interpret, outer, device, legal, tile)
+        return apply_defaults(self, cfg, kind, numel, rnumel, interpret, outer, device,
+                              {} if legal is None else legal, tile)
 
     def column_partial_config(self, numel: int, rnumel: int, interpret: bool) -> LaunchConfig:
         """A row kernel with column partials (codegen/columns.py) holds its rows whole: the
