@@ -236,7 +236,7 @@ def test_full_size_whole_tensor_cases_get_a_full_split():
 
 
 def test_small_tensor_norm_and_division_stay_one_kernel():
-    # below the split's size the reduction would not split: the division fuses as before
+    # below the split's size the reduction would not split: the division fuses into the reduction's kernel
     groups = meta_groups(lambda x: x / torch.norm(x), [(64, 100)])
     assert len(groups) == 1
 

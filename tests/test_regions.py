@@ -150,7 +150,7 @@ def test_views_of_weights_are_made_where_they_are_read(device, monkeypatch):
 
 
 def test_a_graph_of_symbolic_sizes_throughout_is_compiled_per_size(device, monkeypatch):
-    """A symbolic batch makes every op size-dependent: no split, one compile per size, as before."""
+    """A symbolic batch makes every op size-dependent: no split, one compile per size."""
     made = _instances(monkeypatch)
     rec = Recorder()
 

@@ -6,7 +6,7 @@ passes and ptxas outside the GIL, and Triton's own asynchronous compile mode han
 an executor: each distinct kernel is warmed up (`JITFunction.warmup`, with dtypes standing for
 tensors, so Triton assumes 16-byte aligned pointers, as the program's own buffers are) inside that
 mode on a thread pool, and the first launch finds the compiled kernel in the JIT's cache. A launch
-whose arguments specialize otherwise (an unaligned input) compiles then, as before; a compile that
+whose arguments specialize otherwise (an unaligned input) compiles at that launch; a compile that
 fails here is left for the launch to report. A Triton without that mode compiles on first launch.
 """
 from __future__ import annotations
