@@ -73,7 +73,7 @@ class Split:
     static: dict[torch.fx.Node, int]     # static node -> its region's level
     dynamic: dict[torch.fx.Node, int]    # size-dependent op -> the level it runs after
     static_share: float                  # compute ops in regions / all compute ops
-    free: frozenset[torch.fx.Node] = frozenset()   # views of graph inputs, made where they are read
+    free: frozenset[torch.fx.Node] = frozenset()   # views made where they are read (`_input_views`)
 
 
 def _epilogue_copy(node: torch.fx.Node) -> bool:
@@ -132,9 +132,10 @@ def _input_views(graph: torch.fx.Graph, static: dict[torch.fx.Node, int]) -> fro
     for n in graph.nodes:
         if _is_view(n) and any(i in updated or i in of_updated for i in n.all_input_nodes):
             of_updated.add(n)
+
     def candidate(n: torch.fx.Node) -> bool:
         return (n in static and n not in of_updated and n.target is not operator.getitem and _is_view(n)
-                and bool(n.all_input_nodes))
+                and not _mutates(n) and bool(n.all_input_nodes))
     free: set[torch.fx.Node] = set()
     for n in graph.nodes:   # views of inputs, chains of them included
         if candidate(n) and all(i.op in ("placeholder", "get_attr") or i in free for i in n.all_input_nodes):
