@@ -31,6 +31,8 @@ from typing import Any, Callable, Sequence
 import torch
 import torch.fx
 
+from ..runtime.wrapper import direct_callable
+
 # the share of the graph's compute ops that must sit in static regions for the split to pay: below
 # it (a symbolic batch size makes nearly every op size-dependent) compiling per size does better
 MIN_STATIC_SHARE = 0.5
@@ -198,7 +200,7 @@ class RegionProgram:
                 self._emit_region(gm, graph, env, sorted([*views, *members], key=order.__getitem__), make_region)
             for n in aten.get(lv, ()):
                 self._emit_views(graph, env, n, order)
-                env[n] = graph.node_copy(n, env.__getitem__)
+                env[n] = _bound(graph.node_copy(n, env.__getitem__))
         out = next(n for n in nodes if n.op == "output")
         self._emit_views(graph, env, out, order)
         graph.node_copy(out, env.__getitem__)
@@ -239,11 +241,24 @@ class RegionProgram:
         """The input views an ATen op (or the output) reads, made in the ATen graph before it."""
         for v in sorted(_views_read([node], self.free), key=order.__getitem__):
             if v not in env:
-                env[v] = graph.node_copy(v, env.__getitem__)
+                env[v] = _bound(graph.node_copy(v, env.__getitem__))
 
     def __call__(self, args: Sequence[Any], steal: bool = False) -> list:
         out = self.gm(*args)
         return list(out) if isinstance(out, (list, tuple)) else [out]
+
+
+def _bound(node: torch.fx.Node) -> torch.fx.Node:
+    """node calling the `torch.*` binding of its ATen op where that binding can only resolve to this
+    overload (`runtime.wrapper.direct_callable`): the step runs these ops on every call, and the
+    binding skips `OpOverload.__call__` (1.3 against 2.8 µs for a `cat`, 1.4 against 3.4 for a
+    `clone` on a CPU host)."""
+    t = node.target
+    if isinstance(t, torch._ops.OpOverload):
+        b = direct_callable(t)
+        if b is not t._op and getattr(torch, t.overloadpacket.__name__, None) is b:
+            node.target = b
+    return node
 
 
 def _views_read(nodes: Sequence[torch.fx.Node], free: frozenset[torch.fx.Node]) -> set[torch.fx.Node]:
