@@ -32,6 +32,12 @@ from autofuse.measure.verify import compare
 from .cases import CASES, nbytes
 
 
+def input_set_count(min_bytes: int, most: int) -> int:
+    """How many input sets to rotate through so that a rep's inputs have left the L2 since their
+    last use (three L2 sizes of inputs and outputs), at most `most`."""
+    return max(1, min(most, -(-3 * l2_cache_bytes() // max(min_bytes, 1))))
+
+
 def time_fn(fn: Callable[..., Any], input_sets: list[tuple], reps: int) -> float:
     """Median milliseconds of fn over reps (`time_samples`)."""
     return statistics.median(time_samples(fn, input_sets, reps))
@@ -160,7 +166,7 @@ def run_case(case, reps: int, bw: float, tune: tuple[str, int, float] | None = N
     fn, args = case.build("cuda", 1.0)
     out = fn(*args)
     min_bytes = nbytes(args) + nbytes(out)
-    sets = max(1, min(8, -(-3 * l2_cache_bytes() // max(min_bytes, 1))))
+    sets = input_set_count(min_bytes, 8)
     input_sets = [args] + [case.build("cuda", 1.0)[1] for _ in range(sets - 1)] if sets > 1 else [args]
     row: dict[str, Any] = {"case": case.name, "min_bytes": min_bytes, "input_sets": len(input_sets), "variants": {}}
     db = None

@@ -475,16 +475,15 @@ def select_cases(names: Sequence[str], programs: Sequence[str], categories: Sequ
 def cuda_retimer(reps: int, rounds: int) -> Retimer:
     """benchmarks.run's timer (CUDA events, calls queued back to back, inputs rotated past the L2),
     the contenders interleaved within each round so drift hits them alike."""
-    from autofuse.measure.timing import l2_cache_bytes
     from autofuse.report import nbytes
 
-    from .run import time_fn
+    from .run import input_set_count, time_fn
 
     def retime(fn: Callable[..., Any], args: tuple, contenders: list[Contender]) -> dict[str, list[float]]:
         with torch.no_grad():
             out = fn(*args)
         min_bytes = nbytes(args) + nbytes(out)
-        sets = max(1, min(8, -(-3 * l2_cache_bytes() // max(min_bytes, 1))))
+        sets = input_set_count(min_bytes, 8)
         input_sets = [args] + [tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
                                for _ in range(sets - 1)]
         times: dict[str, list[float]] = {c.name: [] for c in contenders}

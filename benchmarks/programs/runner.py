@@ -35,9 +35,7 @@ from typing import Any, Callable
 
 import torch
 
-from autofuse.measure.timing import l2_cache_bytes
-
-from ..run import copy_bandwidth, gpu_profile, host_us, time_interleaved
+from ..run import copy_bandwidth, gpu_profile, host_us, input_set_count, time_interleaved
 from . import categories, select
 from .base import Program
 from .check import float64_outputs, mismatch
@@ -161,7 +159,7 @@ def run_program(p: Program, opts: argparse.Namespace, bw: float | None) -> dict[
 
 def _time(p: Program, row: dict[str, Any], ok: dict[str, Callable[..., Any]], args: tuple, min_bytes: int,
           bw: float | None, opts: argparse.Namespace) -> None:
-    sets = max(1, min(4, -(-3 * l2_cache_bytes() // max(min_bytes, 1))))
+    sets = input_set_count(min_bytes, 4)
     input_sets = [args] + [p.make(opts.device, opts.shrink, seed=p.seed + k)[1] for k in range(1, sets)]
     row["input_sets"] = len(input_sets)
     with torch.no_grad():
