@@ -256,7 +256,7 @@ def _bound(node: torch.fx.Node) -> torch.fx.Node:
     t = node.target
     if isinstance(t, torch._ops.OpOverload):
         b = direct_callable(t)
-        if b is not t._op and getattr(torch, t.overloadpacket.__name__, None) is b:
+        if getattr(torch, t.overloadpacket.__name__, None) is b:   # FX writes it as `torch.<name>`
             node.target = b
     return node
 
