@@ -22,6 +22,7 @@ from ..logs import logger
 from ..options import CompileOptions
 from .attention_masks import folding_backend
 from .constants import lift_constants, place_constants
+from .cse import eliminate_common_subexpressions
 from .decompositions import decomposition_table
 from .random_ops import generate_random
 from .regions import RegionProgram, describe, worth_splitting
@@ -237,6 +238,7 @@ def make_backend(options: CompileOptions | None = None) -> Callable[..., Any]:
         return CompiledGraph(gm, options, "backward")
 
     def inference(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> CompiledGraph:
+        eliminate_common_subexpressions(gm)   # the partitioner does this for training graphs only
         return CompiledGraph(gm, options, "inference")
 
     # input mutations AOTAutograd can keep in the graph (BatchNorm's running statistics, a cache
