@@ -24,6 +24,7 @@ from .attention_masks import folding_backend
 from .constants import lift_constants, place_constants
 from .cse import eliminate_common_subexpressions
 from .decompositions import decomposition_table
+from .grouped_heads import read_grouped_heads
 from .random_ops import generate_random
 from .regions import RegionProgram, describe, worth_splitting
 from .training import mark_saved_outputs
@@ -239,6 +240,7 @@ def make_backend(options: CompileOptions | None = None) -> Callable[..., Any]:
 
     def inference(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> CompiledGraph:
         eliminate_common_subexpressions(gm)   # the partitioner does this for training graphs only
+        read_grouped_heads(gm)
         return CompiledGraph(gm, options, "inference")
 
     # input mutations AOTAutograd can keep in the graph (BatchNorm's running statistics, a cache

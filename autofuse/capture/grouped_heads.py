@@ -1,0 +1,102 @@
+"""Grouped-query attention reads its key/value heads as they are, instead of copies repeated per query head.
+
+Note: transformers' decoders with fewer key/value heads than query heads (LLaMA, Qwen2, Mistral, ...)
+repeat each key/value head for its group of query heads before attention when a mask is given
+(`repeat_kv`: unsqueeze, expand, reshape), and that reshape of an expanded tensor is a copy
+(`clone` of the expanded view in the ATen graph). In a decoding step it copies the whole cache
+twice per layer at every step, group-size times over: with batch 4, 16 query and 4 key/value heads
+and a 540-token cache, 16 copies of 8.8 MB per step (ATen's strided copy kernel, 10.7 us each on
+an H100), and four ATen ops per copy on the host.
+
+cuDNN's and flash attention's CUDA kernels take fewer key/value heads than query heads (query head
+h reads key/value head h // group, the order `repeat_kv` makes), so an inference graph whose
+attention op is one of them gets the unrepeated key and value. The rewrite is local and exact: it
+applies only when both key and value are `view(clone(expand(unsqueeze(x, 2))))` with the expand
+repeating dim 2 alone, x's last dim is dense (what the kernels read), and the query's head count is
+the key/value heads times the group.
+"""
+from __future__ import annotations
+
+import torch
+import torch.fx
+from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+aten = torch.ops.aten
+
+# attention ops whose CUDA kernels read grouped key/value heads natively
+GROUPED_KERNELS = (aten._scaled_dot_product_cudnn_attention.default, aten._scaled_dot_product_flash_attention.default)
+_VIEWS = (aten.view.default, aten._unsafe_view.default, aten.reshape.default)
+
+
+def _val(node: object) -> torch.Tensor | None:
+    v = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    return v if isinstance(v, torch.Tensor) else None
+
+
+def _same(a: object, b: object) -> bool:
+    return statically_known_true(a == b)
+
+
+def _repeated(node: object, devices: tuple[str, ...]) -> tuple[torch.fx.Node, object] | None:
+    """(x, group) where node is `repeat_kv(x, group)`: view(clone(expand(unsqueeze(x, 2)))) from
+    [b, kv, L, d] through [b, kv, group, L, d] to [b, kv * group, L, d]; None otherwise."""
+    if not isinstance(node, torch.fx.Node) or node.target not in _VIEWS:
+        return None
+    clone = node.args[0]
+    if not isinstance(clone, torch.fx.Node) or clone.target is not aten.clone.default:
+        return None
+    expand = clone.args[0]
+    if not isinstance(expand, torch.fx.Node) or expand.target is not aten.expand.default:
+        return None
+    unsq = expand.args[0]
+    if not isinstance(unsq, torch.fx.Node) or unsq.target is not aten.unsqueeze.default or unsq.args[1] != 2:
+        return None
+    x = unsq.args[0]
+    xv, ev, ov = _val(x), _val(expand), _val(node)
+    if xv is None or ev is None or ov is None or xv.dim() != 4 or ev.dim() != 5 or ov.dim() != 4:
+        return None
+    if xv.device.type not in devices or not _same(xv.stride(-1), 1):
+        return None
+    kept = (0, 1, 3, 4)   # the expand may repeat dim 2 only
+    if not all(_same(ev.shape[i], xv.shape[j]) for i, j in zip(kept, range(4))):
+        return None
+    group = ev.shape[2]
+    if not (_same(ov.shape[0], xv.shape[0]) and _same(ov.shape[1], xv.shape[1] * group)
+            and _same(ov.shape[2], xv.shape[2]) and _same(ov.shape[3], xv.shape[3])):
+        return None
+    return x, group
+
+
+def read_grouped_heads(gm: torch.fx.GraphModule, devices: tuple[str, ...] = ("cuda",)) -> int:
+    """Give each cuDNN / flash attention op of gm its key and value unrepeated where they are
+    `repeat_kv` copies on one of `devices` (the devices whose kernels of these ops read grouped
+    heads; the CPU tests trace the graph there); the number of attention ops changed."""
+    changed = 0
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target not in GROUPED_KERNELS or len(node.args) < 3:
+            continue
+        q, k, v = node.args[:3]
+        rk, rv, qv = _repeated(k, devices), _repeated(v, devices), _val(q)
+        if rk is None or rv is None or qv is None or qv.dim() != 4:
+            continue
+        (kx, kg), (vx, vg) = rk, rv
+        if not (_same(kg, vg) and _same(_val(kx).shape[1], _val(vx).shape[1])
+                and _same(qv.shape[1], _val(kx).shape[1] * kg)):
+            continue
+        node.args = (q, kx, vx, *node.args[3:])
+        for copy in dict.fromkeys((k, v)):
+            _erase_unread(gm.graph, copy)
+        changed += 1
+    if changed:
+        gm.recompile()
+    return changed
+
+
+def _erase_unread(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
+    """Erase a repeat's view, clone, expand and unsqueeze, each once nothing reads it."""
+    for _ in range(4):
+        if node.users:
+            return
+        source = node.args[0]
+        graph.erase_node(node)
+        node = source
