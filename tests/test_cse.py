@@ -104,3 +104,19 @@ def test_a_split_step_builds_its_mask_once(device, monkeypatch):
     gm = split[0].regions.gm
     assert _count(gm, aten.where.self) + _count(gm, torch.where) <= 1
     assert _count(gm, aten.slice.Tensor) == 0
+
+
+def test_data_dependent_values_stay():
+    """Two `nonzero` of one tensor each define their own unbacked size, which later sizes name:
+    both stay, and so do two `item` reads."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    def fn(x):
+        a, b = torch.nonzero(x > 0), torch.nonzero(x > 0)
+        return a.sum() + b.float().mean() + (x.sum().item() + x.sum().item())
+    with FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=True):
+        gm = make_fx(fn, tracing_mode="fake")(rand((5, 6), device="cpu"))
+    before = _count(gm, aten.nonzero.default)
+    eliminate_common_subexpressions(gm)
+    assert before == _count(gm, aten.nonzero.default) == 2

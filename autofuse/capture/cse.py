@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 import torch.fx
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 _UNINITIALIZED = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
                             "empty_permuted"})
@@ -28,12 +29,24 @@ _UNINITIALIZED = frozenset({"empty", "empty_like", "empty_strided", "new_empty",
 def _pure(node: torch.fx.Node) -> bool:
     t = node.target
     if t is operator.getitem:
-        return True
+        return _tensors(node)
     if not isinstance(t, torch._ops.OpOverload):
         return False
     if t._schema.is_mutable or torch.Tag.nondeterministic_seeded in t.tags:
         return False
-    return t.overloadpacket.__name__ not in _UNINITIALIZED
+    return t.overloadpacket.__name__ not in _UNINITIALIZED and _tensors(node)
+
+
+def _tensors(node: torch.fx.Node) -> bool:
+    """Does node produce tensors whose sizes are known without running it? A scalar read from data
+    (`item`) or a size that data decides (`nonzero`) is an unbacked symbol of its own, which later
+    nodes' recorded sizes name: such nodes stay."""
+    v = node.meta.get("val")
+    if v is None:
+        return True
+    values = v if isinstance(v, (list, tuple)) else (v,)
+    return (all(isinstance(x, torch.Tensor) or x is None for x in values)
+            and not free_unbacked_symbols([x for x in values if x is not None]))
 
 
 def _key(value: Any) -> Any:
