@@ -11,6 +11,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 import autofuse
 from autofuse.api import Recorder
 from autofuse.capture.backend import make_backend
+from autofuse.capture.decompositions import decomposition_table
 from autofuse.capture.grouped_heads import GROUPED_KERNELS, read_grouped_heads
 
 from .helpers import assert_close, rand
@@ -31,7 +32,7 @@ def _cudnn(q, k, v, mask):
 
 def _trace(fn, *shapes):
     args = [torch.randn(s, dtype=torch.bfloat16) for s in shapes]
-    return make_fx(fn, tracing_mode="fake")(*args)
+    return make_fx(fn, tracing_mode="fake", decomposition_table=decomposition_table())(*args)
 
 
 def _clones(gm) -> int:
@@ -44,8 +45,13 @@ def _reads_copies(att: torch.fx.Node) -> bool:
                and a.args[0].target is aten.clone.default for a in att.args[1:3])
 
 
-def test_repeated_keys_and_values_are_read_unrepeated():
-    gm = _trace(lambda q, k, v, m: _cudnn(q, repeat_kv(k, 4), repeat_kv(v, 4), m),
+@pytest.mark.parametrize("repeat", ["repeat_kv", "repeat_interleave"])
+def test_repeated_keys_and_values_are_read_unrepeated(repeat):
+    """transformers' repeat and `repeat_interleave` over the head dim (which the decompositions
+    make the same copy) both leave the attention op."""
+    def rep(x):
+        return repeat_kv(x, 4) if repeat == "repeat_kv" else x.repeat_interleave(4, dim=1)
+    gm = _trace(lambda q, k, v, m: _cudnn(q, rep(k), rep(v), m),
                 (2, 8, 5, 16), (2, 2, 7, 16), (2, 2, 7, 16), (2, 1, 5, 7))
     assert _clones(gm) == 2
     assert read_grouped_heads(gm, ("cpu",)) == 1
