@@ -29,7 +29,6 @@ def form(request):
 
 def online_plan(fn, args, online=True, **config):
     """The default plan with `config` on every reduction kernel, online where the kernel has the pattern."""
-    from autofuse.codegen.online import why_not_online
     art = compile_graph(trace_aten(fn, args), args, CompileOptions(strict=True, use_db=False))
     graph_kernels = []
     for kp, info in zip(art.plan.kernels, art.kernels):

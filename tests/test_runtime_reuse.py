@@ -1,6 +1,5 @@
 """autofuse.compile reuses plans stored in the tuning DB: hits, misses, on_miss, bad stored plans,
 unusable DB files — always a correct program."""
-import warnings
 from dataclasses import replace
 
 import pytest

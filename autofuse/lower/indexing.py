@@ -165,7 +165,6 @@ def _pad(g, x, pad, value=0):
     for k in range(len(pad) // 2):
         before[nd - 1 - k] = pad[2 * k]
     xl = x.loader()
-    cd = upcast(out_dtype)
     in_size = list(x.size)
 
     def fn(ops, idx):
@@ -199,13 +198,11 @@ def _slice_scatter(g, x, src, dim=0, start=None, end=None, step=1):
     e = n if end is None else (end + n if end < 0 else end)
     s, e = max(0, min(n, s)), max(0, min(n, e))
     xl, sl = x.loader(), src.loader()
-    cd = upcast(out_dtype)
 
     def fn(ops, idx):
         i = ops.index_expr(idx[d], torch.int64)
         cond = ops.logical_and(ops.ge(i, ops.constant(s, torch.int64)), ops.lt(i, ops.constant(e, torch.int64)))
         if step != 1:
-            from ..ir.index import ModIndex
             cond = ops.logical_and(cond, ops.eq(ops.remainder(ops.sub(i, ops.constant(s, torch.int64)),
                                                               ops.constant(step, torch.int64)),
                                                 ops.constant(0, torch.int64)))

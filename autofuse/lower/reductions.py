@@ -204,7 +204,7 @@ def _acc(dtype: torch.dtype) -> torch.dtype:
 @register(aten.sum)
 def _sum(g, x, dims=None, keepdim=False, dtype=None):
     if isinstance(dims, torch.dtype):  # sum.default(x, dtype)
-        dims, dtype = None, dims
+        dims = None   # sum(x, dtype): the output's dtype is that dtype
     acc = _acc(g.out.dtype)
     buf = reduce(g, x, _dims(x, dims), keepdim, "sum", acc,
                  map_fn=lambda ops, v: ops.to_dtype(v, acc))
@@ -214,7 +214,7 @@ def _sum(g, x, dims=None, keepdim=False, dtype=None):
 @register(aten.mean)
 def _mean(g, x, dims=None, keepdim=False, dtype=None):
     if isinstance(dims, torch.dtype):
-        dims, dtype = None, dims
+        dims = None   # sum(x, dtype): the output's dtype is that dtype
     acc = upcast(g.out.dtype)
     if not acc.is_floating_point:
         raise Unsupported("integer mean")
@@ -229,7 +229,7 @@ def _mean(g, x, dims=None, keepdim=False, dtype=None):
 @register(aten.prod)
 def _prod(g, x, dim=None, keepdim=False, dtype=None):
     if isinstance(dim, torch.dtype):
-        dim, dtype = None, dim
+        dim = None
     acc = _acc(g.out.dtype)
     buf = reduce(g, x, _dims(x, dim), keepdim, "prod", acc, map_fn=lambda ops, v: ops.to_dtype(v, acc))
     return buf if buf.dtype == g.out.dtype else _finish(g, buf)

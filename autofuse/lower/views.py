@@ -16,7 +16,7 @@ import sympy
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from ..ir.index import FloorDiv, ModIndex, contiguous_strides, is_dense, prod, row_major_vars
+from ..ir.index import ModIndex, contiguous_strides, is_dense, row_major_vars
 from ..ir.values import ComputedBuffer, Layout, Pointwise, PointwiseBody, ReinterpretView, strided_of
 from .common import norm_dim
 from .registry import LOWERINGS, Unsupported, register
