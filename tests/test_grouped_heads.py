@@ -1,4 +1,4 @@
-"""Grouped-query attention: cuDNN / flash attention ops read the key/value heads unrepeated where the
+"""Grouped-query attention: cuDNN attention ops read the key/value heads unrepeated where the
 graph repeats them (`repeat_kv`), and only there. Graph tests trace on the CPU; the compiled
 results are checked against eager on CUDA."""
 from __future__ import annotations

@@ -9,12 +9,13 @@ twice per layer at every step, group-size times over: with batch 4, 16 query and
 and a 540-token cache, 16 copies of 8.8 MB per step (ATen's strided copy kernel, 10.7 us each on
 an H100), and four ATen ops per copy on the host.
 
-cuDNN's and flash attention's CUDA kernels take fewer key/value heads than query heads (query head
-h reads key/value head h // group, the order `repeat_kv` makes), so an inference graph whose
-attention op is one of them gets the unrepeated key and value. The rewrite is local and exact: it
-applies only when both key and value are `view(clone(expand(unsqueeze(x, 2))))` with the expand
-repeating dim 2 alone, x's last dim is dense (what the kernels read), and the query's head count is
-the key/value heads times the group.
+cuDNN's attention kernel takes fewer key/value heads than query heads (query head h reads
+key/value head h // group, the order `repeat_kv` makes), so an inference graph whose attention op
+is cuDNN's gets the unrepeated key and value. The rewrite is local and exact: it applies only when
+both key and value are `view(clone(expand(unsqueeze(x, 2))))` with the expand repeating dim 2
+alone, x's last dim is dense (what the kernel reads), and the query's head count is the key/value
+heads times the group. Flash attention's kernel reads grouped heads too, but no GPU test covers
+that op with them, so it keeps the copies, as do the efficient and math kernels, which need them.
 """
 from __future__ import annotations
 
@@ -24,8 +25,8 @@ from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 aten = torch.ops.aten
 
-# attention ops whose CUDA kernels read grouped key/value heads natively
-GROUPED_KERNELS = (aten._scaled_dot_product_cudnn_attention.default, aten._scaled_dot_product_flash_attention.default)
+# attention ops whose CUDA kernels read grouped key/value heads, checked against eager on a GPU
+GROUPED_KERNELS = (aten._scaled_dot_product_cudnn_attention.default,)
 _VIEWS = (aten.view.default, aten._unsafe_view.default, aten.reshape.default)
 
 
@@ -69,7 +70,7 @@ def _repeated(node: object, devices: tuple[str, ...]) -> tuple[torch.fx.Node, ob
 
 
 def read_grouped_heads(gm: torch.fx.GraphModule, devices: tuple[str, ...] = ("cuda",)) -> int:
-    """Give each cuDNN / flash attention op of gm its key and value unrepeated where they are
+    """Give each cuDNN attention op of gm its key and value unrepeated where they are
     `repeat_kv` copies on one of `devices` (the devices whose kernels of these ops read grouped
     heads; the CPU tests trace the graph there); the number of attention ops changed."""
     changed = 0
