@@ -4,6 +4,7 @@ equal to eager at every size."""
 from __future__ import annotations
 
 import logging
+import warnings
 
 import pytest
 import torch
@@ -14,7 +15,7 @@ import autofuse
 from autofuse.api import Recorder
 from autofuse.capture import backend as backend_mod
 from autofuse.capture.backend import make_backend
-from autofuse.capture.regions import split_levels, worth_splitting
+from autofuse.capture.regions import RegionsBySize, split_levels, worth_splitting
 
 from .helpers import assert_close, rand
 
@@ -286,3 +287,45 @@ def test_an_update_whose_value_has_symbolic_sizes_runs_after_every_region(device
                     and n.meta["val"].shape == cache.shape for n in r.gm.graph.nodes)]
     assert reads and (writes == [] or min(writes) > max(reads))
     _levels_are_acyclic(split[0].gm)
+
+
+def batched_step(x: torch.Tensor, w: torch.Tensor, c1: torch.Tensor, c2: torch.Tensor):
+    """Two layers of a decoding step (norm, attention over a growing cache, norm, MLP), as in a
+    server whose batch size changes between requests."""
+    out = x
+    for c in (c1, c2):
+        h = F.layer_norm(out, out.shape[-1:])
+        k = torch.cat([c, torch.tanh(h @ w)], dim=1)
+        out = out + torch.softmax(h @ k.transpose(1, 2) / 4.0, dim=-1) @ k
+        h = F.layer_norm(out, out.shape[-1:])
+        out = out + F.gelu(h @ w.T) @ w * 0.5
+    return out
+
+
+def test_a_symbolic_batch_is_held_fixed_per_program(device, monkeypatch, caplog):
+    """Dynamo makes the batch symbolic too once it changes: the step then runs one split program per
+    batch size (the batch held fixed in its regions, the cache length varying), compiling no
+    region again for a batch it has met, with max_sizes (3) bounding the batch sizes, not the
+    lengths; every output equals eager's."""
+    caplog.set_level(logging.INFO, logger="autofuse.compile")
+    made = _instances(monkeypatch)
+    rec = Recorder()
+    f = _compiled(batched_step, rec, max_sizes=3)
+    w = rand((16, 16), device=device)
+    calls = [(2, 5), (2, 6), (3, 7), (3, 8), (2, 9), (4, 10), (3, 11), (2, 13), (4, 14)]
+    for batch, length in calls:
+        x = rand((batch, 1, 16), device=device)
+        c1, c2 = rand((batch, length, 16), device=device), rand((batch, length, 16), device=device)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("error", message=".*max_sizes")   # nothing left to ATen ops
+            assert_close(f(x, w, c1, c2), batched_step(x, w, c1, c2))
+    by_size = [g.regions for g in made if isinstance(g.regions, RegionsBySize)]
+    assert len(by_size) == 1
+    assert sorted(by_size[0].programs) == [(2,), (3,), (4,)]
+    assert all(len(r.programs) == 1 for r in by_size[0].regions)   # each region compiled once
+    assert all(o.compiled for o in rec.outcomes)
+    assert any("per value of the sizes held fixed" in r.getMessage() for r in caplog.records)
+    x = rand((5, 1, 16), device=device)   # a fourth batch size: past max_sizes, run with ATen
+    c = rand((5, 15, 16), device=device)
+    with pytest.warns(UserWarning, match="max_sizes"):
+        assert_close(f(x, w, c, c.clone()), batched_step(x, w, c, c.clone()))

@@ -26,7 +26,7 @@ from .cse import eliminate_common_subexpressions
 from .decompositions import decomposition_table
 from .grouped_heads import read_grouped_heads
 from .random_ops import generate_random
-from .regions import RegionProgram, describe, worth_splitting
+from .regions import RegionProgram, RegionsBySize, describe, split_by_symbols, worth_splitting
 from .training import mark_saved_outputs
 
 log = logging.getLogger("autofuse")
@@ -98,20 +98,29 @@ class CompiledGraph:
         # step over a growing cache) runs as static regions compiled once, for every size it meets
         self.regions = self._split(gm) if label == "inference" and not sizes_static and self.gm is gm else None
 
-    def _split(self, gm: torch.fx.GraphModule) -> RegionProgram | None:
-        split = worth_splitting(gm)
-        if split is None:
-            return None
+    def _split(self, gm: torch.fx.GraphModule) -> RegionProgram | RegionsBySize | None:
         region_options = self.options.with_(cudagraphs=False)
+
+        def make_region(sub: torch.fx.GraphModule, unguarded: tuple[int, ...]) -> CompiledGraph:
+            return CompiledGraph(sub, region_options, self.label, unguarded=unguarded)
+        split = worth_splitting(gm)
+        by_symbols = split_by_symbols(gm) if split is None else None
+        if split is None and by_symbols is None:
+            return None
         try:
-            program = RegionProgram(gm, split, lambda sub, k: CompiledGraph(sub, region_options, self.label,
-                                                                            unguarded=k))
+            if split is not None:
+                program: RegionProgram | RegionsBySize = RegionProgram(gm, split, make_region)
+            else:
+                fixed, split = by_symbols
+                program = RegionsBySize(gm, fixed, split, make_region, self.options.max_sizes)
         except ValueError:
             return None
         compile_log.info("%s graph with symbolic sizes: %s", self.label, describe(program))
         return program
 
     def specialize(self, args: Sequence[Any]) -> Any:
+        if isinstance(self.regions, RegionsBySize):
+            return self.regions.program(args) or self._past_the_limit()
         if self.regions is not None:
             return self.regions
         key = signature(args)
@@ -173,7 +182,7 @@ class CompiledGraph:
         if self.static and len(self.programs) == 1:
             prog = next(iter(self.programs.values()))
         elif self.regions is not None:
-            prog = self.regions
+            prog = self.regions if isinstance(self.regions, RegionProgram) else self.specialize(args)
         elif self.by_strides is not None:
             key = _strides(args) if self.unguarded is None else tuple([args[i].stride() for i in self.unguarded])
             prog = self.by_strides.get(key) if key is not None else None

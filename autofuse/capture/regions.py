@@ -24,6 +24,7 @@ otherwise it runs with ATen after everything else.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -36,13 +37,22 @@ from ..runtime.wrapper import direct_callable
 # the share of the graph's compute ops that must sit in static regions for the split to pay: below
 # it (a symbolic batch size makes nearly every op size-dependent) compiling per size does better
 MIN_STATIC_SHARE = 0.5
+# at most this many input symbols are considered for holding some fixed per program (2^n splits tried)
+MAX_SYMBOLS = 5
 
 
-def _static_value(v: Any) -> bool:
+def _fixed_int(d: Any, fixed: frozenset) -> bool:
+    """An int, or a symbolic int of fixed symbols alone (`fixed`: symbols one program holds constant)."""
+    return not isinstance(d, torch.SymInt) or (bool(fixed) and d.node.expr.free_symbols <= fixed)
+
+
+def _static_value(v: Any, fixed: frozenset = frozenset()) -> bool:
     if isinstance(v, torch.Tensor):
-        return not any(isinstance(d, torch.SymInt) for d in (*v.shape, *v.stride(), v.storage_offset()))
+        return all(_fixed_int(d, fixed) for d in (*v.shape, *v.stride(), v.storage_offset()))
     if isinstance(v, (tuple, list)):
-        return len(v) > 0 and all(isinstance(x, torch.Tensor) and _static_value(x) for x in v)
+        return len(v) > 0 and all(isinstance(x, torch.Tensor) and _static_value(x, fixed) for x in v)
+    if isinstance(v, torch.SymInt) and fixed:   # a size computed from fixed symbols (`batch * 16`)
+        return _fixed_int(v, fixed)
     return False
 
 
@@ -59,13 +69,14 @@ def _is_view(node: torch.fx.Node) -> bool:
     return schema is not None and any(r.alias_info is not None for r in schema.returns)
 
 
-def is_static(node: torch.fx.Node) -> bool:
-    """The node's value and every input have static sizes, and it updates nothing in place."""
+def is_static(node: torch.fx.Node, fixed: frozenset = frozenset()) -> bool:
+    """The node's value and every input have static sizes (or sizes of `fixed` symbols alone), and it
+    updates nothing in place."""
     if node.op == "get_attr":
         return _static_value(node.meta.get("val"))
-    if node.op != "call_function" or _mutates(node) or not _static_value(node.meta.get("val")):
+    if node.op != "call_function" or _mutates(node) or not _static_value(node.meta.get("val"), fixed):
         return False
-    return all(_static_value(i.meta.get("val")) for i in node.all_input_nodes)
+    return all(_static_value(i.meta.get("val"), fixed) for i in node.all_input_nodes)
 
 
 @dataclass(frozen=True)
@@ -84,8 +95,9 @@ def _epilogue_copy(node: torch.fx.Node) -> bool:
             and node.args[0].op == "placeholder" and all(u.op == "output" for u in node.users))
 
 
-def split_levels(graph: torch.fx.Graph) -> Split:
-    """Each op's level and side (see the module's note), whether or not the split pays."""
+def split_levels(graph: torch.fx.Graph, fixed: frozenset = frozenset()) -> Split:
+    """Each op's level and side (see the module's note), whether or not the split pays; sizes of
+    `fixed` symbols alone count as static (`split_by_symbols`)."""
     static: dict[torch.fx.Node, int] = {}
     dynamic: dict[torch.fx.Node, int] = {}
     level: dict[torch.fx.Node, int] = {}
@@ -94,7 +106,8 @@ def split_levels(graph: torch.fx.Graph) -> Split:
             level[n] = 0
             continue
         # a tuple (an op of several outputs) enters a region only through the getitems beside it
-        if is_static(n) and all(isinstance(i.meta.get("val"), torch.Tensor) or i in static for i in n.all_input_nodes):
+        if is_static(n, fixed) and all(isinstance(i.meta.get("val"), torch.Tensor) or i in static
+                                       or (fixed and i.op == "placeholder") for i in n.all_input_nodes):
             level[n] = max((level[i] + (i in dynamic) for i in n.all_input_nodes), default=0)
             static[n] = level[n]
         else:
@@ -109,7 +122,7 @@ def split_levels(graph: torch.fx.Graph) -> Split:
         target, value = n.args[0], n.args[1]
         lv = static.get(value) if isinstance(value, torch.fx.Node) else None
         readers = [r for r in target.users if r is not n]
-        if lv is not None and _static_value(target.meta.get("val")) and all(
+        if lv is not None and _static_value(target.meta.get("val"), fixed) and all(
                 static.get(r, -1) <= lv if r in static else dynamic.get(r, last) < lv for r in readers):
             static[n] = lv
             del dynamic[n]
@@ -118,8 +131,19 @@ def split_levels(graph: torch.fx.Graph) -> Split:
     n_static = sum(1 for n in static if not _is_view(n))
     n_dynamic = sum(1 for n in dynamic if n.op == "call_function" and not _is_view(n))
     share = n_static / (n_static + n_dynamic) if n_static + n_dynamic else 0.0
-    free = _input_views(graph, static)
+    free = _input_views(graph, static) | _fixed_sizes(graph, static)
     return Split({n: lv for n, lv in static.items() if n not in free}, dynamic, share, free)
+
+
+def _fixed_sizes(graph: torch.fx.Graph, static: dict[torch.fx.Node, int]) -> frozenset[torch.fx.Node]:
+    """Sizes computed from fixed symbols alone (`batch * 16`, static under a split with fixed
+    symbols), made where they are read like input views: a region returns tensors only."""
+    out: set[torch.fx.Node] = set()
+    for n in graph.nodes:
+        if (n in static and isinstance(n.meta.get("val"), torch.SymInt)
+                and all(i.op == "placeholder" or i in out for i in n.all_input_nodes)):
+            out.add(n)
+    return frozenset(out)
 
 
 def _input_views(graph: torch.fx.Graph, static: dict[torch.fx.Node, int]) -> frozenset[torch.fx.Node]:
@@ -160,16 +184,100 @@ def _readers(node: torch.fx.Node, free: frozenset[torch.fx.Node]) -> list[torch.
     return out
 
 
-def worth_splitting(gm: torch.fx.GraphModule) -> Split | None:
+def worth_splitting(gm: torch.fx.GraphModule, fixed: frozenset = frozenset()) -> Split | None:
     """The split of a graph with symbolic sizes when its static regions hold most of the compute
     (and it updates nothing in place but its epilogue's copies: a region reordered past an ATen op
     could see the update); None otherwise."""
     if any(n.op == "call_function" and _mutates(n) and not _epilogue_copy(n) for n in gm.graph.nodes):
         return None
-    split = split_levels(gm.graph)
+    split = split_levels(gm.graph, fixed)
     if not split.static or split.static_share < MIN_STATIC_SHARE:
         return None
     return split
+
+
+def symbol_sources(gm: torch.fx.GraphModule) -> dict[Any, tuple[int, int | None]]:
+    """Where each symbol of the graph's inputs is read at a call: (input, dim) of a tensor input
+    whose size it is, or (input, None) for an input that is the symbolic int itself."""
+    out: dict[Any, tuple[int, int | None]] = {}
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for k, n in enumerate(placeholders):
+        v = n.meta.get("val")
+        dims = [(None, v)] if isinstance(v, torch.SymInt) else (
+            list(enumerate(v.shape)) if isinstance(v, torch.Tensor) else [])
+        for d, size in dims:
+            if isinstance(size, torch.SymInt) and size.node.expr.is_Symbol:
+                out.setdefault(size.node.expr, (k, d))
+    return out
+
+
+def split_by_symbols(gm: torch.fx.GraphModule) -> tuple[frozenset, Split] | None:
+    """A split that holds some symbols constant per program (`fixed`), when no split pays with every
+    symbol varying: a decoding step Dynamo made symbolic in its batch too (a new batch size, or greedy
+    then beam search) keeps the batch fixed in each program and lets the cache's length vary. The
+    fewest fixed symbols whose split pays win (then the larger static share); every symbol fixed is
+    the per-size path, not a split. None when no such split pays or a symbol cannot be read from
+    the inputs."""
+    sources = symbol_sources(gm)
+    symbols = sorted(sources, key=str)
+    free = set().union(*(_free_symbols(n.meta.get("val")) for n in gm.graph.nodes))
+    if not symbols or not free <= set(symbols) or len(symbols) > MAX_SYMBOLS:
+        return None
+    best: tuple[frozenset, Split] | None = None
+    for size in range(1, len(symbols)):
+        for fixed in itertools.combinations(symbols, size):
+            split = worth_splitting(gm, frozenset(fixed))
+            if split is not None and (best is None or split.static_share > best[1].static_share):
+                best = (frozenset(fixed), split)
+        if best is not None:
+            return best
+    return None
+
+
+def _free_symbols(v: Any) -> set:
+    if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return set(v.node.expr.free_symbols)
+    if isinstance(v, torch.Tensor):
+        return set().union(*(_free_symbols(d) for d in (*v.shape, *v.stride(), v.storage_offset())))
+    if isinstance(v, (list, tuple)):
+        return set().union(*(_free_symbols(x) for x in v)) if v else set()
+    return set()
+
+
+class RegionsBySize:
+    """A split with fixed symbols: one RegionProgram per value of those symbols, each built at the
+    first call that meets its values (its regions compile at their first call), at most `most`."""
+
+    def __init__(self, gm: torch.fx.GraphModule, fixed: frozenset, split: Split,
+                 make_region: Callable[[torch.fx.GraphModule, tuple[int, ...]], Any], most: int) -> None:
+        sources = symbol_sources(gm)
+        self.reads = tuple(sources[s] for s in sorted(fixed, key=str))
+        self.gm, self.split, self.make_region, self.most = gm, split, make_region, most
+        # built now: a split whose regions cannot be formed (ValueError) is refused at compile time
+        self._first: RegionProgram | None = RegionProgram(gm, split, make_region)
+        self.programs: dict[tuple[int, ...], RegionProgram] = {}
+
+    def key(self, args: Sequence[Any]) -> tuple[int, ...]:
+        return tuple([int(args[k]) if d is None else args[k].shape[d] for k, d in self.reads])
+
+    def program(self, args: Sequence[Any]) -> "RegionProgram | None":
+        """The program for these inputs' fixed symbols; None past `most` programs."""
+        key = self.key(args)
+        prog = self.programs.get(key)
+        if prog is None:
+            if len(self.programs) >= self.most:
+                return None
+            prog, self._first = self._first or RegionProgram(self.gm, self.split, self.make_region), None
+            self.programs[key] = prog
+        return prog
+
+    @property
+    def regions(self) -> list[Any]:
+        return [r for p in self.programs.values() for r in p.regions]
+
+    @property
+    def ops(self) -> int:
+        return sum(1 for n in self.split.dynamic if n.op == "call_function" and not _is_view(n))
 
 
 class RegionProgram:
@@ -295,6 +403,11 @@ def _dense(graph: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node:
     return c
 
 
-def describe(program: RegionProgram) -> str:
+def describe(program: "RegionProgram | RegionsBySize") -> str:
+    if isinstance(program, RegionsBySize):
+        one = program._first or next(iter(program.programs.values()))
+        fixed = ", ".join(f"input {k} dim {d}" if d is not None else f"input {k}" for k, d in program.reads)
+        return (f"{len(one.regions)} regions of static sizes compiled once per value of the sizes held "
+                f"fixed ({fixed}; at most {program.most} values), {program.ops} ops with symbolic sizes run with ATen")
     return (f"{len(program.regions)} regions of static sizes compiled once, "
             f"{program.ops} ops with symbolic sizes run with ATen")
