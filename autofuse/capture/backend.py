@@ -96,7 +96,9 @@ class CompiledGraph:
         self._beyond: _EagerProgram | None = None  # runs the signatures past the limit
         # an inference graph with symbolic sizes whose compute is mostly of static sizes (a decoding
         # step over a growing cache) runs as static regions compiled once, for every size it meets
-        self.regions = self._split(gm) if label == "inference" and not sizes_static and self.gm is gm else None
+        # (a region of such a split, whose sizes are fixed per program, is not split again)
+        self.regions = (self._split(gm) if label == "inference" and not sizes_static and self.gm is gm
+                        and unguarded is None else None)
 
     def _split(self, gm: torch.fx.GraphModule) -> RegionProgram | RegionsBySize | None:
         region_options = self.options.with_(cudagraphs=False)
