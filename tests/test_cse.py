@@ -9,13 +9,10 @@ import torch
 import torch.nn.functional as F
 from torch.fx.experimental.proxy_tensor import make_fx
 
-import autofuse
-from autofuse.api import Recorder
-from autofuse.capture.backend import make_backend
 from autofuse.capture.cse import eliminate_common_subexpressions
 
 from .helpers import assert_close, rand
-from .test_regions import _instances
+from .test_regions import split_two_layer_step
 
 aten = torch.ops.aten
 
@@ -90,18 +87,7 @@ def masked_layers(x, w1, w2, c1, c2):
 def test_a_split_step_builds_its_mask_once(device, monkeypatch):
     """In a decoding step split into regions, the per-layer copies of one mask are one ATen op, and
     the outputs equal eager's at every cache length."""
-    made = _instances(monkeypatch)
-    torch._dynamo.reset()
-    options = autofuse.CompileOptions(strict=True, poison=True, use_db=False, recorder=Recorder())
-    f = torch.compile(masked_layers, backend=make_backend(options), dynamic=None)
-    w1, w2 = rand((16, 16), device=device), rand((16, 16), device=device)
-    for length in (6, 9, 13):
-        x = rand((3, 1, 16), device=device)
-        c1, c2 = rand((3, length, 16), device=device), rand((3, length, 16), device=device)
-        assert_close(f(x, w1, w2, c1, c2), masked_layers(x, w1, w2, c1, c2))
-    split = [g for g in made if g.regions is not None]
-    assert len(split) == 1
-    gm = split[0].regions.gm
+    gm = split_two_layer_step(masked_layers, (6, 9, 13), device, monkeypatch).regions.gm
     assert _count(gm, aten.where.self) + _count(gm, torch.where) <= 1
     assert _count(gm, aten.slice.Tensor) == 0
 

@@ -134,16 +134,8 @@ def test_views_of_weights_are_made_where_they_are_read(device, monkeypatch):
     """A weight's transpose and a shared value's per-layer view are made by each region that reads
     them: no region returns a view of a graph input, the shared value leaves its region once, and
     the outputs equal eager's at every cache length."""
-    made = _instances(monkeypatch)
-    f = _compiled(two_layers, Recorder())
-    w1, w2 = rand((16, 16), device=device), rand((16, 16), device=device)
-    for length in (5, 9, 14):
-        x = rand((3, 1, 16), device=device)
-        c1, c2 = rand((3, length, 16), device=device), rand((3, length, 16), device=device)
-        assert_close(f(x, w1, w2, c1, c2), two_layers(x, w1, w2, c1, c2))
-    split = [g for g in made if g.regions is not None]
-    assert len(split) == 1
-    regions = split[0].regions.regions
+    split = split_two_layer_step(two_layers, (5, 9, 14), device, monkeypatch)
+    regions = split.regions.regions
     for r in regions:
         out = next(n for n in r.gm.graph.nodes if n.op == "output")
         assert not any(a.op == "call_function" and a.target is aten.permute.default for a in out.args[0])
@@ -151,7 +143,22 @@ def test_views_of_weights_are_made_where_they_are_read(device, monkeypatch):
     sigmoid_outputs = [a for r in regions for n in r.gm.graph.nodes if n.op == "output" for a in n.args[0]
                        if a.target is aten.sigmoid.default]
     assert len(sigmoid_outputs) == 1
-    _levels_are_acyclic(split[0].gm)
+    _levels_are_acyclic(split.gm)
+
+
+def split_two_layer_step(fn, lengths, device, monkeypatch):
+    """The one split CompiledGraph of fn(x, w1, w2, c1, c2) (two layers over caches of one length)
+    compiled and called at each of `lengths`, every output equal to eager's."""
+    made = _instances(monkeypatch)
+    f = _compiled(fn, Recorder())
+    w1, w2 = rand((16, 16), device=device), rand((16, 16), device=device)
+    for length in lengths:
+        x = rand((3, 1, 16), device=device)
+        c1, c2 = rand((3, length, 16), device=device), rand((3, length, 16), device=device)
+        assert_close(f(x, w1, w2, c1, c2), fn(x, w1, w2, c1, c2))
+    split = [g for g in made if g.regions is not None]
+    assert len(split) == 1
+    return split[0]
 
 
 def test_a_graph_of_symbolic_sizes_throughout_is_compiled_per_size(device, monkeypatch):
