@@ -20,6 +20,11 @@ epilogue: `copy_` of a final value into an input (a static cache written at a sy
 It joins the region that computes the value when every other reader of the input runs no later
 than that region (the region then writes the input itself, a scatter where only a slot changed);
 otherwise it runs with ATen after everything else.
+
+A step Dynamo made symbolic in its batch as well has no static region: the batch is in every op.
+Such a graph is split with the batch (some of its input symbols) held fixed: sizes of fixed
+symbols alone count as static, and each value of them gets its own split program
+(`split_by_symbols`, `RegionsBySize`).
 """
 from __future__ import annotations
 
