@@ -16,14 +16,24 @@ both key and value are `view(clone(expand(unsqueeze(x, 2))))` with the expand re
 alone, x's last dim is dense (what the kernel reads), and the query's head count is the key/value
 heads times the group. Flash attention's kernel reads grouped heads too, but no GPU test covers
 that op with them, so it keeps the copies, as do the efficient and math kernels, which need them.
+Before the first rewrite on a device, one small call of the op with grouped heads is compared
+with the same call over repeated heads (`reads_grouped_heads`): a torch whose cuDNN op refuses or
+miscomputes grouped heads keeps the copies instead of failing at run time.
 """
 from __future__ import annotations
 
+import functools
+from typing import Callable
+
 import torch
 import torch.fx
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
+from ..logs import logger
+
 aten = torch.ops.aten
+_log = logger("compile")
 
 # attention ops whose CUDA kernels read grouped key/value heads, checked against eager on a GPU
 GROUPED_KERNELS = (aten._scaled_dot_product_cudnn_attention.default,)
@@ -69,10 +79,33 @@ def _repeated(node: object, devices: tuple[str, ...]) -> tuple[torch.fx.Node, ob
     return x, group
 
 
-def read_grouped_heads(gm: torch.fx.GraphModule, devices: tuple[str, ...] = ("cuda",)) -> int:
+@functools.lru_cache(maxsize=None)
+def reads_grouped_heads(op: torch._ops.OpOverload, device: torch.device) -> bool:
+    """Does op on device take 2 key/value heads for 4 query heads and give what it gives over the
+    repeated heads (bf16, an additive mask, 16 x 24 positions, heads of 64)?"""
+    try:
+        with unset_fake_temporarily(), torch.no_grad():
+            gen = torch.Generator(device=device).manual_seed(0)
+            q, k, v = (torch.randn((1, h, n, 64), generator=gen, device=device).to(torch.bfloat16)
+                       for h, n in ((4, 16), (2, 24), (2, 24)))
+            bias = torch.randn((1, 1, 16, 24), generator=gen, device=device).to(torch.bfloat16)
+            grouped = op(q, k, v, bias, False, scale=0.125)[0]
+            repeated = op(q, k.repeat_interleave(2, 1), v.repeat_interleave(2, 1), bias, False, scale=0.125)[0]
+            same = bool(torch.allclose(grouped.float(), repeated.float(), rtol=2e-2, atol=2e-2))
+            reason = "" if same else "it computes another result over them"
+    except Exception as e:  # noqa: BLE001 - any refusal means: keep the copies
+        same, reason = False, f"{type(e).__name__}: {str(e).strip()[:200]}"
+    if not same:
+        _log.info("%s on %s does not read grouped key/value heads (%s): repeated copies kept", op, device, reason)
+    return same
+
+
+def read_grouped_heads(gm: torch.fx.GraphModule, devices: tuple[str, ...] = ("cuda",),
+                       supported: Callable[[torch._ops.OpOverload, torch.device], bool] = reads_grouped_heads) -> int:
     """Give each cuDNN attention op of gm its key and value unrepeated where they are
     `repeat_kv` copies on one of `devices` (the devices whose kernels of these ops read grouped
-    heads; the CPU tests trace the graph there); the number of attention ops changed."""
+    heads; the CPU tests trace the graph there) and where `supported` says the op reads grouped heads
+    there; the number of attention ops changed."""
     changed = 0
     for node in list(gm.graph.nodes):
         if node.op != "call_function" or node.target not in GROUPED_KERNELS or len(node.args) < 3:
@@ -84,6 +117,8 @@ def read_grouped_heads(gm: torch.fx.GraphModule, devices: tuple[str, ...] = ("cu
         (kx, kg), (vx, vg) = rk, rv
         if not (_same(kg, vg) and _same(_val(kx).shape[1], _val(vx).shape[1])
                 and _same(qv.shape[1], _val(kx).shape[1] * kg)):
+            continue
+        if not supported(node.target, qv.device):
             continue
         node.args = (q, kx, vx, *node.args[3:])
         for copy in dict.fromkeys((k, v)):
