@@ -36,6 +36,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 import torch.fx
+from torch.fx.experimental.symbolic_shapes import free_symbols
 
 from ..runtime.wrapper import direct_callable
 
@@ -225,7 +226,7 @@ def split_by_symbols(gm: torch.fx.GraphModule) -> tuple[frozenset, Split] | None
     the inputs."""
     sources = symbol_sources(gm)
     symbols = sorted(sources, key=str)
-    free = set().union(*(_free_symbols(n.meta.get("val")) for n in gm.graph.nodes))
+    free = set().union(*(free_symbols(n.meta.get("val")) for n in gm.graph.nodes))
     if not symbols or not free <= set(symbols) or len(symbols) > MAX_SYMBOLS:
         return None
     best: tuple[frozenset, Split] | None = None
@@ -239,16 +240,6 @@ def split_by_symbols(gm: torch.fx.GraphModule) -> tuple[frozenset, Split] | None
     return None
 
 
-def _free_symbols(v: Any) -> set:
-    if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-        return set(v.node.expr.free_symbols)
-    if isinstance(v, torch.Tensor):
-        return set().union(*(_free_symbols(d) for d in (*v.shape, *v.stride(), v.storage_offset())))
-    if isinstance(v, (list, tuple)):
-        return set().union(*(_free_symbols(x) for x in v)) if v else set()
-    return set()
-
-
 class RegionsBySize:
     """A split with fixed symbols: one RegionProgram per value of those symbols, each built at the
     first call that meets its values (its regions compile at their first call), at most `most`."""
@@ -260,6 +251,7 @@ class RegionsBySize:
         self.gm, self.split, self.make_region, self.most = gm, split, make_region, most
         # built now: a split whose regions cannot be formed (ValueError) is refused at compile time
         self._first: RegionProgram | None = RegionProgram(gm, split, make_region)
+        self.regions_each, self.ops = len(self._first.regions), self._first.ops
         self.programs: dict[tuple[int, ...], RegionProgram] = {}
 
     def key(self, args: Sequence[Any]) -> tuple[int, ...]:
@@ -279,10 +271,6 @@ class RegionsBySize:
     @property
     def regions(self) -> list[Any]:
         return [r for p in self.programs.values() for r in p.regions]
-
-    @property
-    def ops(self) -> int:
-        return sum(1 for n in self.split.dynamic if n.op == "call_function" and not _is_view(n))
 
 
 class RegionProgram:
@@ -410,9 +398,8 @@ def _dense(graph: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node:
 
 def describe(program: "RegionProgram | RegionsBySize") -> str:
     if isinstance(program, RegionsBySize):
-        one = program._first or next(iter(program.programs.values()))
         fixed = ", ".join(f"input {k} dim {d}" if d is not None else f"input {k}" for k, d in program.reads)
-        return (f"{len(one.regions)} regions of static sizes compiled once per value of the sizes held "
+        return (f"{program.regions_each} regions of static sizes compiled once per value of the sizes held "
                 f"fixed ({fixed}; at most {program.most} values), {program.ops} ops with symbolic sizes run with ATen")
     return (f"{len(program.regions)} regions of static sizes compiled once, "
             f"{program.ops} ops with symbolic sizes run with ATen")
