@@ -333,6 +333,25 @@ def test_outputs_that_view_one_value_share_its_storage(device):
             assert_close(g, w)
 
 
+def test_overloads_taking_dimension_names_leave_the_binding_to_the_default():
+    """Overloads that take a Dimname (torch 2.11's `cat.names`) are chosen by string dims only, which
+    a traced graph never holds; an overload of other argument types could be chosen instead."""
+    from types import SimpleNamespace
+
+    from autofuse.runtime.wrapper import binding_resolves_to_default
+
+    def schema(*types):
+        return SimpleNamespace(_schema=SimpleNamespace(arguments=[SimpleNamespace(type=t) for t in types]))
+
+    def packet(**overloads):
+        return SimpleNamespace(overloads=lambda: ["default", *overloads], **overloads)
+    names, ints = schema("Tensor[]", "Dimname"), schema("Tensor", "int[1]?")
+    assert binding_resolves_to_default(packet(out=ints, names=names, names_out=names))
+    assert not binding_resolves_to_default(packet(names=names, dim_IntList=ints))
+    assert binding_resolves_to_default(torch.ops.aten.mm)
+    assert not binding_resolves_to_default(torch.ops.aten.sum)   # sum.dim_IntList
+
+
 def test_aten_calls_take_the_torch_binding_where_it_resolves_to_the_same_overload():
     from autofuse.runtime.wrapper import direct_callable
     aten = torch.ops.aten

@@ -43,16 +43,26 @@ class Wrapper:
 BINDING_SIBLINGS = ("out", "dtype", "dtype_out")   # overloads a call without out= / out_dtype never resolves to
 
 
+def binding_resolves_to_default(packet: Any) -> bool:
+    """A `torch.*` call with the default overload's arguments resolves to that overload: every other
+    overload is an out= or out_dtype variant, or takes a dimension name (a `Dimname`, parsed from a
+    string only: the int dims of a traced graph never select it; torch 2.11's `cat` has two)."""
+    for name in packet.overloads():
+        if name == "default" or name in BINDING_SIBLINGS:
+            continue
+        if not any("Dimname" in str(a.type) for a in getattr(packet, name)._schema.arguments):
+            return False
+    return True
+
+
 def direct_callable(op: Any) -> Any:
     """What the wrapper calls for an ATen op: its `torch.*` binding where that can only resolve to
-    this overload (an aten op whose other overloads are out= or out_dtype variants), else the
-    overload's C++ callable. Why: the binding parses its arguments in generated C++, about half the
-    host time of an OpOverload call (3 against 6 µs per convolution on a CPU host); Inductor's extern
-    kernels call the bindings too."""
+    this overload (`binding_resolves_to_default`), else the overload's C++ callable. Why: the
+    binding parses its arguments in generated C++, about half the host time of an OpOverload call
+    (3 against 6 µs per convolution on a CPU host); Inductor's extern kernels call the bindings too."""
     if not isinstance(op, torch._ops.OpOverload):
         return op
-    if op.namespace == "aten" and op._overloadname == "default" and \
-            all(o in BINDING_SIBLINGS or o == "default" for o in op.overloadpacket.overloads()):
+    if op.namespace == "aten" and op._overloadname == "default" and binding_resolves_to_default(op.overloadpacket):
         binding = getattr(torch._C._VariableFunctions, op.overloadpacket.__name__, None)
         if binding is not None:
             return binding
