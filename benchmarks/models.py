@@ -11,7 +11,9 @@ hidden 2048, GQA 16/4 heads, RMSNorm, RoPE, SwiGLU; batch 4 x 512 tokens), GPT-2
 1024; 4 x 512), BERT-base (16 x 512), ViT-base/16 (32 images of 224²) and torchvision's ResNet-50
 (32 images of 224²); beside them, models the compiler is not tuned on: a Qwen2-style decoder (8
 layers, hidden 1536, GQA 12/2 heads, biased QKV, a 151 936-token vocabulary; 4 x 512), T5-base
-(encoder-decoder, relative position buckets; 16 x 512 in, 16 x 128 out) and torchvision's
+(encoder-decoder, relative position buckets; 16 x 512 in, 16 x 128 out), a Mixtral-style mixture of
+experts (8 layers, 8 experts, 2 per token), a Gemma-2-style decoder (soft-capped logits,
+sliding-window layers) and torchvision's
 ConvNeXt-T, MobileNet v3 large, EfficientNet-B0 and Swin-T (32 images of 224²). "forward": bf16 inference, no grad. "train": one training step in f32 (forward
 with the loss inside the compiled model, backward, an eager AdamW step) for the LLaMA-style decoder,
 GPT-2 (its token embedding tied to the LM head), BERT (with its masked-LM head), ViT (with its
@@ -64,11 +66,11 @@ from .run import gpu_profile
 
 MODELS = ("llama", "gpt2", "bert", "vit", "resnet50", "qwen2", "t5", "convnext", "mobilenet_v3", "efficientnet", "swin",
           "phi", "bloom", "opt", "gpt_neox", "whisper_encoder", "clip_vision", "densenet121", "regnet", "mobilenet_v2",
-          "shufflenet")
+          "shufflenet", "mixtral", "gemma2")
 VISION = ("resnet50", "convnext", "mobilenet_v3", "efficientnet", "swin", "densenet121", "regnet", "mobilenet_v2",
           "shufflenet")   # torchvision classifiers
 TRAINABLE = ("llama", "gpt2", "bert", "vit", "resnet50")
-GENERATIVE = ("llama", "qwen2", "gpt2", "phi", "bloom", "opt", "gpt_neox")   # causal LMs: the generate mode
+GENERATIVE = ("llama", "qwen2", "gpt2", "phi", "bloom", "opt", "gpt_neox", "mixtral", "gemma2")   # causal LMs: the generate mode
 NEW_TOKENS = 32          # tokens a generate call decodes after its prompt (tiny: 4)
 MODES = ("forward", "train", "optimizer", "generate", "decode")
 GENERATION = ("generate", "decode")   # the modes that run `generate`
@@ -130,6 +132,20 @@ LANGUAGE_MODELS = {
                       vocab_size=50432, rotary_pct=0.25, max_position_embeddings=2048),
                  dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                       vocab_size=500, rotary_pct=0.25, max_position_embeddings=64)),
+    "mixtral": ("MixtralConfig", "MixtralForCausalLM",   # a mixture of 8 experts, 2 routed per token
+                dict(hidden_size=1024, intermediate_size=2816, num_hidden_layers=8, num_attention_heads=16,
+                     num_key_value_heads=4, num_local_experts=8, num_experts_per_tok=2, vocab_size=32000,
+                     max_position_embeddings=2048),
+                dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                     num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2, vocab_size=500,
+                     max_position_embeddings=64)),
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM",   # logit soft-capping, sliding-window layers, GeGLU
+               dict(hidden_size=1536, intermediate_size=6144, num_hidden_layers=8, num_attention_heads=8,
+                    num_key_value_heads=4, head_dim=192, vocab_size=256000, sliding_window=256,
+                    max_position_embeddings=2048),
+               dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                    num_key_value_heads=2, head_dim=16, vocab_size=500, sliding_window=8,
+                    max_position_embeddings=64)),
 }
 DROPOUTS = ("attention_dropout", "hidden_dropout", "resid_pdrop", "embd_pdrop", "attn_pdrop", "dropout",
             "activation_dropout", "attention_probs_dropout_prob", "hidden_dropout_prob")
