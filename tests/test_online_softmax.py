@@ -67,7 +67,7 @@ def cross_entropy(logits, target):
 
 
 @pytest.mark.parametrize("fn", [softmax, log_softmax], ids=["softmax", "log_softmax"])
-@pytest.mark.parametrize("shape", [(37, 1000), (5, 64), (3, 1), (9, 4099)])
+@pytest.mark.parametrize("shape", [(37, 1000), (5, 64), (3, 9), (9, 4099)])
 def test_online_matches_eager_and_saves_a_loop(fn, shape, form):
     x = rand(shape) * 4
     online = run(fn, [x], form=form)

@@ -2,10 +2,16 @@
 (two-pass: mean first, then the sum of squared deviations), logsumexp, max/min with indices.
 
 Note: a reduction's result is stored in its accumulation dtype (f32 for half inputs) and cast to
-the output dtype by a lazy pointwise, so a half-precision sum never overflows in memory.
+the output dtype by a lazy pointwise, so a half-precision sum never overflows in memory. A
+reduction over fewer than UNROLL_BELOW elements (a mixture of experts' weighted sum over its 2
+routed experts, a norm over 3 coordinates) is a lazy pointwise combining its elements one by one,
+as Inductor unrolls it: it fuses into the kernels around it instead of a reduction kernel of its
+own (a reduction kernel's rows of 2 use 2 of its lanes' loads per row).
 """
 from __future__ import annotations
 
+import itertools
+import math
 from typing import Any, Callable, Sequence
 
 import sympy
@@ -33,6 +39,8 @@ def _dims(x: Any, dims: Any) -> list[int]:
 
 
 ORDER_FREE = frozenset({"sum", "prod", "max", "min", "any", "all"})
+UNROLL_BELOW = 8   # Inductor's unroll_reductions_threshold
+UNROLLED = {"sum": "add", "prod": "mul", "max": "maximum", "min": "minimum", "any": "logical_or", "all": "logical_and"}
 
 
 def _simplified_reads(x: Any, in_size: tuple[int, ...]) -> tuple[list[sympy.Symbol], list[sympy.Expr]]:
@@ -167,10 +175,27 @@ def reduce(g: Any, x: Any, dims: Sequence[int], keepdim: bool, rtype: str, acc_d
             v = ops.to_dtype(v, acc_dtype)
         return v
 
+    if rtype in UNROLLED and math.prod(rsize) < UNROLL_BELOW:
+        return _unrolled(g, x, out_size, rsize, UNROLLED[rtype], inner, upcast(store_dtype) != acc_dtype, store_dtype)
     layout = Layout.contiguous(x.device, store_dtype, out_size)
     buf = ComputedBuffer(g.new_name(), layout, ReductionBody(out_size, rsize, rtype, inner, acc_dtype),
                          origins_of(x) | g.current_origins())
     return g.add_computed(buf)
+
+
+def _unrolled(g: Any, x: Any, out_size: tuple[int, ...], rsize: tuple[int, ...], combine: str,
+              inner: Callable[..., Any], cast: bool, dtype: torch.dtype) -> Pointwise:
+    """The reduction as a lazy pointwise: inner's values at every reduced position, combined in order
+    with the math op `combine` (NaN-propagating for max / min, as the reduction kernels are)."""
+    points = [[sympy.Integer(k) for k in p] for p in itertools.product(*(range(n) for n in rsize))]
+
+    def fn(ops, idx):
+        acc = None
+        for ridx in points:
+            v = inner(ops, idx, ridx)
+            acc = v if acc is None else getattr(ops, combine)(acc, v)
+        return ops.to_dtype(acc, upcast(dtype)) if cast else acc
+    return Pointwise(x.device, dtype, tuple(out_size), fn, origins_of(x) | g.current_origins())
 
 
 def _empty_reduction(x: Any, out_size: Sequence[int], rtype: str, dtype: torch.dtype, g: Any) -> Pointwise:
