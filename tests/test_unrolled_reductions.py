@@ -1,6 +1,6 @@
-"""Reductions over fewer than 8 elements are unrolled into the pointwise kernels around them, as
-Inductor unrolls them: equal to eager for every reduction kind, dtype and layout, NaNs included,
-and no reduction kernel of their own."""
+"""Sums, products, any and all over fewer than 8 elements are unrolled into the pointwise kernels
+around them, as Inductor unrolls them: equal to eager for every dtype and layout, and no reduction
+kernel of their own. Max and min keep theirs: a softmax over a short row stays one kernel."""
 from __future__ import annotations
 
 import pytest
@@ -36,20 +36,26 @@ def test_every_kind_equals_eager(op, dtype, device):
     if op == "mean" and not dtype.is_floating_point:
         pytest.skip("mean takes floats")
     x = rand((9, 3, 5), dtype, device, noncontig=True)   # a transposed middle dim of 3
-
     compiled = compile_and_compare(lambda x: getattr(torch, op)(x, dim=1), (x,))
-    assert "reduction" not in kinds(compiled)
+    assert ("reduction" in kinds(compiled)) == (op in ("amax", "amin"))
 
 
-def test_nans_and_several_dims(device):
-    """A NaN wins a max and a min; two reduced dims of 2 x 3 are unrolled together; 8 elements are
-    not (the threshold)."""
+def test_several_dims_and_the_threshold(device):
+    """Two reduced dims of 2 x 3 are unrolled together, a NaN included (it propagates through the
+    sum and the product); 8 elements are not."""
     x = rand((4, 2, 3, 6), device=device)
     x[1, 0, 2, 3] = float("nan")
-    compiled = compile_and_compare(lambda x: (x.amax((1, 2)), x.amin((1, 2)), x.sum((1, 2)) * 2), (x,))
+    compiled = compile_and_compare(lambda x: (x.sum((1, 2)) * 2, x.prod(1), x.isnan().any(2)), (x,))
     assert "reduction" not in kinds(compiled)
     y = rand((6, UNROLL_BELOW), device=device)
     assert "reduction" in kinds(compile_and_compare(lambda y: y.sum(-1) + 1, (y,)))
+
+
+@pytest.mark.parametrize("fn", [lambda x: torch.softmax(x, -1), lambda x: torch.log_softmax(x, 1) + 1.0],
+                         ids=["softmax", "log_softmax"])
+def test_a_softmax_over_a_short_row_stays_one_kernel(fn, device):
+    x = rand((5, 6, 6), device=device)
+    assert len(kernels_of(compile_and_compare(fn, (x,)))) == 1
 
 
 def test_a_norm_over_three_coordinates_fuses_with_its_consumer(device):

@@ -3,10 +3,10 @@
 
 Note: a reduction's result is stored in its accumulation dtype (f32 for half inputs) and cast to
 the output dtype by a lazy pointwise, so a half-precision sum never overflows in memory. A
-reduction over fewer than UNROLL_BELOW elements (a mixture of experts' weighted sum over its 2
-routed experts, a norm over 3 coordinates) is a lazy pointwise combining its elements one by one,
-as Inductor unrolls it: it fuses into the kernels around it instead of a reduction kernel of its
-own (a reduction kernel's rows of 2 use 2 of its lanes' loads per row).
+sum, product, any or all over fewer than UNROLL_BELOW elements (a mixture of experts' weighted sum
+over its 2 routed experts, a norm over 3 coordinates) is a lazy pointwise combining its elements
+one by one, as Inductor unrolls it: it fuses into the kernels around it instead of a reduction
+kernel of its own.
 """
 from __future__ import annotations
 
@@ -40,7 +40,10 @@ def _dims(x: Any, dims: Any) -> list[int]:
 
 ORDER_FREE = frozenset({"sum", "prod", "max", "min", "any", "all"})
 UNROLL_BELOW = 8   # Inductor's unroll_reductions_threshold
-UNROLLED = {"sum": "add", "prod": "mul", "max": "maximum", "min": "minimum", "any": "logical_or", "all": "logical_and"}
+# max and min keep their kernel: a softmax's max is read by every element of its row and again by
+# the sum, so an unrolled max makes the row's shifted values a stored buffer (two kernels over the
+# tensor, where the max's kernel also takes the unrolled sum and the output: one)
+UNROLLED = {"sum": "add", "prod": "mul", "any": "logical_or", "all": "logical_and"}
 
 
 def _simplified_reads(x: Any, in_size: tuple[int, ...]) -> tuple[list[sympy.Symbol], list[sympy.Expr]]:
@@ -186,7 +189,7 @@ def reduce(g: Any, x: Any, dims: Sequence[int], keepdim: bool, rtype: str, acc_d
 def _unrolled(g: Any, x: Any, out_size: tuple[int, ...], rsize: tuple[int, ...], combine: str,
               inner: Callable[..., Any], cast: bool, dtype: torch.dtype) -> Pointwise:
     """The reduction as a lazy pointwise: inner's values at every reduced position, combined in order
-    with the math op `combine` (NaN-propagating for max / min, as the reduction kernels are)."""
+    with the math op `combine`."""
     points = [[sympy.Integer(k) for k in p] for p in itertools.product(*(range(n) for n in rsize))]
 
     def fn(ops, idx):
