@@ -340,14 +340,17 @@ def test_overloads_taking_dimension_names_leave_the_binding_to_the_default():
 
     from autofuse.runtime.wrapper import binding_resolves_to_default
 
-    def schema(*types):
-        return SimpleNamespace(_schema=SimpleNamespace(arguments=[SimpleNamespace(type=t) for t in types]))
+    def schema(*types, optional=False):
+        return SimpleNamespace(_schema=SimpleNamespace(arguments=[
+            SimpleNamespace(type=t, has_default_value=lambda: optional and t.startswith("Dimname")) for t in types]))
 
     def packet(**overloads):
         return SimpleNamespace(overloads=lambda: ["default", *overloads], **overloads)
     names, ints = schema("Tensor[]", "Dimname"), schema("Tensor", "int[1]?")
     assert binding_resolves_to_default(packet(out=ints, names=names, names_out=names))
     assert not binding_resolves_to_default(packet(names=names, dim_IntList=ints))
+    # names that default to None: a call without them could resolve to that overload
+    assert not binding_resolves_to_default(packet(names=schema("Tensor", "Dimname[]?", optional=True)))
     assert binding_resolves_to_default(torch.ops.aten.mm)
     assert not binding_resolves_to_default(torch.ops.aten.sum)   # sum.dim_IntList
 

@@ -45,12 +45,14 @@ BINDING_SIBLINGS = ("out", "dtype", "dtype_out")   # overloads a call without ou
 
 def binding_resolves_to_default(packet: Any) -> bool:
     """A `torch.*` call with the default overload's arguments resolves to that overload: every other
-    overload is an out= or out_dtype variant, or takes a dimension name (a `Dimname`, parsed from a
-    string only: the int dims of a traced graph never select it; torch 2.11's `cat` has two)."""
+    overload is an out= or out_dtype variant, or requires a dimension name (a `Dimname` without a
+    default, parsed from a string only: the int dims of a traced graph never select it; torch
+    2.11's `cat` has two such overloads)."""
     for name in packet.overloads():
         if name == "default" or name in BINDING_SIBLINGS:
             continue
-        if not any("Dimname" in str(a.type) for a in getattr(packet, name)._schema.arguments):
+        if not any("Dimname" in str(a.type) and not a.has_default_value()
+                   for a in getattr(packet, name)._schema.arguments):
             return False
     return True
 
