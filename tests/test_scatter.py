@@ -111,6 +111,25 @@ def test_index_put_without_accumulate_stores(device, dtype):
     check_stores(lambda x, i, v: (x * 2).index_put([i], v), [x, i, v])
 
 
+@pytest.mark.parametrize("make", ["empty_like", "empty", "new_empty_strided"])
+def test_an_inverse_permutation_scattered_into_empty_memory_is_generated(device, make):
+    """`inv = empty_like(perm); inv[perm] = arange(n)` (a mixture of experts' unsort): no allocation
+    call and no copy of the uninitialized memory, every element written by the scatter."""
+    def inverse(perm):
+        n = perm.shape[0]
+        if make == "empty_like":
+            inv = torch.empty_like(perm)
+        elif make == "empty":
+            inv = torch.empty(n, dtype=perm.dtype, device=perm.device)
+        else:
+            inv = perm.new_empty_strided((n,), (1,))
+        inv[perm] = torch.arange(n, device=perm.device)
+        return inv * 3 + 1
+    perm = torch.randperm(53).to(device)
+    compiled, kernels = compiled_and_compared(inverse, [perm])
+    assert all(k.kind != "fallback" for k in kernels), [k.aten_ops for k in kernels]
+
+
 def test_a_store_scatter_updating_a_graph_input_in_place_is_atens_op(device):
     """A static cache updated in place: ATen's in-place op writes only the new positions, where a
     generated scatter would copy the whole cache first. Out of place, into an input, it is a
