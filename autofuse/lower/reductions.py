@@ -178,8 +178,8 @@ def reduce(g: Any, x: Any, dims: Sequence[int], keepdim: bool, rtype: str, acc_d
             v = ops.to_dtype(v, acc_dtype)
         return v
 
-    if rtype in UNROLLED and math.prod(rsize) < UNROLL_BELOW:
-        return _unrolled(g, x, out_size, rsize, UNROLLED[rtype], inner, upcast(store_dtype) != acc_dtype, store_dtype)
+    if rtype in UNROLLED and math.prod(rsize) < UNROLL_BELOW and out_dtype is None:
+        return _unrolled(g, x, out_size, rsize, UNROLLED[rtype], inner, acc_dtype)
     layout = Layout.contiguous(x.device, store_dtype, out_size)
     buf = ComputedBuffer(g.new_name(), layout, ReductionBody(out_size, rsize, rtype, inner, acc_dtype),
                          origins_of(x) | g.current_origins())
@@ -187,9 +187,9 @@ def reduce(g: Any, x: Any, dims: Sequence[int], keepdim: bool, rtype: str, acc_d
 
 
 def _unrolled(g: Any, x: Any, out_size: tuple[int, ...], rsize: tuple[int, ...], combine: str,
-              inner: Callable[..., Any], cast: bool, dtype: torch.dtype) -> Pointwise:
-    """The reduction as a lazy pointwise: inner's values at every reduced position, combined in order
-    with the math op `combine`."""
+              inner: Callable[..., Any], dtype: torch.dtype) -> Pointwise:
+    """The reduction as a lazy pointwise of its accumulation dtype: inner's values at every reduced
+    position, combined in order with the math op `combine`."""
     points = [[sympy.Integer(k) for k in p] for p in itertools.product(*(range(n) for n in rsize))]
 
     def fn(ops, idx):
@@ -197,7 +197,7 @@ def _unrolled(g: Any, x: Any, out_size: tuple[int, ...], rsize: tuple[int, ...],
         for ridx in points:
             v = inner(ops, idx, ridx)
             acc = v if acc is None else getattr(ops, combine)(acc, v)
-        return ops.to_dtype(acc, upcast(dtype)) if cast else acc
+        return acc
     return Pointwise(x.device, dtype, tuple(out_size), fn, origins_of(x) | g.current_origins())
 
 
