@@ -34,7 +34,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 TRANSCENDENTAL = frozenset({
-    "exp", "exp2", "log", "log2", "log10", "sin", "cos", "erf", "_expm1", "_log1p", "_tanh", "_tan",
+    "exp", "exp2", "log", "log2", "log10", "_log10", "sin", "cos", "erf", "_expm1", "_log1p", "_tanh", "_tan",
     "_pow", "_atan", "_asin", "_acos", "_sinh", "_cosh", "_erfc", "tanh", "expm1", "log1p", "pow",
     "atan", "asin", "acos", "sinh", "cosh", "erfc", "tan", "sigmoid", "_exp2_ftz", "_tanh_approx",
     "_atan2", "_hypot", "atan2", "hypot", "_asinh", "_acosh", "_atanh", "asinh", "acosh", "atanh",

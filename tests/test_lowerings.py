@@ -392,8 +392,8 @@ UNARY = {
     "neg": (torch.neg, "any"), "abs": (torch.abs, "any"), "sign": (torch.sign, "any"), "sgn": (torch.sgn, "any"),
     "reciprocal": (torch.reciprocal, "nonzero"), "sqrt": (torch.sqrt, "pos"), "rsqrt": (torch.rsqrt, "pos"),
     "exp": (torch.exp, "any"), "exp2": (torch.exp2, "any"), "expm1": (torch.expm1, "any"),
-    "log": (torch.log, "pos"), "log2": (torch.log2, "pos"), "log1p": (torch.log1p, "gtm1"),
-    "sin": (torch.sin, "any"), "cos": (torch.cos, "any"), "tan": (torch.tan, "small"), "tanh": (torch.tanh, "any"),
+    "log": (torch.log, "pos"), "log2": (torch.log2, "pos"), "log10": (torch.log10, "pos"),
+    "log1p": (torch.log1p, "gtm1"), "sin": (torch.sin, "any"), "cos": (torch.cos, "any"), "tan": (torch.tan, "small"), "tanh": (torch.tanh, "any"),
     "sigmoid": (torch.sigmoid, "any"), "erf": (torch.erf, "any"), "floor": (torch.floor, "any"),
     "ceil": (torch.ceil, "any"), "round": (torch.round, "halves"), "trunc": (torch.trunc, "any"),
     "relu": (torch.relu, "any"), "erfc": (torch.erfc, "any"), "atan": (torch.atan, "any"),
@@ -404,7 +404,7 @@ UNARY = {
     "round_decimals_neg": (lambda x: torch.round(x, decimals=-1), "big"),
 }
 # ops the ATen graph still calls by name (others are decomposed into those)
-UNARY_ATEN = {"neg", "abs", "sign", "reciprocal", "sqrt", "rsqrt", "exp", "exp2", "expm1", "log", "log2", "log1p",
+UNARY_ATEN = {"neg", "abs", "sign", "reciprocal", "sqrt", "rsqrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p",
               "sin", "cos", "tan", "tanh", "sigmoid", "erf", "floor", "ceil", "round", "trunc", "relu", "erfc",
               "atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh", "erfinv", "lgamma"}
 
@@ -670,6 +670,25 @@ def test_maximum_minimum(device, op, dtypes):
     if db.is_floating_point:
         b = b.clone()
         b[2] = float("nan")  # and the other way round
+    check(getattr(torch, op), a, b, ops=[op])
+
+
+@pytest.mark.parametrize("dtypes", [(F32, F32), (F16, F32), (BF16, BF16), (F64, F64), (I32, I64)],
+                         ids=lambda d: f"{str(d[0])[6:]}-{str(d[1])[6:]}")
+@pytest.mark.parametrize("op", ["fmax", "fmin"])
+def test_fmax_fmin_ignore_a_nan_operand(device, op, dtypes):
+    """fmax / fmin: the other operand where one is NaN, NaN only where both are (a transposed
+    operand against a broadcast row)."""
+    da, db = dtypes
+    a = make((13, 7), da, device, kind="halves", noncontig=True)
+    b = make((7,), db, device, kind="halves")
+    if da.is_floating_point:
+        a = a.clone()
+        a[0] = float("nan")
+        a[1, 2] = float("nan")
+    if db.is_floating_point:
+        b = b.clone()
+        b[2] = float("nan")
     check(getattr(torch, op), a, b, ops=[op])
 
 

@@ -167,6 +167,11 @@ def _log1p(x):
 
 
 @triton.jit
+def _log10(x):
+    return libdevice.log10(x)
+
+
+@triton.jit
 def _tanh(x):
     return libdevice.tanh(x)
 
@@ -320,6 +325,12 @@ def _log1p(x):
     u = 1.0 + x
     small = tl.where(u == 1.0, x, tl.log(u) * (x / (u - 1.0)))
     return tl.where(tl.abs(x) < 0.5, small, tl.log(u))
+
+
+@triton.jit
+def _log10(x):
+    # log(x) / ln(10): the product adds one rounding to the log's
+    return tl.log(x) * 0.4342944819032518
 
 
 @triton.jit

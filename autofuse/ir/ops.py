@@ -19,7 +19,7 @@ from .index import Expr
 MATH_OPS: dict[str, str] = {
     **{n: "same" for n in (
         "add", "sub", "mul", "truediv", "floordiv", "truncdiv", "remainder", "fmod", "neg", "abs",
-        "sign", "reciprocal", "sqrt", "rsqrt", "exp", "exp2", "expm1", "log", "log2", "log1p", "sin",
+        "sign", "reciprocal", "sqrt", "rsqrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin",
         "cos", "tan", "tanh", "sigmoid", "erf", "pow", "floor", "ceil", "round", "trunc", "maximum",
         "minimum", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "relu", "atan", "asin",
         "acos", "sinh", "cosh", "asinh", "acosh", "atanh", "erfc", "erfinv", "lgamma", "lshift", "rshift", "atan2", "hypot", "fma")},

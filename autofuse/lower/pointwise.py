@@ -63,7 +63,7 @@ UNARY = {
     aten.erf: "erf", aten.floor: "floor", aten.ceil: "ceil", aten.trunc: "trunc", aten.relu: "relu",
     aten.atan: "atan", aten.asin: "asin", aten.acos: "acos", aten.sinh: "sinh", aten.cosh: "cosh",
     aten.erfc: "erfc", aten.reciprocal: "reciprocal", aten.asinh: "asinh", aten.acosh: "acosh",
-    aten.atanh: "atanh", aten.erfinv: "erfinv", aten.lgamma: "lgamma",
+    aten.atanh: "atanh", aten.erfinv: "erfinv", aten.lgamma: "lgamma", aten.log10: "log10",
 }
 for _op, _name in UNARY.items():
     register(_op)(_unary(_name))
@@ -201,6 +201,17 @@ def _fma(g, a, b, c):
 def _float_binary(g, a, b):
     name = g.node.target.overloadpacket.__name__
     return _elementwise(g, [a, b], lambda ops, x, y: getattr(ops, name)(x, y), _compute(g))
+
+
+@register(aten.fmax, aten.fmin)
+def _fmax_fmin(g, a, b):
+    """max / min that ignores a NaN operand (NaN only where both are), as C's fmax and fmin."""
+    name = "maximum" if g.node.target.overloadpacket is aten.fmax else "minimum"
+    cd = _compute(g)
+    if not cd.is_floating_point:
+        return _elementwise(g, [a, b], lambda ops, x, y: getattr(ops, name)(x, y), cd)
+    return _elementwise(g, [a, b], lambda ops, x, y: ops.where(
+        ops.isnan(x), y, ops.where(ops.isnan(y), x, getattr(ops, name)(x, y))), cd)
 
 
 @register(aten.copysign)
