@@ -1310,6 +1310,69 @@ def test_select_scatter_dtype_and_int(device):
     check(lambda t, s: torch.select_scatter(t, s, 0, 2) * 2, x, src)
 
 
+@pytest.mark.parametrize("offset,dims", [(0, (0, 1)), (2, (0, 1)), (-3, (1, 0)), (1, (2, 0)), (-1, (-1, -2))],
+                         ids=["main", "above", "below-swapped", "dims-2-0", "negative-dims"])
+@pytest.mark.parametrize("dtype", [F32, BF16, I32], ids=["f32", "bf16", "i32"])
+def test_diagonal_scatter(device, offset, dims, dtype):
+    """A diagonal written into a transposed tensor (eager keeps x's layout); src of another dtype."""
+    x = make((5, 7, 6), dtype, device, noncontig=True)
+    n = torch.diagonal(x, offset, *dims).shape
+    src = make(n, F32 if dtype != I32 else I32, device)
+    check(lambda t, s: torch.diagonal_scatter(t, s * 2, offset, *dims), x, src, ops=["diagonal_scatter"])
+
+
+def test_in_place_ops_on_a_diagonal_are_generated(device):
+    """`c.diagonal().add_(eps)` and `fill_diagonal_` (square, tall, wrapping), compiled as users
+    compile them: functionalized, they are diagonal_scatter and as_strided_scatter, generated into
+    the kernels around them, no ATen call."""
+    import autofuse
+
+    def ridge_and_fills(x):
+        c = x.t() * 3 + 1
+        c.diagonal().add_(0.5)
+        c.diagonal(-2).mul_(4)
+        sq = x[:, :6] * 2
+        sq.fill_diagonal_(float("-inf"))
+        tall = x.t() + 1
+        tall.fill_diagonal_(3.0)
+        wrap = torch.cat([x, x, x], 0)[:, :5] - 1
+        wrap.fill_diagonal_(-2.0, wrap=True)
+        return c.sqrt(), sq.softmax(-1), tall, wrap
+    x = make((6, 9), F32, device, kind="pos")
+    report = autofuse.explain(ridge_and_fills, (x,), strict=True, use_db=False, poison=True)
+    ops = {op for k in report.kernels for op in k.aten_ops}
+    assert {"diagonal_scatter", "as_strided_scatter"} <= ops, ops
+    assert all(k.kind != "fallback" for k in report.kernels), [(k.kind, k.aten_ops) for k in report.kernels]
+    compiled = autofuse.compile(ridge_and_fills, strict=True, use_db=False, poison=True)
+    assert_close(compiled(x), ridge_and_fills(x))
+
+
+AS_STRIDED_SCATTERS = {
+    "rows": ((2, 3), (9, 2), 4),          # two rows of every other element, offset
+    "one": ((1, 1), (5, 1), 11),          # a single element
+    "strided-1d": ((5,), (10,), 3),
+    "unit-dims": ((3, 1, 2), (12, 7, 1), 20),
+    "empty": ((0, 3), (4, 1), 0),
+}
+
+
+@pytest.mark.parametrize("case", list(AS_STRIDED_SCATTERS))
+def test_as_strided_scatter(device, case):
+    """Writes through a view of a transposed tensor's storage (the output keeps its strides, so its
+    storage positions are not row-major ones)."""
+    size, stride, offset = AS_STRIDED_SCATTERS[case]
+    x = make((6, 9), F32, device, noncontig=True)
+    src = make(size, F32, device)
+    check(lambda t, s: torch.as_strided_scatter(t * 2, s + 1, size, stride, offset), x, src,
+          ops=["as_strided_scatter"])
+
+
+def test_as_strided_scatter_through_overlapping_strides_is_atens(device):
+    x = make((6, 9), F32, device)
+    src = make((3, 3), F32, device)
+    check(lambda t, s: torch.as_strided_scatter(t * 2, s, (3, 3), (1, 1), 0), x, src, allow_fallback=True)
+
+
 # ---------------------------------------------------------------------------------------------
 # views: of inputs and of computed values
 # ---------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Gather-like and concatenating lowerings: gather, index_select, embedding, index (tensor
-indices), cat, constant_pad_nd, slice_scatter, select_scatter, and a scatter of one element per
-row (a one-hot: cross-entropy's backward).
+indices), cat, constant_pad_nd, slice_scatter, select_scatter, diagonal_scatter,
+as_strided_scatter, and a scatter of one element per row (a one-hot: cross-entropy's backward).
 
 Note: an index read from a tensor becomes an `ops.indirect` symbol inside the load's index;
 negative indices wrap like eager's. Out-of-range pieces (cat, pad, scatter) are `ops.masked`
@@ -13,6 +13,7 @@ from typing import Any, Sequence
 import sympy
 import torch
 
+from ..ir.index import FloorDiv, ModIndex, is_dense
 from ..ir.values import Pointwise, is_tensor_value
 from .common import norm_dim, origins_of, upcast
 from .registry import Unsupported, register
@@ -254,4 +255,70 @@ def _select_scatter(g, x, src, dim, index):
         sub = list(idx[:d]) + list(idx[d + 1:])
         return ops.where(cond, _cast(ops, sl(ops, sub), src.dtype, out_dtype),
                          _cast(ops, xl(ops, idx), x.dtype, out_dtype))
+    return _out(g, fn, x, src)
+
+
+@register(aten.diagonal_scatter)
+def _diagonal_scatter(g, x, src, offset=0, dim1=0, dim2=1):
+    """x with src written along a diagonal: what an in-place op on `x.diagonal()` becomes once
+    functionalized (a covariance's ridge `c.diagonal().add_(eps)`)."""
+    out_dtype = g.out.dtype  # bound now: bodies run after lowering moves on
+    nd = len(x.size)
+    d1, d2 = norm_dim(dim1, nd), norm_dim(dim2, nd)
+    xl, sl = x.loader(), src.loader()
+
+    def fn(ops, idx):
+        on = ops.eq(ops.index_expr(idx[d2] - idx[d1], torch.int64), ops.constant(offset, torch.int64))
+        sub = [idx[j] for j in range(nd) if j not in (d1, d2)] + [idx[d1] if offset >= 0 else idx[d2]]
+        inside = ops.masked(on, lambda: _cast(ops, sl(ops, sub), src.dtype, out_dtype), 0)
+        return ops.where(on, inside, _cast(ops, xl(ops, idx), x.dtype, out_dtype))
+    return _out(g, fn, x, src)
+
+
+@register(aten.as_strided_scatter)
+def _as_strided_scatter(g, x, src, size, stride, storage_offset=None):
+    """x with src written through an as_strided view of its storage (what `fill_diagonal_` becomes
+    once functionalized). Each output element's storage position is decoded into the view's
+    indices, largest stride first, which is exact where every stride exceeds the span of the
+    smaller ones; other views (overlapping, interleaved) stay ATen calls."""
+    out_dtype = g.out.dtype  # bound now: bodies run after lowering moves on
+    out_stride = [int(s) for s in g.out.stride()]
+    if not is_dense([int(s) for s in g.out.shape], out_stride):
+        raise Unsupported("as_strided_scatter into a tensor with holes or overlaps")
+    offset = int(storage_offset or 0)
+    size, stride = [int(s) for s in size], [int(s) for s in stride]
+    dims = sorted(((st, sz, k) for k, (sz, st) in enumerate(zip(size, stride)) if sz != 1), reverse=True)
+    span = 0
+    for st, sz, _ in reversed(dims):
+        if st <= span:
+            raise Unsupported("as_strided_scatter through overlapping or interleaved strides")
+        span += (sz - 1) * st
+    xl, sl = x.loader(), src.loader()
+    empty = any(sz == 0 for sz in size)
+    top = dims[0][0] if dims else 1
+    lift = -(-offset // top) if dims else 0   # whole top strides added: a divided position is never negative
+
+    def fn(ops, idx):
+        old = _cast(ops, xl(ops, idx), x.dtype, out_dtype)
+        if empty:
+            return old
+        pos = sum((i * s for i, s in zip(idx, out_stride)), sympy.Integer(0)) + lift * top - offset
+        view = [sympy.Integer(0)] * len(size)
+        conds = []
+        rest = pos
+        for n, (st, sz, k) in enumerate(dims):
+            q = FloorDiv(rest, st)
+            lo = lift if n == 0 else 0
+            view[k] = q - lo
+            qv = ops.index_expr(q, torch.int64)
+            conds.append(ops.lt(qv, ops.constant(lo + sz, torch.int64)))
+            if lo:
+                conds.append(ops.ge(qv, ops.constant(lo, torch.int64)))
+            rest = ModIndex(rest, st)
+        conds.append(ops.eq(ops.index_expr(rest, torch.int64), ops.constant(0, torch.int64)))
+        hit = conds[0]
+        for c in conds[1:]:
+            hit = ops.logical_and(hit, c)
+        inside = ops.masked(hit, lambda: _cast(ops, sl(ops, view), src.dtype, out_dtype), 0)
+        return ops.where(hit, inside, old)
     return _out(g, fn, x, src)
