@@ -1906,3 +1906,27 @@ def test_a_channels_last_gradient_read_twice_stays_channels_last():
     stored = [tuple(b.layout.stride) for b in lowering.buffers
               if hasattr(b, "layout") and tuple(b.layout.size) == (2, 8, 5, 6)]
     assert stored == [channels_last_strides((2, 8, 5, 6))]
+
+
+# ---------------------------------------------------------------------------------------------
+# composites with rules of autofuse's own (capture/decompositions.py)
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [F32, F16, I32], ids=["f32", "f16", "i32"])
+def test_angle_of_a_real_tensor(device, dtype):
+    """pi below zero, 0 at or above it (-0.0 too), NaN at NaN; integers give the default float dtype."""
+    x = make((13, 7), dtype, device, kind="halves", noncontig=True)
+    if dtype.is_floating_point:
+        x = x.clone()
+        x[0, :3] = torch.tensor([float("nan"), -0.0, 0.0], dtype=dtype)
+    check(lambda t: torch.angle(t) + 1, x)
+
+
+def test_rrelu_in_eval_mode_is_a_leaky_relu(device):
+    x = make((13, 7), F32, device, noncontig=True)
+    check(lambda t: F.rrelu(t, 0.1, 0.3, training=False) * 2, x)
+
+
+def test_ldexp(device):
+    x = make((13, 7), F32, device, noncontig=True)
+    e = torch.randint(-6, 7, (13, 7), dtype=I32).to(device)
+    check(lambda t, k: torch.ldexp(t, k) + 1, x, e)

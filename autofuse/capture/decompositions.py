@@ -17,10 +17,15 @@ extern kernel on both devices. bucketize of a tensor is lowered as one search in
 (lower/bucketize.py); its decomposition unrolls the search into int64 tensor ops (the scalar
 overload keeps it). index_add is lowered as itself (lower/scatter.py): its decomposition copies
 the updated tensor into eager's contiguous layout before an accumulating index_put copies it again.
-Foreach ops become one op per list element (foreach.py).
+Foreach ops become one op per list element (foreach.py). Two composites PyTorch keeps whole get
+rules of ours, each what eager computes: `angle` of a real tensor (pi below zero, NaN at NaN) and
+`rrelu` in eval mode (a leaky ReLU with the mean slope). masked_scatter stays ATen's: written as a
+running count of the mask over the whole tensor, it would be one scan row in one program, where
+ATen's scan spans the device.
 """
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 import torch
@@ -42,7 +47,7 @@ EXTRA_NAMES = (
     "_fused_rms_norm", "_fused_rms_norm_backward", "logit", "frac", "xlogy", "binary_cross_entropy",
     "binary_cross_entropy_with_logits", "log_sigmoid_forward", "glu", "norm", "linalg_vector_norm",
     "dist", "cosine_similarity", "native_dropout_backward", "embedding_dense_backward", "grid_sampler_2d",
-    "bucketize",
+    "bucketize", "ldexp",
 )
 
 # ops whose PyTorch decomposition is not usable here (see the note); missing ones are skipped
@@ -60,6 +65,32 @@ def _cudnn_grid_sampler(x: torch.Tensor, grid: torch.Tensor) -> torch.Tensor:
     return aten.grid_sampler_2d.default(x, grid, 0, 0, True)
 
 
+def _angle(x: torch.Tensor) -> torch.Tensor:
+    if x.is_complex():
+        return NotImplemented
+    dtype = x.dtype if x.is_floating_point() else torch.get_default_dtype()
+    below = torch.where(x < 0, math.pi, 0.0).to(dtype)
+    return torch.where(torch.isnan(x), x.to(dtype), below)
+
+
+def _rrelu_eval(x: torch.Tensor, noise: torch.Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
+                training: bool = False, generator: object = None) -> torch.Tensor:
+    if training:
+        return NotImplemented
+    return torch.nn.functional.leaky_relu(x.contiguous(), (lower + upper) / 2)   # row-major, as eager's
+
+
+def _rrelu_eval_functional(x: torch.Tensor, noise: torch.Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
+                           training: bool = False, generator: object = None) -> tuple[torch.Tensor, torch.Tensor]:
+    if training:
+        return NotImplemented
+    return _rrelu_eval(x, noise, lower, upper), noise.clone()   # eval leaves the noise alone
+
+
+OWN_RULES = {"angle": _angle, "rrelu_with_noise": _rrelu_eval,
+             "rrelu_with_noise_functional": _rrelu_eval_functional}
+
+
 @lru_cache(maxsize=1)
 def decomposition_table() -> dict:
     table = dict(core_aten_decompositions())
@@ -67,6 +98,9 @@ def decomposition_table() -> dict:
     extra = [getattr(aten, n) for n in EXTRA_NAMES if hasattr(aten, n)]
     table.update(get_decompositions(extra))
     table.update(foreach_decompositions())
+    for name, rule in OWN_RULES.items():
+        if hasattr(aten, name):
+            table[getattr(aten, name).default] = rule
     if hasattr(aten, "cudnn_grid_sampler"):
         table[aten.cudnn_grid_sampler.default] = _cudnn_grid_sampler
     for op in KEEP:
