@@ -202,6 +202,50 @@ def test_long_row_loops_by_default():
     assert not infos[0].config.persistent and infos[0].config.RBLOCK < 40000
 
 
+def test_a_long_one_dimensional_scan_is_split_into_chunks():
+    """A cumsum over 2^17 + 5 elements: chunk scans, a scan of their totals, and the combine fused
+    with its epilogue (three kernels), not one program stepping through the whole row."""
+    from autofuse.lower.scans import SPLIT_CHUNK, SPLIT_MIN_LENGTH
+    x = rand((SPLIT_MIN_LENGTH + 5,), low=0.0, high=1.0)
+    infos = check(lambda x: x.cumsum(0) * 0.5, [x], kernels=3, rtol=1e-4, atol=1e-3)
+    assert [k.kind for k in infos] == ["scan", "scan", "pointwise"]
+    assert infos[0].rnumel == SPLIT_CHUNK
+
+
+SPLIT_SCANS = {
+    "cumsum": lambda x: x.cumsum(1),
+    "cumsum-transposed": lambda x: x.transpose(0, 2).cumsum(1) + 1,
+    "cumprod": lambda x: (1 + 0.01 * x).cumprod(1),
+    "logcumsumexp": lambda x: torch.logcumsumexp(x, 1),
+    "cummax-values": lambda x: torch.cummax(x, 1).values * 3,
+    "cummin-with-indices": lambda x: torch.cummin(x, -2),
+    "int-cumsum": lambda x: (x * 10).int().cumsum(1),
+    "bf16-cumsum": lambda x: x.bfloat16().cumsum(1),
+    "whole-chunks": lambda x: x[:, :192].cumsum(1),
+}
+
+
+@pytest.mark.parametrize("case", list(SPLIT_SCANS))
+def test_split_scans_equal_eager(monkeypatch, case):
+    """Rows of 203 (and 192: whole chunks) cut into chunks of 16, over a middle dim, every combine,
+    integer and bf16 accumulation, a NaN in the row."""
+    import autofuse.lower.scans as scans
+    monkeypatch.setattr(scans, "SPLIT_MIN_LENGTH", 64)
+    monkeypatch.setattr(scans, "SPLIT_CHUNK", 16)
+    x = rand((3, 203, 5))
+    if case in ("cummax-values", "logcumsumexp"):
+        x[1, 40, 2] = float("nan")
+    infos = check(SPLIT_SCANS[case], [x], atol=2e-2 if case.startswith("bf16") else None,
+                  rtol=2e-2 if case.startswith("bf16") else None)
+    assert any(k.kind == "scan" and k.rnumel == 16 for k in infos), [(k.kind, k.rnumel) for k in infos]
+
+
+def test_many_rows_are_not_split(monkeypatch):
+    import autofuse.lower.scans as scans
+    monkeypatch.setattr(scans, "SPLIT_MIN_LENGTH", 64)
+    check(lambda x: x.cumsum(1), [rand((scans.SPLIT_MAX_ROWS + 1, 100))], kernels=1)
+
+
 @pytest.mark.parametrize("rblock,xblock", [(16, 1), (64, 4), (128, 8)])
 def test_looped_configs(rblock, xblock):
     fn = lambda x: (x.cumsum(-1), x.flip(-1).cumsum(-1).flip(-1))  # noqa: E731

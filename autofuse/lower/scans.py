@@ -6,6 +6,12 @@ that read the scan where it writes fuse after it. A scan of `flip(x, [d])` along
 only flipped back is lowered as the reverse scan of x viewed flipped (flip(x).cumsum(d) ==
 flip(reverse_cumsum(x))): the final flip then reads the reverse scan where it writes, so the
 reversed-scan idiom `x.flip(d).cumsum(d).flip(d)` is one kernel.
+
+A scan of a few long rows (a cumsum over a flattened tensor, a top-p cumsum over one row of a
+vocabulary) would be a few programs, each stepping through its whole row. It is cut into chunks
+instead (`split_scan`): one program scans each chunk, one more scan runs over the chunks' totals,
+and the output combines each chunk's scan with the total of the chunks before it, a pointwise value
+that fuses into what reads it.
 """
 from __future__ import annotations
 
@@ -15,7 +21,7 @@ from typing import Any
 import sympy
 import torch
 
-from ..ir.index import is_dense
+from ..ir.index import FloorDiv, ModIndex, is_dense, prod
 from ..ir.values import ComputedBuffer, Layout, Pointwise, ScanBody
 from .common import make_pointwise, norm_dim, origins_of, upcast
 from .registry import Unsupported, register
@@ -48,6 +54,71 @@ def _flipped_source(g: Any, d: int) -> Any | None:
     return g.env.get(src) if isinstance(src, torch.fx.Node) else None
 
 
+SPLIT_MAX_ROWS = 32      # more rows than this fill the GPU with one program per row
+SPLIT_MIN_LENGTH = 1 << 17   # shorter rows take few steps of one program
+SPLIT_CHUNK = 4096       # elements per chunk: one persistent program each
+
+
+def _log_add(ops: Any, a: Any, b: Any) -> Any:
+    """log(exp(a) + exp(b)): a where both are the same infinity, NaN propagated."""
+    tail = ops.log1p(ops.exp(ops.neg(ops.abs(ops.sub(a, b)))))
+    return ops.where(ops.logical_and(ops.isinf(a), ops.eq(a, b)), a, ops.add(ops.maximum(a, b), tail))
+
+
+COMBINES = {
+    "sum": lambda ops, a, b: ops.add(a, b), "prod": lambda ops, a, b: ops.mul(a, b),
+    "max": lambda ops, a, b: ops.maximum(a, b), "min": lambda ops, a, b: ops.minimum(a, b),
+    "logaddexp": _log_add,
+}
+
+
+def split_scan(g: Any, x: Any, d: int, combine: str, acc: torch.dtype, size: tuple[int, ...]) -> Pointwise | None:
+    """The scan of x along d as chunk scans, a scan of the chunks' totals and a pointwise combine
+    (module note); None where one program per row suffices. Padding past the row's end is read as
+    0: it only reaches positions past the end and the last chunk's total, which nothing reads."""
+    n = size[d]
+    if combine not in COMBINES or n < SPLIT_MIN_LENGTH or prod(size) // n > SPLIT_MAX_ROWS:
+        return None
+    c = SPLIT_CHUNK
+    b = -(-n // c)
+    origins = origins_of(x) | g.current_origins()
+    loader, src = x.loader(), upcast(x.dtype)
+    chunk_size = size[:d] + (b, c) + size[d + 1:]
+
+    def element(ops, idx):
+        pos = idx[d] * c + idx[d + 1]
+
+        def load():
+            v = loader(ops, list(idx[:d]) + [pos] + list(idx[d + 2:]))
+            return v if src == acc else ops.to_dtype(v, acc)
+        if b * c == n:
+            return load()
+        return ops.masked(ops.lt(ops.index_expr(pos, torch.int64), ops.constant(n, torch.int64)), load, 0)
+
+    chunks = g.add_computed(ComputedBuffer(g.new_name(), Layout.contiguous(x.device, acc, chunk_size),
+                                           ScanBody(chunk_size, d + 1, combine, element, acc), origins))
+    at = chunks.loader()
+    total_size = size[:d] + (b,) + size[d + 1:]
+
+    def total(ops, idx):
+        return at(ops, list(idx[:d + 1]) + [sympy.Integer(c - 1)] + list(idx[d + 1:]))
+
+    totals = g.add_computed(ComputedBuffer(g.new_name(), Layout.contiguous(x.device, acc, total_size),
+                                           ScanBody(total_size, d, combine, total, acc), origins))
+    before = totals.loader()
+    out_dtype, join = g.out.dtype, COMBINES[combine]
+
+    def out(ops, idx):
+        k = FloorDiv(idx[d], c)
+        v = at(ops, list(idx[:d]) + [k, ModIndex(idx[d], c)] + list(idx[d + 1:]))
+        first = ops.eq(ops.index_expr(k, torch.int64), ops.constant(0, torch.int64))
+        prev = ops.masked(ops.logical_not(first), lambda: before(ops, list(idx[:d]) + [k - 1] + list(idx[d + 1:])), 0)
+        v = ops.where(first, v, join(ops, prev, v))
+        return v if acc == out_dtype else ops.to_dtype(v, out_dtype)
+
+    return Pointwise(x.device, out_dtype, size, out, origins)
+
+
 def scan(g: Any, x: Any, dim: int, combine: str, acc: torch.dtype) -> Any:
     """The scan of x along dim in acc, stored in the node's output dtype (and strides, when dense)."""
     out = g.out
@@ -62,6 +133,10 @@ def scan(g: Any, x: Any, dim: int, combine: str, acc: torch.dtype) -> Any:
         return make_pointwise(g, [x], lambda ops, a: a, acc)
     d = norm_dim(dim, len(size))
     flipped = _flipped_source(g, d) if combine not in ("argmax", "argmin") else None
+    if flipped is None:
+        split = split_scan(g, x, d, combine, acc, size)
+        if split is not None:
+            return split
     source, reverse = (flipped, True) if flipped is not None else (x, False)
     loader, src = source.loader(), upcast(source.dtype)
 
