@@ -153,6 +153,11 @@ def scans() -> list[Program]:
                    tolerances=tol),
         fn_program("cumsum_long_rows_f32", "scan", _cumsum, x, {"r": 512, "c": 65537}, {"r": 3, "c": 1111},
                    tolerances=tol),
+        # a few long rows (a top-p cumsum over a vocabulary) and one flattened tensor: split scans
+        fn_program("cumsum_few_long_rows_f32", "scan", _cumsum, (In(("r", "c"), "uniform"),),
+                   {"r": 4, "c": 262147}, {"r": 2, "c": 1500}, tolerances=tol),
+        fn_program("cumsum_flat_f32", "scan", _cumsum, (In(("n",), "uniform"),), {"n": (1 << 24) + 3}, {"n": 3001},
+                   tolerances=tol),
     ]
 
 
