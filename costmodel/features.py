@@ -15,7 +15,7 @@ The feature groups:
   kernel: the block's share of numel and rnumel, whether RBLOCK covers the row, threads per row,
   values each thread holds and for how many pointers (a register estimate), programs per SM, the
   last wave's fill, bytes per program and per thread.
-- The config's on/off options (`codegen.config.FLAGS`: online, fast_tanh, early_loads, cache_hints),
+- The config's on/off options (the option registry's `FLAG_OPTIONS`: online, cache_hints, early_loads, fast_tanh),
   1 or 0 (0 where absent).
 - `num_stages` reads 1 for every kernel: only loops are pipelined, and over 1452 measured pairs of
   looped configs differing only in it the time ratio's median is 1.000 (p10-p90 0.995-1.005, the
@@ -43,7 +43,7 @@ from typing import Sequence
 
 import numpy as np
 
-from autofuse.codegen.config import FLAGS
+from autofuse.codegen.options import FLAG_OPTIONS
 
 from .compiled import CompiledStats, compiled_stats
 from .occupancy import blocks_per_sm, nominal_blocks_per_sm
@@ -67,7 +67,7 @@ FEATURE_NAMES: tuple[str, ...] = (
     "ideal_us", "log_ideal_us",
     *COUNT_NAMES, "elem_ops", "row_ops", "log_op_elements", "op_intensity",
     "ptr_args", "ptr16_args", "ptr64_args", "int64_sizes",
-    "XBLOCK", "RBLOCK", "num_warps", "num_stages", "split", *FLAGS, "log_XBLOCK", "log_RBLOCK",
+    "XBLOCK", "RBLOCK", "num_warps", "num_stages", "split", *FLAG_OPTIONS, "log_XBLOCK", "log_RBLOCK",
     "block_elems", "elems_per_thread", "grid", "log_grid", "r_iters", "x_util", "r_util", "waves_nominal",
     *COMPILED_NAMES,
     "sm_count", "copy_bw",
@@ -111,7 +111,7 @@ def _config_features(rec: dict, sm_count: float) -> dict[str, float]:
         "is_reduction": float(reduction), "persistent": float(persistent), "looped": float(not persistent),
         "XBLOCK": xb, "RBLOCK": rb, "num_warps": warps,
         "num_stages": 1.0,  # schema 7: no measured effect (module note)
-        "split": split, **{flag: float(bool(cfg.get(flag))) for flag in FLAGS},
+        "split": split, **{flag: float(bool(cfg.get(flag))) for flag in FLAG_OPTIONS},
         "log_XBLOCK": _log2(xb), "log_RBLOCK": _log2(rb),
         "block_elems": xb * rb, "elems_per_thread": xb * rb / (32.0 * warps), "grid": float(grid),
         "log_grid": _log2(grid), "r_iters": r_iters,

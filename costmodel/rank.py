@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from autofuse.codegen.config import FLAGS
+from autofuse.codegen.options import FLAG_OPTIONS
 
 from .features import COMPILED_NAMES, RELATIVE_NAMES
 from .preprocess import FillEmptyColumns
@@ -34,7 +34,7 @@ from .threads import thread_limit
 TIE = 0.01
 
 CONFIG_NAMES = frozenset({
-    "persistent", "looped", "XBLOCK", "RBLOCK", "num_warps", "num_stages", "split", *FLAGS, "log_XBLOCK", "log_RBLOCK", "block_elems", "elems_per_thread", "grid", "log_grid", "r_iters",
+    "persistent", "looped", "XBLOCK", "RBLOCK", "num_warps", "num_stages", "split", *FLAG_OPTIONS, "log_XBLOCK", "log_RBLOCK", "block_elems", "elems_per_thread", "grid", "log_grid", "r_iters",
     "x_util", "r_util", "waves_nominal",
     *COMPILED_NAMES, *RELATIVE_NAMES})
 

@@ -62,6 +62,43 @@ def test_every_option_field_has_one_entry():
     assert set(names) == {f.name for f in fields(LaunchConfig)} - LAUNCH_NUMBERS
 
 
+def _codegen_imports(module: str) -> set[str]:
+    """The autofuse.codegen modules `module` imports, transitively (read from the sources)."""
+    import ast
+    import importlib
+    seen, todo = set(), [module]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        tree = ast.parse(open(importlib.import_module(f"autofuse.codegen.{name}").__file__).read())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                todo += [node.module] if node.module else [a.name for a in node.names]
+    return seen
+
+
+def test_every_option_names_the_codegen_module_the_kernel_writer_calls():
+    """Each entry's `codegen` module holds the option's legality rule and is among the modules the
+    KernelWriter is built from (its mixins and what they import)."""
+    import importlib
+    writer = _codegen_imports("triton_kernel")
+    for opt in OPTIONS:
+        mod = importlib.import_module(f"autofuse.codegen.{opt.codegen}")
+        assert any(n.startswith("why_not_") for n in vars(mod)), opt.codegen
+        assert opt.codegen in writer, (opt.name, opt.codegen)
+
+
+def test_cost_model_flag_features_are_the_registrys_on_off_options():
+    from autofuse.codegen.options import FLAG_OPTIONS
+    from costmodel.features import FEATURE_NAMES
+    bools = {f.name for f in fields(LaunchConfig) if f.type in (bool, "bool")} - {"persistent"}
+    assert set(FLAG_OPTIONS) == bools
+    assert list(FLAG_OPTIONS) == [o.name for o in OPTIONS if o.name in bools]
+    assert set(FLAG_OPTIONS) <= set(FEATURE_NAMES)
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_plan_checker_and_candidates_follow_the_registry(name):
     for g in groups(name):

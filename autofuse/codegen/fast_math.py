@@ -20,6 +20,11 @@ from ..schedule.nodes import SchedulerNode
 HALF = (torch.bfloat16, torch.float16)
 
 
+def fast_tanh(arg: str) -> str:
+    """The Triton text of tanh of an f32 value through the approximation (prelude's `_tanh_approx`)."""
+    return f"_tanh_approx({arg})"
+
+
 def why_not_fast_tanh(members: Sequence[tuple[SchedulerNode, Placement]]) -> str | None:
     """None when the kernel uses tanh and every member buffer is 16-bit, else why not — the one rule
     plan checks, the search and codegen ask."""

@@ -4,10 +4,12 @@ Note: an option is a LaunchConfig field that changes a kernel's generated code w
 Its entry here holds everything the rest of the compiler asks about it: its legality on a kernel
 (`eligible`, and `why_not` for a given config, with the plan checker's words), its default rule
 (applied by Heuristics.launch_config, in registry order), the twin a candidate config gets in the
-tuner's list (`variant`) and its moves in the tuner's local search (`neighbours`). The plan checker
-(plan/apply.py), the tuner (search/candidates.py, search/kernels.py), the defaults (schedule/heuristics.py, compiler.py)
-and KernelWriter's guard read this table. The code an option emits lives in its own module (the
-codegen hook): split.py, online.py, cache_hints.py, early_loads.py, fast_math.py, tiling.py.
+tuner's list (`variant`), its moves in the tuner's local search (`neighbours`) and the codegen module
+that emits its code (`codegen`: split.py, online.py, cache_hints.py, early_loads.py, fast_math.py,
+tiling.py; KernelWriter calls into it where the option changes the kernel). The plan checker
+(plan/apply.py), the tuner (search/candidates.py, search/kernels.py), the defaults
+(schedule/heuristics.py, compiler.py), KernelWriter's guard and the cost model's features (the
+on/off options, `FLAG_OPTIONS`) read this table.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from .cache_hints import why_not_cache_hints
-from .config import LaunchConfig
+from .config import FLAGS, LaunchConfig
 from .device import DeviceFacts
 from .early_loads import why_not_early_loads
 from .fast_math import why_not_fast_tanh
@@ -81,9 +83,10 @@ class Option:
     `default_legality`: whether the defaults ask `eligible` (for a looped row without split);
     `default_in_interpreter`: whether they ask it when kernels run in the interpreter;
     `pointwise`: whether the option is for pointwise kernels (the defaults ask its legality of them,
-    not of reductions)."""
+    not of reductions); `codegen`: the codegen module (autofuse.codegen.<codegen>) that emits its code."""
 
     name: str
+    codegen: str
     eligible: Callable[[KernelView, bool, int], str | None]
     why_not: Callable[[LaunchConfig, KernelView], str | None]
     default: Callable[["Heuristics", LaunchConfig, DefaultContext], LaunchConfig] = _keep
@@ -245,21 +248,25 @@ def _flag_variant(name: str) -> Callable[[LaunchConfig], LaunchConfig]:
 # Registry order is the order of the plan checker's verdicts, of the default rules (each sees the
 # config the ones before it made) and of the neighbours' moves.
 OPTIONS: tuple[Option, ...] = (
-    Option("split", _split_eligible, _split_why_not, default=_split_default, neighbours=_split_neighbours,
+    Option("split", "split", _split_eligible, _split_why_not, default=_split_default, neighbours=_split_neighbours,
            default_legality=True),
-    Option("online", _online_eligible, _online_why_not, default=_online_default,
+    Option("online", "online", _online_eligible, _online_why_not, default=_online_default,
            variant=lambda cfg: replace(cfg, online=not cfg.online), default_legality=True),
-    Option("cache_hints", _hints_eligible, _flag_why_not("cache_hints", _hints_eligible), default=_hints_default,
+    Option("cache_hints", "cache_hints", _hints_eligible, _flag_why_not("cache_hints", _hints_eligible), default=_hints_default,
            variant=_flag_variant("cache_hints"), default_legality=True, default_in_interpreter=False,
            neighbours=lambda cfg, reduction: (replace(cfg, cache_hints=not cfg.cache_hints),)),
-    Option("early_loads", _early_eligible, _flag_why_not("early_loads", _early_eligible),
+    Option("early_loads", "early_loads", _early_eligible, _flag_why_not("early_loads", _early_eligible),
            variant=_flag_variant("early_loads"),
            neighbours=lambda cfg, reduction: (replace(cfg, early_loads=not cfg.early_loads),) if reduction else ()),
-    Option("fast_tanh", _tanh_eligible, _flag_why_not("fast_tanh", _tanh_eligible),
+    Option("fast_tanh", "fast_math", _tanh_eligible, _flag_why_not("fast_tanh", _tanh_eligible),
            variant=_flag_variant("fast_tanh"), interpreter=False),  # no inline PTX in the interpreter
-    Option("YBLOCK", _tile_eligible, _tile_why_not, default=_tile_default, variant=_tile_variant,
+    Option("YBLOCK", "tiling", _tile_eligible, _tile_why_not, default=_tile_default, variant=_tile_variant,
            neighbours=_tile_neighbours, default_legality=True, pointwise=True),
 )
+
+
+# the on/off options (LaunchConfig's bool fields), in registry order: the cost model's feature columns
+FLAG_OPTIONS: tuple[str, ...] = tuple(o.name for o in OPTIONS if o.name in FLAGS)
 
 
 def option(name: str) -> Option:
