@@ -261,3 +261,68 @@ def test_batchnorm_statistics_over_few_channels_fill_the_gpu():
         assert programs >= 2 * 132 and rows // cfg.split >= h.split_outer_min_chunk, (channels, rows, cfg)
     wide = h.launch_config("reduction", 4096, 16384, False, outer=True, legal={"split": True})
     assert (wide.XBLOCK, wide.RBLOCK, wide.split) == (64, 16, 16)   # the column sum's measured best
+
+
+# ---- argmax / argmin over few long rows: chunks, then the chunk holding the extremum -------------------
+def test_a_long_whole_tensor_argmax_runs_in_chunks():
+    """argmax over 2^17 + 7 elements: each chunk's max and position in one kernel, the chunk of the
+    max and the position inside it in a second, not one program over the whole tensor."""
+    from autofuse.lower.reductions import SPLIT_ARG_CHUNK, SPLIT_ARG_MIN_LENGTH
+    x = rand((SPLIT_ARG_MIN_LENGTH + 7,))
+    compiled = compile_traced(lambda x: x.argmax(), [x], CompileOptions(strict=True, use_db=False, poison=True))
+    assert torch.equal(compiled(x)[0], x.argmax())
+    kernels = kernels_of(compiled)
+    assert [k.kind for k in kernels] == ["reduction", "reduction"], [(k.kind, k.rnumel) for k in kernels]
+    assert kernels[0].rnumel == SPLIT_ARG_CHUNK
+
+
+def _nans(x):
+    x = x.clone()
+    x[1, 100, 2] = float("nan")
+    x[1, 150, 2] = float("nan")
+    return x
+
+
+SPLIT_ARGS = {
+    "argmax-middle": (lambda x: x.argmax(1), lambda: rand((3, 203, 5))),
+    "argmin-keepdim": (lambda x: x.argmin(1, keepdim=True), lambda: rand((3, 203, 5))),
+    "argmax-transposed": (lambda x: x.transpose(0, 2).argmax(1) * 2 + 1, lambda: rand((3, 203, 5))),
+    "argmax-nan": (lambda x: x.argmax(1), lambda: _nans(rand((3, 203, 5)))),
+    "argmin-nan": (lambda x: x.argmin(1), lambda: _nans(rand((3, 203, 5)))),
+    "argmax-int-ties": (lambda x: x.argmax(1), lambda: torch.randint(-3, 3, (3, 203, 5), dtype=torch.int32)),
+    "argmin-int-ties": (lambda x: x.argmin(1), lambda: torch.randint(-3, 3, (3, 203, 5), dtype=torch.int32)),
+    "argmax-bf16": (lambda x: x.argmax(1), lambda: rand((3, 203, 5), torch.bfloat16)),
+    "argmax-whole": (lambda x: x.argmax(), lambda: rand((3, 203, 5))),
+    "argmin-whole-keepdim": (lambda x: x.argmin(keepdim=True), lambda: torch.randint(-3, 3, (3, 203, 5))),
+    "all-minus-inf": (lambda x: x.argmax(1), lambda: torch.full((2, 100), float("-inf"))),
+    "whole-chunks": (lambda x: x[:, :192].argmax(1), lambda: rand((3, 203, 5))),
+    "max-with-indices-nan": (lambda x: tuple(x.max(1)), lambda: _nans(rand((3, 203, 5)))),
+    "min-with-indices-keepdim": (lambda x: tuple(torch.min(x, 1, keepdim=True)),
+                                 lambda: torch.randint(-3, 3, (3, 203, 5), dtype=torch.int32)),
+}
+
+
+@pytest.mark.parametrize("case", list(SPLIT_ARGS))
+def test_split_arg_reductions_equal_eager(monkeypatch, case):
+    """Rows of 203 (192: whole chunks) in chunks of 16: ties go to the first position, a NaN is the
+    extremum, padding is never picked; max / min with indices take their values from the chunks."""
+    import autofuse.lower.reductions as reductions
+    monkeypatch.setattr(reductions, "SPLIT_ARG_MIN_LENGTH", 64)
+    monkeypatch.setattr(reductions, "SPLIT_ARG_CHUNK", 16)
+    fn, make = SPLIT_ARGS[case]
+    x = make()
+    compiled = compile_traced(fn, [x], CompileOptions(strict=True, use_db=False, poison=True))
+    expected = fn(x)
+    actual = compiled(x)
+    assert_close(actual if isinstance(expected, tuple) else actual[0], expected)
+    kernels = kernels_of(compiled)
+    assert any(k.rnumel == 16 for k in kernels) and all(k.kind != "fallback" for k in kernels)
+
+
+def test_argmax_over_many_rows_is_not_split(monkeypatch):
+    import autofuse.lower.reductions as reductions
+    monkeypatch.setattr(reductions, "SPLIT_ARG_MIN_LENGTH", 64)
+    x = rand((reductions.SPLIT_ARG_MAX_ROWS + 1, 100))
+    compiled = compile_traced(lambda x: x.argmax(1), [x], CompileOptions(strict=True, use_db=False, poison=True))
+    assert torch.equal(compiled(x)[0], x.argmax(1))
+    assert len(kernels_of(compiled)) == 1

@@ -7,6 +7,11 @@ sum, product, any or all over fewer than UNROLL_BELOW elements (a mixture of exp
 over its 2 routed experts, a norm over 3 coordinates) is a lazy pointwise combining its elements
 one by one, as Inductor unrolls it: it fuses into the kernels around it instead of a reduction
 kernel of its own.
+
+argmax and argmin do not combine from partial results in one kernel (a split config holds one value
+per chunk, not a value and its position), so over few long rows (a whole tensor, a row of logits)
+they are lowered as chunks (`split_arg_reduction`): each chunk's extremum and its position in one
+kernel, then the chunk holding the row's extremum, and the position inside it read back.
 """
 from __future__ import annotations
 
@@ -277,6 +282,58 @@ def _extremum(g, x, dims, keepdim: bool, rtype: str):
     return buf if buf.dtype == g.out.dtype else _finish(g, buf)
 
 
+SPLIT_ARG_MAX_ROWS = 32          # more rows than this fill the GPU with one program per row
+SPLIT_ARG_MIN_LENGTH = 1 << 17   # shorter rows take few steps of one program
+SPLIT_ARG_CHUNK = 4096
+
+
+def split_arg_reduction(g: Any, x: Any, d: int, keepdim: bool, rtype: str
+                        ) -> tuple[Pointwise, ComputedBuffer] | None:
+    """argmax / argmin of x over dim d from chunks (module note), and the chunks' extrema (of which
+    the max or min over d is the row's); None where one program per row suffices. Positions past the row's end read the extremum's identity (-inf or the dtype's lowest
+    for argmax): a tie goes to the first position, so they are never picked over an element; a NaN
+    is the max and the min, as in eager, in its chunk and across chunks."""
+    size = tuple(x.size)
+    n = size[d]
+    if n < SPLIT_ARG_MIN_LENGTH or math.prod(size) // n > SPLIT_ARG_MAX_ROWS:
+        return None
+    c = SPLIT_ARG_CHUNK
+    b = -(-n // c)
+    acc = upcast(x.dtype)
+    is_max = rtype == "argmax"
+    if acc.is_floating_point:
+        pad = float("-inf") if is_max else float("inf")
+    else:
+        pad = torch.iinfo(acc).min if is_max else torch.iinfo(acc).max
+    loader = x.loader()
+
+    def element(ops, idx):
+        pos = idx[d] * c + idx[d + 1]
+
+        def load():
+            v = loader(ops, list(idx[:d]) + [pos] + list(idx[d + 2:]))
+            return v if upcast(x.dtype) == acc else ops.to_dtype(v, acc)
+        if b * c == n:
+            return load()
+        return ops.masked(ops.lt(ops.index_expr(pos, torch.int64), ops.constant(n, torch.int64)), load, pad)
+
+    origins = origins_of(x) | g.current_origins()
+    chunks = Pointwise(x.device, acc, size[:d] + (b, c) + size[d + 1:], element, origins)
+    best = reduce(g, chunks, [d + 1], False, "max" if is_max else "min", acc, map_fn=lambda ops, v: v)
+    where = reduce(g, chunks, [d + 1], False, rtype, acc, map_fn=lambda ops, v: v, out_dtype=torch.int64)
+    chunk = reduce(g, best, [d], False, rtype, acc, map_fn=lambda ops, v: v, out_dtype=torch.int64)
+    at_chunk, at_where = chunk.loader(), where.loader()
+    out_size = size[:d] + ((1,) if keepdim else ()) + size[d + 1:]
+
+    def out(ops, idx):
+        rest = list(idx[:d]) + list(idx[d + 1:] if keepdim else idx[d:])
+        k = at_chunk(ops, rest)
+        inside = at_where(ops, rest[:d] + [ops.indirect(k, b)] + rest[d:])
+        return ops.add(ops.mul(k, ops.constant(c, torch.int64)), inside)
+
+    return Pointwise(x.device, torch.int64, out_size, out, origins), best
+
+
 @register(aten.argmax, aten.argmin)
 def _argmax(g, x, dim=None, keepdim=False):
     rtype = "argmax" if g.node.target.overloadpacket is aten.argmax else "argmin"
@@ -289,7 +346,9 @@ def _argmax(g, x, dim=None, keepdim=False):
         if n == 0:
             raise Unsupported("argmax of no elements")
         flat = Pointwise(x.device, x.dtype, (n,), _flat_loader(x), getattr(x, "origins", frozenset()))
-        buf = reduce(g, flat, [0], False, rtype, upcast(x.dtype), map_fn=lambda ops, v: v, out_dtype=torch.int64)
+        split = split_arg_reduction(g, flat, 0, False, rtype)
+        buf = split[0] if split else \
+            reduce(g, flat, [0], False, rtype, upcast(x.dtype), map_fn=lambda ops, v: v, out_dtype=torch.int64)
         if keepdim:  # eager: every dim kept with size 1
             ld = buf.loader()
             return Pointwise(x.device, torch.int64, (1,) * len(x.size), lambda ops, idx: ld(ops, []))
@@ -297,8 +356,9 @@ def _argmax(g, x, dim=None, keepdim=False):
     d = norm_dim(dim, len(x.size))
     if x.size and x.size[d] == 0:
         raise Unsupported("empty argmax")
-    return reduce(g, x, [d] if x.size else [], keepdim, rtype, upcast(x.dtype), map_fn=lambda ops, v: v,
-                  out_dtype=torch.int64)
+    split = split_arg_reduction(g, x, d, keepdim, rtype) if x.size else None
+    return split[0] if split else reduce(g, x, [d] if x.size else [], keepdim, rtype, upcast(x.dtype),
+                                         map_fn=lambda ops, v: v, out_dtype=torch.int64)
 
 
 def _flat_loader(x):
@@ -318,10 +378,15 @@ def _max_min(g, x, dim=None, keepdim=False):
     d = norm_dim(dim, len(x.size))
     if x.dtype == torch.bool or (x.size and x.size[d] == 0):
         raise Unsupported("bool or empty max")
-    vals = reduce(g, x, [d] if x.size else [], keepdim, "max" if is_max else "min", upcast(x.dtype),
-                  map_fn=lambda ops, v: v)
-    idx = reduce(g, x, [d] if x.size else [], keepdim, "argmax" if is_max else "argmin", upcast(x.dtype),
-                 map_fn=lambda ops, v: v, out_dtype=torch.int64)
+    rtype = "max" if is_max else "min"
+    split = split_arg_reduction(g, x, d, keepdim, "arg" + rtype) if x.size else None
+    if split:   # the values: the extremum of the chunks' extrema, beside the chunk's position
+        idx, best = split
+        vals = reduce(g, best, [d], keepdim, rtype, upcast(x.dtype), map_fn=lambda ops, v: v)
+    else:
+        vals = reduce(g, x, [d] if x.size else [], keepdim, rtype, upcast(x.dtype), map_fn=lambda ops, v: v)
+        idx = reduce(g, x, [d] if x.size else [], keepdim, "arg" + rtype, upcast(x.dtype),
+                     map_fn=lambda ops, v: v, out_dtype=torch.int64)
     if vals.dtype != out_vals.dtype:
         vals = g.realize(make_pointwise(g, [vals], lambda ops, a: a, upcast(out_vals.dtype), out=out_vals), out_vals)
     return (vals, idx)

@@ -98,6 +98,11 @@ def arg_reductions() -> list[Program]:
                           full, tiny, BF16))
     out.append(fn_program("max_values_indices_last_f32", "argreduce", lambda x: tuple(x.max(-1)),
                           (In(("a", "b", "c")),), full, tiny))
+    # a few long rows (greedy sampling over a vocabulary) and a whole tensor: split into chunks
+    out.append(fn_program("argmax_few_long_rows_f32", "argreduce", lambda x: x.argmax(-1), (In(("r", "c")),),
+                          {"r": 4, "c": 262147}, {"r": 2, "c": 1500}))
+    out.append(fn_program("argmax_flat_f32", "argreduce", lambda x: x.argmax(), (In(("n",)),),
+                          {"n": (1 << 24) + 3}, {"n": 3001}))
     return out
 
 
