@@ -26,6 +26,8 @@ import torch.fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.operator_schemas import normalize_function
 
+from .graph_edit import copy_graph, fake_mode_of, set_meta, val
+
 aten = torch.ops.aten
 
 _M32 = 0xFFFFFFFF
@@ -132,10 +134,6 @@ _UNIFORM_DTYPES = (torch.float32, torch.float64)   # half types would round 1 - 
 _NORMAL_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 
 
-def _val(n: Any) -> Any:
-    return n.meta.get("val") if isinstance(n, torch.fx.Node) else n
-
-
 def _bound(node: torch.fx.Node) -> dict[str, Any]:
     """The op's arguments by their schema names, defaults included."""
     return dict(normalize_function(node.target, node.args, node.kwargs, normalize_to_only_use_kwargs=True).kwargs)
@@ -152,7 +150,7 @@ def _generated(node: torch.fx.Node) -> bool:
     stochastic depth) of any float dtype, without an explicit generator."""
     if node.target not in _RANDOM:
         return False
-    out, b = _val(node), _bound(node)
+    out, b = val(node), _bound(node)
     if node.target is _DROPOUT:
         return _number(b["p"]) and 0 <= b["p"] < 1 and b["train"] is not False and \
             isinstance(out, (tuple, list)) and isinstance(out[0], torch.Tensor)
@@ -179,22 +177,18 @@ def generate_random(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     originals = [n for n in gm.graph.nodes if n.op == "call_function" and _generated(n)]
     if not originals:
         return gm
-    graph, copies = torch.fx.Graph(), {}
-    output = graph.output(graph.graph_copy(gm.graph, copies))   # node metas copied: fake values stay shared
-    output.meta.update(next(n for n in reversed(gm.graph.nodes) if n.op == "output").meta)   # SAVED_FROM
-    gm = torch.fx.GraphModule(gm, graph)
+    gm, copies = copy_graph(gm)
     nodes = [copies[n] for n in originals]
-    fake_mode = next((v.fake_mode for n in gm.graph.nodes for v in [_val(n)]
-                      if isinstance(getattr(v, "fake_mode", None), FakeTensorMode)), None)
+    fake_mode = fake_mode_of(gm)
     by_device: dict[torch.device, list[torch.fx.Node]] = {}
     for n in nodes:
-        out = _val(n)
+        out = val(n)
         by_device.setdefault((out[0] if isinstance(out, (tuple, list)) else out).device, []).append(n)
     g = gm.graph
     for device, group in by_device.items():
         with g.inserting_before(group[0]):
             drawn = g.call_function(torch.ops.autofuse.seeds.default, (len(group), device))
-            _set_meta(drawn, fake_mode)
+            set_meta(drawn, fake_mode)
             seed_of = [g.call_function(operator.getitem, (drawn, i)) for i in range(len(group))]
         for i, (n, seed) in enumerate(zip(group, seed_of)):
             if fake_mode is not None:
@@ -206,7 +200,7 @@ def generate_random(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
 
 
 def _replace(g: torch.fx.Graph, node: torch.fx.Node, seed: torch.fx.Node, fake_mode: FakeTensorMode | None) -> None:
-    out, b = _val(node), _bound(node)
+    out, b = val(node), _bound(node)
     ref = out[0] if isinstance(out, (tuple, list)) else out
     new: list[torch.fx.Node] = []
 
@@ -243,15 +237,5 @@ def _replace(g: torch.fx.Graph, node: torch.fx.Node, seed: torch.fx.Node, fake_m
                 value = call(aten._to_copy.default, value, dtype=ref.dtype)
             node.replace_all_uses_with(value)
     for n in new:
-        _set_meta(n, fake_mode)
+        set_meta(n, fake_mode)
     g.erase_node(node)
-
-
-def _set_meta(node: torch.fx.Node, fake_mode: FakeTensorMode | None) -> None:
-    """The node's fake output, as capture records it, where the graph carries fake values."""
-    if fake_mode is None:
-        return
-    args = torch.fx.node.map_arg(node.args, _val)
-    kwargs = torch.fx.node.map_arg(node.kwargs, _val)
-    with fake_mode:
-        node.meta["val"] = node.target(*args, **kwargs)
