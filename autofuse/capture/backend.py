@@ -25,6 +25,7 @@ from .constants import lift_constants, place_constants
 from .cse import eliminate_common_subexpressions
 from .decompositions import decomposition_table
 from .grouped_heads import read_grouped_heads
+from .complex_pairs import complex_as_real_pairs
 from .random_ops import generate_random
 from .regions import RegionProgram, RegionsBySize, describe, split_by_symbols, worth_splitting
 from .training import mark_saved_outputs
@@ -68,7 +69,7 @@ class CompiledGraph:
         self.constants = lift_constants(gm)  # appended to every call's inputs
         # what runs op by op where a signature is not compiled: ATen's own draws, not Philox in ATen ops
         self.eager_gm = gm
-        self.gm = gm if options.fallback_random else generate_random(gm)
+        self.gm = complex_as_real_pairs(gm if options.fallback_random else generate_random(gm))
         self._placed: tuple | None = None
         self.options = options
         self.label = label
