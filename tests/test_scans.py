@@ -222,6 +222,7 @@ SPLIT_SCANS = {
     "int-cumsum": lambda x: (x * 10).int().cumsum(1),
     "bf16-cumsum": lambda x: x.bfloat16().cumsum(1),
     "whole-chunks": lambda x: x[:, :192].cumsum(1),
+    "reversed": lambda x: x.flip(1).cumsum(1).flip(1) * 2,
 }
 
 

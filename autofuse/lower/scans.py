@@ -132,11 +132,10 @@ def scan(g: Any, x: Any, dim: int, combine: str, acc: torch.dtype) -> Any:
             return Pointwise(x.device, out.dtype, size, lambda ops, idx: ops.constant(0, out.dtype))
         return make_pointwise(g, [x], lambda ops, a: a, acc)
     d = norm_dim(dim, len(size))
+    split = split_scan(g, x, d, combine, acc, size)   # (x flipped included: what reads it flips it back)
+    if split is not None:
+        return split
     flipped = _flipped_source(g, d) if combine not in ("argmax", "argmin") else None
-    if flipped is None:
-        split = split_scan(g, x, d, combine, acc, size)
-        if split is not None:
-            return split
     source, reverse = (flipped, True) if flipped is not None else (x, False)
     loader, src = source.loader(), upcast(source.dtype)
 
