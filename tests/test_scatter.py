@@ -405,3 +405,64 @@ def test_the_config_search_checks_each_scatter_variant_from_the_same_start(tmp_p
     failures = [fl for g in res.graphs for fl in g.failures]
     assert res.graphs and not failures, failures
     assert not res.errors, res.errors
+
+
+# ---- index_put with a bool mask: a where ---------------------------------------------------------
+def _relu_mask(x):
+    x = x * 2
+    x[x < 0] = 0
+    return x
+
+
+def _nan_to_zero(x):
+    y = x / (x - x.flip(1))
+    y[y != y] = 0.0
+    return y
+
+
+def _column_mask(x):
+    y = x * 1
+    y[:, x[0] > 0] = -5.0
+    return y
+
+
+MASKED_PUTS = {
+    "scalar": (_relu_mask, lambda d: [rand((6, 9), device=d)]),
+    "nan-to-zero": (_nan_to_zero, lambda d: [rand((6, 9), device=d)]),
+    "tensor-value": (lambda x, v: torch.index_put(x, (x > 0,), v), lambda d: [rand((6, 9), device=d),
+                                                                           torch.tensor(3.0, device=d)]),
+    "row-mask-row-value": (lambda x, r: torch.index_put(x, (x[:, 0] > 0,), r), lambda d: [rand((6, 9), device=d),
+                                                                                         rand((9,), device=d)]),
+    "column-mask": (_column_mask, lambda d: [rand((6, 9), device=d)]),
+    "accumulate": (lambda x, v: torch.index_put(x, (x > 0,), v, accumulate=True),
+                   lambda d: [rand((6, 9), device=d), torch.tensor(2.5, device=d)]),
+    "transposed": (lambda x: torch.index_put(x.t(), (x.t() < 0,), torch.tensor(1.0, device=x.device)),
+                   lambda d: [rand((6, 9), device=d)]),
+    "int32": (lambda x: torch.index_put(x, (x < 0,), torch.tensor(0, dtype=torch.int32, device=x.device)),
+              lambda d: [torch.randint(-5, 5, (6, 9), dtype=torch.int32).to(d)]),
+    "bf16": (lambda x: torch.index_put(x, (x > 1,), torch.tensor(1.0, dtype=torch.bfloat16, device=x.device)),
+             lambda d: [rand((6, 9), torch.bfloat16, device=d)]),
+    "mask-over-two-dims": (lambda x, m: torch.index_put(x, (m,), torch.tensor(0.5, device=x.device)),
+                           lambda d: [rand((2, 3, 9), device=d), (torch.rand(2, 3) > 0.5).to(d)]),
+}
+
+
+@pytest.mark.parametrize("case", list(MASKED_PUTS))
+def test_index_put_with_a_bool_mask_is_a_where(device, case):
+    """`x[mask] = v` with a value that does not vary along the selected elements: one pointwise
+    kernel with what computes x and the mask, no ATen call (the mask's count of True would make the
+    values' shape data-dependent)."""
+    fn, make = MASKED_PUTS[case]
+    compiled, kernels = compiled_and_compared(fn, make(device))
+    assert [k.kind for k in kernels] == ["pointwise"], [(k.kind, k.aten_ops) for k in kernels]
+
+
+def test_index_put_of_selected_values_stays_atens(device):
+    """`y[m] = src[m]`: the values follow the mask's True elements one by one: ATen's op, correct."""
+    def fn(x, m):
+        return torch.index_put(x, (m,), x.flip(0)[m])
+    x = rand((6, 9), device=device)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = autofuse.compile(fn, use_db=False, poison=True)(x, x > 0.5)
+    assert_close(out, fn(x, x > 0.5))

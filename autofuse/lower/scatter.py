@@ -70,8 +70,45 @@ def stores_into(g: Any, x: Any) -> Any:
     return x
 
 
+def _masked_put(g: Any, x: Any, indices: Sequence[Any], values: Any, accumulate: bool) -> Pointwise | None:
+    """`x[mask] = v` (or `+= v`) with one bool mask over consecutive dims of x and a v that does not
+    vary along the selected elements (a scalar, or a row broadcast to every selected row): a
+    where (an add) over x that fuses with what surrounds it, as Inductor's masked_fill rewrite;
+    None for any other index_put. Without the rewrite the mask's count of True makes the values'
+    shape data-dependent, and the op stays ATen's."""
+    tensors = [(p, t) for p, t in enumerate(indices) if t is not None]
+    if len(tensors) != 1 or tensors[0][1].dtype not in (torch.bool, torch.uint8) or not is_tensor_value(values):
+        return None
+    p, mask = tensors[0]
+    m = len(mask.size)
+    if tuple(mask.size) != tuple(x.size[p:p + m]):
+        return None
+    selected = tuple(x.size[:p]) + (1,) + tuple(x.size[p + m:])   # the selected elements' dim, as 1
+    vs = tuple(values.size)
+    if len(vs) > len(selected) or any(v not in (1, s) for v, s in zip(vs[::-1], selected[::-1])):
+        return None
+    out_dtype = g.out.dtype
+    dtype = upcast(out_dtype)
+    xl, ml = broadcast_loader(x, x.size, dtype), mask.loader()
+    vl = broadcast_loader(values, selected, dtype)
+
+    def fn(ops, idx):
+        hit = ml(ops, list(idx[p:p + m]))
+        if mask.dtype != torch.bool:
+            hit = ops.ne(hit, ops.constant(0, mask.dtype))
+        v = vl(ops, list(idx[:p]) + [0] + list(idx[p + m:]))
+        old = xl(ops, idx)
+        new = ops.add(old, v) if accumulate else v
+        out = ops.where(hit, new, old)
+        return out if dtype == out_dtype else ops.to_dtype(out, out_dtype)
+    return Pointwise(x.device, out_dtype, tuple(x.size), fn, origins_of(x, mask, values))
+
+
 @register(aten.index_put)
 def _index_put(g, x, indices, values, accumulate=False):
+    masked = _masked_put(g, x, indices, values, accumulate)
+    if masked is not None:
+        return masked
     size, position = advanced_position(x.size, indices)
     return scatter_into(g, x if accumulate else stores_into(g, x), size, position,
                         lambda dtype: broadcast_loader(values, size, dtype),
