@@ -311,13 +311,18 @@ def _where(g, cond, a, b):
 LN2 = 0.6931471805599453
 
 
+def log_add(ops: Any, x: Any, y: Any, inv_ln2: Any = None) -> Any:
+    """log(exp(x) + exp(y)), or in base 2 given the value 1 / ln 2: as eager, x where both are the
+    same infinity, else max + log1p(exp(-|x - y|)) (NaN propagates)."""
+    d = ops.neg(ops.abs(ops.sub(x, y)))
+    tail = ops.mul(ops.log1p(ops.exp2(d)), inv_ln2) if inv_ln2 is not None else ops.log1p(ops.exp(d))
+    same_inf = ops.logical_and(ops.isinf(x), ops.eq(x, y))
+    return ops.where(same_inf, x, ops.add(ops.maximum(x, y), tail))
+
+
 def _log_add(base2: bool):
     def body(ops, x, y, inv_ln2):
-        # eager: a when both are the same infinity, else max + log1p(exp(-|a - b|)) (NaN propagates)
-        d = ops.neg(ops.abs(ops.sub(x, y)))
-        tail = ops.mul(ops.log1p(ops.exp2(d)), inv_ln2) if base2 else ops.log1p(ops.exp(d))
-        same_inf = ops.logical_and(ops.isinf(x), ops.eq(x, y))
-        return ops.where(same_inf, x, ops.add(ops.maximum(x, y), tail))
+        return log_add(ops, x, y, inv_ln2 if base2 else None)
 
     def lower(g, a, b):
         cd = _compute(g)

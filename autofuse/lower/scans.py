@@ -24,6 +24,7 @@ import torch
 from ..ir.index import FloorDiv, ModIndex, is_dense, prod
 from ..ir.values import ComputedBuffer, Layout, Pointwise, ScanBody
 from .common import make_pointwise, norm_dim, origins_of, upcast
+from .pointwise import log_add
 from .registry import Unsupported, register
 
 aten = torch.ops.aten
@@ -59,16 +60,10 @@ SPLIT_MIN_LENGTH = 1 << 17   # shorter rows take few steps of one program
 SPLIT_CHUNK = 4096       # elements per chunk: one persistent program each
 
 
-def _log_add(ops: Any, a: Any, b: Any) -> Any:
-    """log(exp(a) + exp(b)): a where both are the same infinity, NaN propagated."""
-    tail = ops.log1p(ops.exp(ops.neg(ops.abs(ops.sub(a, b)))))
-    return ops.where(ops.logical_and(ops.isinf(a), ops.eq(a, b)), a, ops.add(ops.maximum(a, b), tail))
-
-
 COMBINES = {
     "sum": lambda ops, a, b: ops.add(a, b), "prod": lambda ops, a, b: ops.mul(a, b),
     "max": lambda ops, a, b: ops.maximum(a, b), "min": lambda ops, a, b: ops.minimum(a, b),
-    "logaddexp": _log_add,
+    "logaddexp": log_add,
 }
 
 
