@@ -5,13 +5,14 @@ embeddings written with complex numbers (Meta's LLaMA reference, torchtitan) are
 `view_as_real(view_as_complex(x) * freqs)`: per query and key, a view, a complex product and a view
 back, each an ATen call, with the product's output stored between them. Where a graph reads a
 complex value back as real numbers (`view_as_real`, `abs`, `angle`), that value is computed
-instead on its real pairs — a tensor of the same sizes and a last dim of 2 (real, imaginary) — by real ops the compiler
-lowers: `view_as_complex(x)`'s pairs are x; a product is (ac - bd, ad + bc); a sum, a conjugate, a
-view, an expand, a permute, a slice or a select is the same op on the pairs. A complex value of any
-other origin (a graph input such as a buffer of rotary frequencies) enters through one
-`view_as_real` of it, a view. What the rewrite does not know (another op on a complex value, a
-complex output) keeps its complex computation; values are exact, as eager computes a complex
-product the same way.
+instead on its real pairs — a tensor of the same sizes and a last dim of 2 (real, imaginary) — by
+real ops the compiler lowers: `view_as_complex(x)`'s pairs are x; a product is (ac - bd, ad + bc);
+a sum, a conjugate, a view, an expand, a permute, a slice or a select is the same op on the pairs;
+abs is hypot(re, im) and angle atan2(im, re). A complex value of any other origin (a graph input
+such as a buffer of rotary frequencies) enters through one `view_as_real` of it, a view. What the
+rewrite does not know (another op on a complex value, a complex output) keeps its complex
+computation. Values agree with eager's to rounding: a complex product is the same four real
+products, their order of rounding aside.
 """
 from __future__ import annotations
 

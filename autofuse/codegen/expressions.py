@@ -43,7 +43,8 @@ def template(name: str, dtype: torch.dtype) -> str:
         "fmod": "_fmod({0}, {1})" if f else "{0} % {1}", "neg": "-{0}", "abs": "tl.abs({0})",
         "sign": "({0} > 0).to({T}) - ({0} < 0).to({T})",  # sign(nan) is 0, as in eager
         "reciprocal": "1.0 / {0}", "sqrt": "_sqrt({0})", "rsqrt": "_rsqrt({0})", "exp": "tl.exp({0})",
-        "exp2": "tl.exp2({0})", "expm1": "_expm1({0})", "log": "tl.log({0})", "log2": "tl.log2({0})", "log10": "_log10({0})",
+        "exp2": "tl.exp2({0})", "expm1": "_expm1({0})", "log": "tl.log({0})", "log2": "tl.log2({0})",
+        "log10": "_log10({0})",
         "log1p": "_log1p({0})", "sin": "tl.sin({0})", "cos": "tl.cos({0})", "tan": "_tan({0})",
         "tanh": "_tanh({0})", "sigmoid": "1.0 / (1.0 + tl.exp(-{0}))", "erf": "tl.erf({0})", "pow": "_pow({0}, {1})",
         "floor": "tl.floor({0})", "ceil": "tl.ceil({0})", "round": "_round({0})", "trunc": "_trunc({0})",

@@ -290,9 +290,10 @@ SPLIT_ARG_CHUNK = 4096
 def split_arg_reduction(g: Any, x: Any, d: int, keepdim: bool, rtype: str
                         ) -> tuple[Pointwise, ComputedBuffer] | None:
     """argmax / argmin of x over dim d from chunks (module note), and the chunks' extrema (of which
-    the max or min over d is the row's); None where one program per row suffices. Positions past the row's end read the extremum's identity (-inf or the dtype's lowest
-    for argmax): a tie goes to the first position, so they are never picked over an element; a NaN
-    is the max and the min, as in eager, in its chunk and across chunks."""
+    the max or min over d is the row's); None where one program per row suffices. Positions past
+    the row's end read the extremum's identity (-inf or the dtype's lowest for argmax): a tie goes
+    to the first position, so they are never picked over an element; a NaN is the max and the min,
+    as in eager, in its chunk and across chunks."""
     size = tuple(x.size)
     n = size[d]
     if n < SPLIT_ARG_MIN_LENGTH or math.prod(size) // n > SPLIT_ARG_MAX_ROWS:
