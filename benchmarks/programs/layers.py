@@ -1,5 +1,5 @@
 """Programs from the layers around the kernels the other families cover: rotary position
-embeddings (LLaMA's half rotation, GPT-J's interleaved pairs, a partial rotary), pooling and
+embeddings (LLaMA's half rotation, GPT-J's interleaved pairs, a partial rotary, complex numbers), pooling and
 resizing of NCHW activations, and optimizer updates written as functions of the parameters, the
 gradients and the moments (what a compiled training step's AdamW or SGD runs after the backward)."""
 from __future__ import annotations
@@ -38,6 +38,14 @@ def _rope_partial(q: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torc
     return torch.cat((_rope_half(rot, cos[..., :half], sin[..., :half]), keep), dim=-1)
 
 
+def _rope_complex(q: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
+    """Meta's LLaMA reference: pairs of features as complex numbers times unit complex frequencies."""
+    angles = angles.float()
+    freqs = torch.polar(torch.ones_like(angles), angles)[:, None, :]
+    pairs = torch.view_as_complex(q.float().reshape(*q.shape[:-1], -1, 2))
+    return torch.view_as_real(pairs * freqs).flatten(3).type_as(q)
+
+
 def rope() -> list[Program]:
     qcs = (In(("b", "h", "s", "d")), In(("s", "d")), In(("s", "d")))
     return [
@@ -49,6 +57,9 @@ def rope() -> list[Program]:
         fn_program("rope_qk_gqa_bf16", "rope", lambda q, k, c, s: (_rope_half(q, c, s), _rope_half(k, c, s)),
                    (In(("b", "h", "s", "d")), In(("b", 8, "s", "d")), In(("s", "d")), In(("s", "d"))),
                    QKV, {**TQKV, "h": 4}, BF16),
+        # complex numbers, queries laid out [batch, positions, heads, head dim]
+        fn_program("rope_complex_bf16", "rope", _rope_complex, (In(("b", "s", "h", "d")), In(("s", "e"))),
+                   {**QKV, "e": QKV["d"] // 2}, {**TQKV, "e": TQKV["d"] // 2}, BF16),
     ]
 
 

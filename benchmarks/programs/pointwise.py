@@ -21,6 +21,13 @@ ACTIVATIONS = {
 }
 
 
+def _zero_negatives(x: torch.Tensor) -> torch.Tensor:
+    """`y[y < 0] = 0`: an index_put with a bool mask and a scalar."""
+    y = x * 2
+    y[y < 0] = 0
+    return y
+
+
 def activations() -> list[Program]:
     x = (In(("r", "c")),)
     out = [fn_program(f"act_{n}_f32", "activation", f, x, ROWS, TROWS) for n, f in ACTIVATIONS.items()]
@@ -33,6 +40,7 @@ def activations() -> list[Program]:
     out.append(fn_program("act_relu_nhwc_to_nchw_f32", "activation",
                           lambda x, b: torch.relu(x.permute(0, 3, 1, 2).contiguous() + b),
                           (In(("n", "h", "w", "c")), In(("c", 1, 1))), NHWC, TNHWC))
+    out.append(fn_program("setitem_bool_mask_f32", "activation", _zero_negatives, x, ROWS, TROWS))
     return out
 
 
