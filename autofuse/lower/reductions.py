@@ -1,5 +1,6 @@
 """Reduction lowerings: sum, mean, prod, amax, amin, argmax, argmin, any, all, var / var_mean
-(two-pass: mean first, then the sum of squared deviations), logsumexp, max/min with indices.
+(two-pass: mean first, then the sum of squared deviations), logsumexp, max/min with indices, and
+topk of a few largest elements of short rows.
 
 Note: a reduction's result is stored in its accumulation dtype (f32 for half inputs) and cast to
 the output dtype by a lazy pointwise, so a half-precision sum never overflows in memory. A
@@ -12,6 +13,12 @@ argmax and argmin do not combine from partial results in one kernel (a split con
 per chunk, not a value and its position), so over few long rows (a whole tensor, a row of logits)
 they are lowered as chunks (`split_arg_reduction`): each chunk's extremum and its position in one
 kernel, then the chunk holding the row's extremum, and the position inside it read back.
+
+topk of k <= TOPK_MAX_K largest elements of rows of at most TOPK_MAX_ROW (a mixture of experts'
+router: 2 of 8 experts per token) is k rounds of two reductions over the row, each round's maximum
+of the elements not yet picked and the first position holding it: reductions over one row that
+share its kernel with the softmax before them and the normalization after them, where ATen's topk
+is a kernel and a host call of its own.
 """
 from __future__ import annotations
 
@@ -360,6 +367,77 @@ def _argmax(g, x, dim=None, keepdim=False):
     split = split_arg_reduction(g, x, d, keepdim, rtype) if x.size else None
     return split[0] if split else reduce(g, x, [d] if x.size else [], keepdim, rtype, upcast(x.dtype),
                                          map_fn=lambda ops, v: v, out_dtype=torch.int64)
+
+
+TOPK_MAX_K = 8
+TOPK_MAX_ROW = 1024
+
+
+@register(aten.topk)
+def _topk(g, x, k, dim=-1, largest=True, sorted=True):
+    """The k largest elements along dim, in descending order, with their positions (module note):
+    a NaN is larger than every number, as in eager; equal values come in the order of their
+    positions. The k smallest (largest=False, where NaN comes last) stay ATen's."""
+    values_out, indices_out = g.out
+    if not x.size or x.dtype == torch.bool or not largest:
+        raise Unsupported("topk of a scalar, of bools or of the smallest elements")
+    d = norm_dim(dim, len(x.size))
+    n = x.size[d]
+    if not 0 < k <= min(TOPK_MAX_K, n) or n > TOPK_MAX_ROW:
+        raise Unsupported(f"topk of {k} of {n}: beyond the rounds of reductions it is lowered as")
+    acc = upcast(x.dtype)
+    lowest = float("-inf") if acc.is_floating_point else torch.iinfo(acc).min
+    xl, origins = x.loader(), origins_of(x) | g.current_origins()
+    picked: list[tuple[Any, Any]] = []   # each round's (value, position) buffers, over the rows
+
+    def value(ops, idx):
+        v = xl(ops, idx)
+        return v if upcast(x.dtype) == acc else ops.to_dtype(v, acc)
+
+    def taken(ops, idx, rounds):
+        """Whether idx's position along d was picked in an earlier round."""
+        row, at = list(idx[:d]) + list(idx[d + 1:]), ops.index_expr(idx[d], torch.int64)
+        hit = None
+        for _, pos in rounds:
+            h = ops.eq(at, pos.loader()(ops, row))
+            hit = h if hit is None else ops.logical_or(hit, h)
+        return hit
+
+    for _ in range(k):
+        rounds = tuple(picked)
+
+        def remaining(ops, idx, rounds=rounds):
+            v = value(ops, idx)
+            return v if not rounds else ops.where(taken(ops, idx, rounds), ops.constant(lowest, acc), v)
+        best = reduce(g, Pointwise(x.device, acc, tuple(x.size), remaining, origins), [d], False, "max", acc,
+                      map_fn=lambda ops, v: v)
+        top = best.loader()
+
+        def first(ops, idx, rounds=rounds, top=top):
+            v, m = value(ops, idx), top(ops, list(idx[:d]) + list(idx[d + 1:]))
+            same = ops.eq(v, m)
+            if acc.is_floating_point:   # NaN is the maximum: the first NaN not yet picked
+                same = ops.logical_or(same, ops.logical_and(ops.isnan(v), ops.isnan(m)))
+            if rounds:
+                same = ops.logical_and(same, ops.logical_not(taken(ops, idx, rounds)))
+            return ops.where(same, ops.index_expr(idx[d], torch.int64), ops.constant(n, torch.int64))
+        pos = reduce(g, Pointwise(x.device, torch.int64, tuple(x.size), first, origins), [d], False, "min",
+                     torch.int64, map_fn=lambda ops, v: v)
+        picked.append((best, pos))
+
+    def gathered(which: int, dtype: torch.dtype):
+        loaders = [bufs[which].loader() for bufs in picked]
+
+        def fn(ops, idx):
+            row, j = list(idx[:d]) + list(idx[d + 1:]), ops.index_expr(idx[d], torch.int64)
+            out = loaders[-1](ops, row)
+            for r in range(k - 2, -1, -1):
+                out = ops.where(ops.eq(j, ops.constant(r, torch.int64)), loaders[r](ops, row), out)
+            return out if which or acc == dtype else ops.to_dtype(out, dtype)
+        size = tuple(x.size[:d]) + (k,) + tuple(x.size[d + 1:])
+        return Pointwise(x.device, dtype, size, fn, origins)
+
+    return gathered(0, values_out.dtype), gathered(1, torch.int64)
 
 
 def _flat_loader(x):

@@ -1,0 +1,83 @@
+"""topk of a few largest elements of short rows, lowered as rounds of reductions (lower/reductions.py):
+values equal to eager's in eager's order, positions that hold them (equal values may come in another
+order than eager's, which does not fix it), NaN larger than every number; what it does not cover
+stays ATen's topk."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from autofuse import CompileOptions
+from autofuse.capture.trace import compile_traced
+from autofuse.lower.reductions import TOPK_MAX_K, TOPK_MAX_ROW
+from tests.helpers import assert_close, kernels_of, rand
+
+OPTIONS = CompileOptions(strict=True, use_db=False, poison=True)
+
+
+def check_topk(x: torch.Tensor, k: int, dim: int = -1):
+    """Compiled topk against eager: values equal, each position distinct and holding its value;
+    the kernels, for the caller to inspect."""
+    fn = lambda t: tuple(torch.topk(t, k, dim=dim))   # noqa: E731
+    compiled = compile_traced(fn, [x], OPTIONS)
+    values, positions = compiled(x)
+    want, _ = fn(x)
+    assert_close(values, want)
+    assert positions.dtype == torch.int64 and positions.shape == want.shape
+    assert_close(torch.gather(x, dim, positions), values)
+    if k > 1:   # distinct positions
+        assert bool((positions.sort(dim).values.diff(dim=dim) > 0).all())
+    return kernels_of(compiled)
+
+
+def _router(logits):
+    """Mixtral's router: softmax over the experts, the 2 largest, normalized."""
+    w = logits.softmax(-1, dtype=torch.float32)
+    w, picked = torch.topk(w, 2, dim=-1)
+    return (w / w.sum(-1, keepdim=True)).to(logits.dtype), picked
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_mixture_of_experts_router_needs_no_aten_call(device, dtype):
+    """The softmax and the topk's rounds share one kernel; the routing weights equal eager's and the
+    chosen experts hold the largest probabilities (bf16 logits can tie)."""
+    logits = rand((37, 8), dtype, device)
+    compiled = compile_traced(_router, [logits], OPTIONS)
+    (weights, picked), (want, _) = compiled(logits), _router(logits)
+    assert_close(weights, want)
+    probs = logits.softmax(-1, dtype=torch.float32)
+    assert_close(torch.gather(probs, -1, picked), torch.topk(probs, 2, dim=-1).values)
+    kernels = kernels_of(compiled)
+    assert all(k.kind != "fallback" for k in kernels), [(k.kind, k.aten_ops) for k in kernels]
+    assert sum(k.kind == "reduction" for k in kernels) == 1
+
+
+@pytest.mark.parametrize("shape,k,dim", [((5, 100), 3, -1), ((50, 7), 4, 0), ((3, 50, 7), 2, 1),
+                                         ((4, 8), 8, -1), ((6, TOPK_MAX_ROW), TOPK_MAX_K, 1)])
+def test_topk_over_any_dim(device, shape, k, dim):
+    kernels = check_topk(rand(shape, device=device, noncontig=len(shape) == 2), k, dim)
+    assert all(k.kind != "fallback" for k in kernels)
+
+
+def test_topk_with_ties_nan_and_infinities(device):
+    """Integers with many ties; NaN first (the largest), +inf next, a row of -inf."""
+    ints = torch.randint(-3, 3, (9, 20), dtype=torch.int32).to(device)
+    check_topk(ints, 5)
+    x = rand((6, 10), device=device)
+    x[1, 3] = float("nan")
+    x[2, :] = float("-inf")
+    x[3, 2] = float("inf")
+    x[4, [1, 5]] = float("nan")
+    kernels = check_topk(x, 3)
+    assert all(k.kind != "fallback" for k in kernels)
+
+
+@pytest.mark.parametrize("case", ["smallest", "k-beyond-rounds", "long-row"])
+def test_topk_beyond_the_rounds_stays_atens(device, case):
+    x = rand((4, 2 * TOPK_MAX_ROW if case == "long-row" else 30), device=device)
+    k = TOPK_MAX_K + 2 if case == "k-beyond-rounds" else 2
+    largest = case != "smallest"
+    fn = lambda t: tuple(torch.topk(t, k, dim=-1, largest=largest))   # noqa: E731
+    compiled = compile_traced(fn, [x], OPTIONS)
+    assert_close(compiled(x)[0], fn(x)[0])
+    assert any(kk.kind == "fallback" and "topk" in kk.aten_ops for kk in kernels_of(compiled))
