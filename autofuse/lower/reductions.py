@@ -1,6 +1,6 @@
 """Reduction lowerings: sum, mean, prod, amax, amin, argmax, argmin, any, all, var / var_mean
-(two-pass: mean first, then the sum of squared deviations), logsumexp, max/min with indices, and
-topk of a few largest elements of short rows.
+(two-pass: mean first, then the sum of squared deviations), logsumexp, max/min with indices,
+topk of a few largest elements of short rows, and histc into few bins.
 
 Note: a reduction's result is stored in its accumulation dtype (f32 for half inputs) and cast to
 the output dtype by a lazy pointwise, so a half-precision sum never overflows in memory. A
@@ -19,6 +19,10 @@ router: 2 of 8 experts per token) is k rounds of two reductions over the row, ea
 of the elements not yet picked and the first position holding it: reductions over one row that
 share its kernel with the softmax before them and the normalization after them, where ATen's topk
 is a kernel and a host call of its own.
+
+histc over a given range is a count per bin: a sum over the elements of whether each falls in
+the bin, for few bins x elements (a mixture of experts' tokens per expert: 8 bins of 4096 expert
+ids) — deterministic, and in the kernels around it, where ATen's histc is a call of its own.
 """
 from __future__ import annotations
 
@@ -438,6 +442,40 @@ def _topk(g, x, k, dim=-1, largest=True, sorted=True):
         return Pointwise(x.device, dtype, size, fn, origins)
 
     return gathered(0, values_out.dtype), gathered(1, torch.int64)
+
+
+HISTC_MAX_WORK = 1 << 24   # bins x elements: beyond, ATen's one pass with atomics
+
+
+@register(aten.histc)
+def _histc(g, x, bins=100, min=0, max=0):
+    """Counts of x's elements in `bins` equal bins over [min, max], as eager's kernel bins them:
+    (v - min) * bins / (max - min) truncated, v == max in the last bin, values outside (and NaN)
+    not counted; integers in integer arithmetic (module note)."""
+    n = math.prod(x.size)
+    acc = upcast(x.dtype)
+    integral = not acc.is_floating_point
+    lo, hi = (int(min), int(max)) if integral else (float(min), float(max))
+    if x.dtype == torch.bool or not lo < hi or n == 0 or bins * n > HISTC_MAX_WORK:
+        raise Unsupported("histc over the data's own range, of bools, or of too many bins x elements")
+    flat, out_dtype = _flat_loader(x), g.out.dtype
+    count = torch.int64 if integral else torch.float32
+
+    def member(ops, idx):
+        v = flat(ops, [idx[1]])
+        v = v if upcast(x.dtype) == acc else ops.to_dtype(v, acc)
+        c = lambda value: ops.constant(value, acc)   # noqa: E731
+        inside = ops.logical_and(ops.ge(v, c(lo)), ops.le(v, c(hi)))
+        scaled = ops.mul(ops.sub(v, c(lo)), c(bins))
+        width = c(hi - lo)
+        pos = ops.to_dtype(ops.floordiv(scaled, width) if integral else ops.truediv(scaled, width), torch.int64)
+        pos = ops.where(ops.eq(pos, ops.constant(bins, torch.int64)), ops.constant(bins - 1, torch.int64), pos)
+        hit = ops.logical_and(inside, ops.eq(pos, ops.index_expr(idx[0], torch.int64)))
+        return ops.to_dtype(hit, count)
+
+    members = Pointwise(x.device, count, (int(bins), n), member, origins_of(x) | g.current_origins())
+    buf = reduce(g, members, [1], False, "sum", count)
+    return buf if buf.dtype == out_dtype else _finish(g, buf)
 
 
 def _flat_loader(x):
