@@ -1657,7 +1657,7 @@ FALLBACKS = {
     "mm": (lambda a, b: torch.mm(a.sin() * 2, b + 1).relu() - a[:, :5].mean(), "mm"),
     "kthvalue": (lambda a, b: torch.kthvalue(a * 2 - 1, 3, dim=1, keepdim=True)[0] + a, "kthvalue"),
     "sort": (lambda a, b: torch.sort(a.abs() + 1, dim=1)[0] * 3 + a, "sort"),
-    "topk": (lambda a, b: torch.topk(a * 2, 3, dim=1).values.sum(1) + 1, "topk"),
+    "topk": (lambda a, b: torch.topk(a * 2, 3, dim=1, largest=False).values.sum(1) + 1, "topk"),
 }
 
 
@@ -1845,7 +1845,7 @@ def test_a_clone_of_a_view_op_run_as_aten_stays_a_copy():
     """view_as_real runs as ATen (complex values have no Triton type) and returns a view of its
     operand's storage: its clone is a copy, so that the result owns its memory."""
     c = torch.randn(5, 6, dtype=torch.complex64)
-    compiled = compile_and_compare(lambda c: torch.view_as_real(c * 2).clone(), [c])
+    compiled = compile_and_compare(lambda c: torch.view_as_real(c.exp()).clone(), [c])
     assert [k.kind for k in kernels_of(compiled)] == ["fallback", "fallback", "pointwise"]
 
 
