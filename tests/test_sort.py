@@ -1,0 +1,52 @@
+"""sort of keys the graph bounds to a small range (topk's positions) as a counting sort
+(lower/sort.py): the sorted keys equal eager's, the permutation is the stable one, and a mixture of
+experts' grouping by expert needs no ATen call; any other sort stays ATen's."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from autofuse import CompileOptions
+from autofuse.capture.trace import compile_traced
+from tests.helpers import assert_close, kernels_of, rand
+
+OPTIONS = CompileOptions(strict=True, use_db=False, poison=True)
+
+
+def _group_by_expert(logits, h):
+    """transformers' grouped MoE: route each token to 2 experts, sort the (token, expert) pairs by
+    expert, gather the tokens in that order, count the tokens per expert."""
+    weights, experts = torch.topk(logits.softmax(-1), 2, dim=-1)
+    ids, perm = torch.sort(experts.reshape(-1))
+    grouped = h[perm // 2] * weights.reshape(-1)[perm, None]
+    return ids, perm, grouped, torch.histc(ids.float(), bins=logits.shape[-1], min=0, max=logits.shape[-1] - 1)
+
+
+@pytest.mark.parametrize("tokens,experts", [(37, 8), (300, 64), (5, 3)])
+def test_grouping_tokens_by_expert_is_a_counting_sort(device, tokens, experts):
+    logits, h = rand((tokens, experts), device=device), rand((tokens, 5), device=device)
+    compiled = compile_traced(_group_by_expert, [logits, h], OPTIONS)
+    ids, perm, grouped, counts = compiled(logits, h)
+    want_ids, _, _, want_counts = _group_by_expert(logits, h)
+    _, experts_of = torch.topk(logits.softmax(-1), 2, dim=-1)
+    stable = torch.sort(experts_of.reshape(-1), stable=True)[1]
+    assert torch.equal(ids, want_ids) and torch.equal(perm, stable)
+    assert_close(counts, want_counts)
+    assert_close(grouped, h[stable // 2] * torch.topk(logits.softmax(-1), 2, dim=-1)[0].reshape(-1)[stable, None])
+    kernels = kernels_of(compiled)
+    assert all(k.kind != "fallback" for k in kernels), [(k.kind, k.aten_ops) for k in kernels]
+
+
+@pytest.mark.parametrize("case", ["unknown-range", "descending", "two-dims"])
+def test_other_sorts_stay_atens(device, case):
+    def fn(logits):
+        _, experts = torch.topk(logits, 2, dim=-1)
+        if case == "unknown-range":
+            return torch.sort((experts * 3).reshape(-1))
+        if case == "descending":
+            return torch.sort(experts.reshape(-1), descending=True)
+        return torch.sort(experts, dim=0)
+    logits = rand((11, 8), device=device)
+    compiled = compile_traced(fn, [logits], OPTIONS)
+    assert_close(compiled(logits)[0], fn(logits)[0])
+    assert any(k.kind == "fallback" and "sort" in k.aten_ops for k in kernels_of(compiled))
