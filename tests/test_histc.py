@@ -58,3 +58,18 @@ def test_histc_beyond_a_counting_reduction_stays_atens(device, case):
     fn = (lambda t: torch.histc(t, bins=5)) if case == "data-range" else (lambda t: torch.histc(t, 100, -1, 1))
     kernels = compiled_kernels(fn, [x], fn(x))
     assert any(k.kind == "fallback" and "histc" in k.aten_ops for k in kernels)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_histc_fuzz(device, seed):
+    """Random bins, range, shape and values (many on bin edges: multiples of the bin width)."""
+    g = torch.Generator().manual_seed(seed)
+    bins = int(torch.randint(1, 40, (1,), generator=g))
+    lo = float(torch.randint(-5, 3, (1,), generator=g))
+    hi = lo + float(torch.randint(1, 9, (1,), generator=g))
+    n = int(torch.randint(1, 500, (1,), generator=g))
+    edges = lo + (hi - lo) / bins * torch.randint(-2, bins + 3, (n,), generator=g).float()
+    x = torch.where(torch.rand(n, generator=g) < 0.5, edges, lo - 1 + (hi - lo + 2) * torch.rand(n, generator=g))
+    fn = lambda t: torch.histc(t, bins=bins, min=lo, max=hi)   # noqa: E731
+    kernels = compiled_kernels(fn, [x.to(device)], fn(x.to(device)))
+    assert all(k.kind != "fallback" for k in kernels)

@@ -466,3 +466,29 @@ def test_index_put_of_selected_values_stays_atens(device):
         warnings.simplefilter("ignore")
         out = autofuse.compile(fn, use_db=False, poison=True)(x, x > 0.5)
     assert_close(out, fn(x, x > 0.5))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_index_put_with_a_bool_mask_fuzz(device, seed):
+    """Random rank, masked dims (one run of consecutive dims), value shape broadcast over the rest,
+    dtype, accumulate."""
+    g = torch.Generator().manual_seed(seed)
+    ndim = int(torch.randint(1, 4, (1,), generator=g))
+    shape = [int(s) for s in torch.randint(1, 7, (ndim,), generator=g)]
+    p = int(torch.randint(0, ndim, (1,), generator=g))
+    m = int(torch.randint(1, ndim - p + 1, (1,), generator=g))
+    dtype = [torch.float32, torch.bfloat16, torch.int32][seed % 3]
+    x = (rand(shape, dtype) if dtype.is_floating_point else torch.randint(-9, 9, shape, dtype=dtype)).to(device)
+    mask = (torch.rand(shape[p:p + m], generator=g) > 0.5).to(device)
+    rest = shape[p + m:]
+    value_shape = rest[int(torch.randint(0, len(rest) + 1, (1,), generator=g)):]
+    value = (rand(value_shape, dtype) if dtype.is_floating_point
+             else torch.randint(-9, 9, value_shape, dtype=dtype)).to(device)
+    index = (None,) * p + (mask,)
+    accumulate = bool(seed % 2)
+
+    def fn(x, v):
+        y = x.clone()
+        return torch.ops.aten.index_put.default(y, list(index), v, accumulate)
+    compiled, kernels = compiled_and_compared(fn, [x, value])
+    assert all(k.kind != "fallback" for k in kernels), [(k.kind, k.aten_ops) for k in kernels]

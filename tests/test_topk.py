@@ -81,3 +81,18 @@ def test_topk_beyond_the_rounds_stays_atens(device, case):
     compiled = compile_traced(fn, [x], OPTIONS)
     assert_close(compiled(x)[0], fn(x)[0])
     assert any(kk.kind == "fallback" and "topk" in kk.aten_ops for kk in kernels_of(compiled))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_topk_fuzz(device, seed):
+    """Random rank, dim, row length, k, dtype and layout, values with ties drawn from a few levels."""
+    g = torch.Generator().manual_seed(seed)
+    ndim = int(torch.randint(1, 4, (1,), generator=g))
+    shape = [int(s) for s in torch.randint(1, 9, (ndim,), generator=g)]
+    dim = int(torch.randint(0, ndim, (1,), generator=g))
+    shape[dim] = int(torch.randint(2, 300, (1,), generator=g))
+    k = int(torch.randint(1, min(TOPK_MAX_K, shape[dim]) + 1, (1,), generator=g))
+    dtype = [torch.float32, torch.bfloat16, torch.int64][seed % 3]
+    x = torch.randint(-4, 5, shape, generator=g).to(dtype) if seed % 2 else rand(shape, dtype)
+    kernels = check_topk(x.to(device), k, dim)
+    assert all(kk.kind != "fallback" for kk in kernels)
