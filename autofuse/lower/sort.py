@@ -3,10 +3,12 @@
 Note: a mixture of experts groups its tokens by expert: it sorts the flat list of the experts each
 token was routed to (`torch.sort(topk_indices.view(-1))`), keys that the graph itself bounds to
 [0, experts) as positions along topk's row. ATen sorts them with a radix sort, a host call and
-33 µs a layer for 4096 keys on an H100 (Mixtral's forward). With R possible keys and S keys, a
+33 µs a layer for 4096 keys on an H100 (Mixtral's forward, under either compiler:
+`benchmarks/results/2026-12-05-h100-mixtral/`). With R possible keys and S keys, a
 counting sort is a scan over R rows of S (each row counting one key's occurrences up to each
 position), a scan over the R counts, and one store per key at its rank: the keys before it, plus
-the keys equal to it before it. The result is stable, which eager's unstable sort may also be.
+the keys equal to it before it. The result is stable, which eager's unstable sort may also be. The running counts are int32 and
+at most SORT_MAX_WORK of them are stored: beyond, ATen's sort moves fewer bytes.
 Only keys whose range the graph proves (topk's positions, through views) are sorted so; any other
 sort stays ATen's.
 """
@@ -26,7 +28,7 @@ from .scatter import scatter_into
 
 aten = torch.ops.aten
 
-SORT_MAX_WORK = 1 << 24   # key range x keys: the counting scan's elements
+SORT_MAX_WORK = 1 << 20   # key range x keys: the running counts stored (4 MB of int32 at most)
 VIEWS = (aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.clone.default,
          aten.alias.default)
 
@@ -55,30 +57,30 @@ def _sort(g, x, *args, **kwargs):
         raise Unsupported("sort of keys without a known small range, of several rows, or descending")
     s = int(x.size[0])
     keys, origins = x.loader(), origins_of(x) | g.current_origins()
-    i64 = torch.int64
+    i64, i32 = torch.int64, torch.int32   # keys and positions; counts (at most s)
 
     def key(ops, i):
         v = keys(ops, [i])
         return v if x.dtype == i64 else ops.to_dtype(v, i64)
 
     def is_key(ops, idx):   # [R, S]: whether key i is r
-        return ops.to_dtype(ops.eq(key(ops, idx[1]), ops.index_expr(idx[0], i64)), i64)
+        return ops.to_dtype(ops.eq(key(ops, idx[1]), ops.index_expr(idx[0], i64)), i32)
 
-    running = g.add_computed(ComputedBuffer(g.new_name(), Layout.contiguous(x.device, i64, (r, s)),
-                                            ScanBody((r, s), 1, "sum", is_key, i64), origins))
+    running = g.add_computed(ComputedBuffer(g.new_name(), Layout.contiguous(x.device, i32, (r, s)),
+                                            ScanBody((r, s), 1, "sum", is_key, i32), origins))
     seen = running.loader()
 
     def count(ops, idx):   # [R]: occurrences of key r
         return seen(ops, [idx[0], sympy.Integer(s - 1)])
 
-    upto = g.add_computed(ComputedBuffer(g.new_name(), Layout.contiguous(x.device, i64, (r,)),
-                                         ScanBody((r,), 0, "sum", count, i64), origins))
+    upto = g.add_computed(ComputedBuffer(g.new_name(), Layout.contiguous(x.device, i32, (r,)),
+                                         ScanBody((r,), 0, "sum", count, i32), origins))
     through = upto.loader()
 
     def rank(ops, idx):
         k = ops.indirect(key(ops, idx[0]), r)
         before = ops.sub(through(ops, [k]), seen(ops, [k, sympy.Integer(s - 1)]))
-        return [ops.indirect(ops.add(before, ops.sub(seen(ops, [k, idx[0]]), ops.constant(1, i64))), s)]
+        return [ops.indirect(ops.add(before, ops.sub(seen(ops, [k, idx[0]]), ops.constant(1, i32))), s)]
 
     values_out, indices_out = g.out
     saved = g.out
