@@ -128,3 +128,26 @@ def tensor_dtype(v: Any, fallback: torch.dtype) -> torch.dtype:
 
 
 TensorLike = TensorValue
+
+
+def chunk_view(x: Any, d: int, chunk: int, acc: torch.dtype, pad: bool | int | float,
+               origins: frozenset[str]) -> Pointwise:
+    """x with dim d cut into rows of `chunk` (d becomes two dims, chunks and positions in a chunk),
+    in `acc`; positions past d's end read `pad`, by a masked load. What a scan or an arg-reduction
+    over a few long rows runs over, one program per chunk."""
+    size = tuple(x.size)
+    n = size[d]
+    b = -(-n // chunk)
+    loader, src = x.loader(), upcast(x.dtype)
+
+    def element(ops, idx):
+        pos = idx[d] * chunk + idx[d + 1]
+
+        def load():
+            v = loader(ops, list(idx[:d]) + [pos] + list(idx[d + 2:]))
+            return v if src == acc else ops.to_dtype(v, acc)
+        if b * chunk == n:
+            return load()
+        return ops.masked(ops.lt(ops.index_expr(pos, torch.int64), ops.constant(n, torch.int64)), load, pad)
+
+    return Pointwise(x.device, acc, size[:d] + (b, chunk) + size[d + 1:], element, origins)

@@ -36,7 +36,7 @@ import torch
 from ..ir.index import FloorDiv, ModIndex, make_vars, simplify_index
 from ..ir.ops import analyze
 from ..ir.values import ComputedBuffer, Layout, Pointwise, PointwiseBody, ReductionBody
-from .common import make_pointwise, norm_dim, origins_of, upcast
+from .common import chunk_view, make_pointwise, norm_dim, origins_of, upcast
 from .registry import Unsupported, register
 
 aten = torch.ops.aten
@@ -317,20 +317,8 @@ def split_arg_reduction(g: Any, x: Any, d: int, keepdim: bool, rtype: str
         pad = float("-inf") if is_max else float("inf")
     else:
         pad = torch.iinfo(acc).min if is_max else torch.iinfo(acc).max
-    loader = x.loader()
-
-    def element(ops, idx):
-        pos = idx[d] * c + idx[d + 1]
-
-        def load():
-            v = loader(ops, list(idx[:d]) + [pos] + list(idx[d + 2:]))
-            return v if upcast(x.dtype) == acc else ops.to_dtype(v, acc)
-        if b * c == n:
-            return load()
-        return ops.masked(ops.lt(ops.index_expr(pos, torch.int64), ops.constant(n, torch.int64)), load, pad)
-
     origins = origins_of(x) | g.current_origins()
-    chunks = Pointwise(x.device, acc, size[:d] + (b, c) + size[d + 1:], element, origins)
+    chunks = chunk_view(x, d, c, acc, pad, origins)
     best = reduce(g, chunks, [d + 1], False, "max" if is_max else "min", acc, map_fn=lambda ops, v: v)
     where = reduce(g, chunks, [d + 1], False, rtype, acc, map_fn=lambda ops, v: v, out_dtype=torch.int64)
     chunk = reduce(g, best, [d], False, rtype, acc, map_fn=lambda ops, v: v, out_dtype=torch.int64)
@@ -391,12 +379,8 @@ def _topk(g, x, k, dim=-1, largest=True, sorted=True):
         raise Unsupported(f"topk of {k} of {n}: beyond the rounds of reductions it is lowered as")
     acc = upcast(x.dtype)
     lowest = float("-inf") if acc.is_floating_point else torch.iinfo(acc).min
-    xl, origins = x.loader(), origins_of(x) | g.current_origins()
+    value, origins = x.loader(), origins_of(x) | g.current_origins()   # loads in acc: x's dtype upcast
     picked: list[tuple[Any, Any]] = []   # each round's (value, position) buffers, over the rows
-
-    def value(ops, idx):
-        v = xl(ops, idx)
-        return v if upcast(x.dtype) == acc else ops.to_dtype(v, acc)
 
     def taken(ops, idx, rounds):
         """Whether idx's position along d was picked in an earlier round."""
@@ -462,8 +446,7 @@ def _histc(g, x, bins=100, min=0, max=0):
     count = torch.int64 if integral else torch.float32
 
     def member(ops, idx):
-        v = flat(ops, [idx[1]])
-        v = v if upcast(x.dtype) == acc else ops.to_dtype(v, acc)
+        v = flat(ops, [idx[1]])   # in acc: x's dtype upcast
         c = lambda value: ops.constant(value, acc)   # noqa: E731
         inside = ops.logical_and(ops.ge(v, c(lo)), ops.le(v, c(hi)))
         scaled = ops.mul(ops.sub(v, c(lo)), c(bins))

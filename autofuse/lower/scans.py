@@ -23,7 +23,7 @@ import torch
 
 from ..ir.index import FloorDiv, ModIndex, is_dense, prod
 from ..ir.values import ComputedBuffer, Layout, Pointwise, ScanBody
-from .common import make_pointwise, norm_dim, origins_of, upcast
+from .common import chunk_view, make_pointwise, norm_dim, origins_of, upcast
 from .pointwise import log_add
 from .registry import Unsupported, register
 
@@ -77,21 +77,10 @@ def split_scan(g: Any, x: Any, d: int, combine: str, acc: torch.dtype, size: tup
     c = SPLIT_CHUNK
     b = -(-n // c)
     origins = origins_of(x) | g.current_origins()
-    loader, src = x.loader(), upcast(x.dtype)
-    chunk_size = size[:d] + (b, c) + size[d + 1:]
-
-    def element(ops, idx):
-        pos = idx[d] * c + idx[d + 1]
-
-        def load():
-            v = loader(ops, list(idx[:d]) + [pos] + list(idx[d + 2:]))
-            return v if src == acc else ops.to_dtype(v, acc)
-        if b * c == n:
-            return load()
-        return ops.masked(ops.lt(ops.index_expr(pos, torch.int64), ops.constant(n, torch.int64)), load, 0)
-
+    view = chunk_view(x, d, c, acc, 0, origins)
+    chunk_size = view.size
     chunks = g.add_computed(ComputedBuffer(g.new_name(), Layout.contiguous(x.device, acc, chunk_size),
-                                           ScanBody(chunk_size, d + 1, combine, element, acc), origins))
+                                           ScanBody(chunk_size, d + 1, combine, view.loader(), acc), origins))
     at = chunks.loader()
     total_size = size[:d] + (b,) + size[d + 1:]
 
