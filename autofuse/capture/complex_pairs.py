@@ -26,13 +26,13 @@ from .graph_edit import copy_graph, fake_mode_of, set_meta, val
 
 aten = torch.ops.aten
 
-COMPONENT = {torch.complex64: torch.float32, torch.complex128: torch.float64}
+COMPLEX = (torch.complex64, torch.complex128)
 VIEWS = (aten.view.default, aten._unsafe_view.default, aten.reshape.default)
 
 
 def _complex(n: Any) -> bool:
     v = val(n) if isinstance(n, torch.fx.Node) else None
-    return isinstance(v, torch.Tensor) and v.dtype in COMPONENT
+    return isinstance(v, torch.Tensor) and v.dtype in COMPLEX
 
 
 class _Pairs:
@@ -56,6 +56,18 @@ class _Pairs:
         return self.call(aten.cat.default, [self.call(aten.unsqueeze.default, re, -1),
                                             self.call(aten.unsqueeze.default, im, -1)], -1)
 
+    def conjugate(self, p: torch.fx.Node) -> torch.fx.Node:
+        """The pairs of the conjugate of the value whose pairs are p."""
+        re, im = self.parts(p)
+        return self.join(re, self.call(aten.neg.default, im))
+
+    def product(self, p: torch.fx.Node, br: Any, bi: Any) -> torch.fx.Node:
+        """The pairs of (the value whose pairs are p) x (br + bi i), br and bi nodes or numbers."""
+        ar, ai = self.parts(p)
+        mul, sub, add = aten.mul.Tensor, aten.sub.Tensor, aten.add.Tensor
+        return self.join(self.call(sub, self.call(mul, ar, br), self.call(mul, ai, bi)),
+                         self.call(add, self.call(mul, ar, bi), self.call(mul, ai, br)))
+
     def of(self, n: torch.fx.Node) -> torch.fx.Node:
         """The real pairs of complex node n (built once)."""
         if n not in self.pairs:
@@ -68,9 +80,8 @@ class _Pairs:
             out = rule(self, n)
             if out is not None:
                 return out
-        if val(n).is_conj():   # a conjugate view (a saved `_conj` in a backward): the pairs of its conjugate, negated
-            re, im = self.parts(self.call(aten.view_as_real.default, self.call(aten._conj.default, n)))
-            return self.join(re, self.call(aten.neg.default, im))
+        if val(n).is_conj():   # a conjugate view (a saved `_conj` in a backward): its conjugate's pairs, conjugated
+            return self.conjugate(self.call(aten.view_as_real.default, self.call(aten._conj.default, n)))
         return self.call(aten.view_as_real.default, n)   # an input, or an op without a rule: a view of it
 
 
@@ -88,26 +99,18 @@ def _same_pairs(pb: _Pairs, n: torch.fx.Node) -> torch.fx.Node | None:
 
 
 def _conj(pb: _Pairs, n: torch.fx.Node) -> torch.fx.Node | None:
-    re, im = pb.parts(pb.of(n.args[0]))
-    return pb.join(re, pb.call(aten.neg.default, im))
+    return pb.conjugate(pb.of(n.args[0]))
 
 
 def _mul(pb: _Pairs, n: torch.fx.Node) -> torch.fx.Node | None:
     a, b = n.args
     if _complex(a) and _complex(b):
-        ar, ai = pb.parts(pb.of(a))
-        br, bi = pb.parts(pb.of(b))
-        mul, sub, add = aten.mul.Tensor, aten.sub.Tensor, aten.add.Tensor
-        return pb.join(pb.call(sub, pb.call(mul, ar, br), pb.call(mul, ai, bi)),
-                       pb.call(add, pb.call(mul, ar, bi), pb.call(mul, ai, br)))
+        return pb.product(pb.of(a), *pb.parts(pb.of(b)))
     c, r = (a, b) if _complex(a) else (b, a)
     if isinstance(r, torch.fx.Node) and isinstance(val(r), torch.Tensor) and not val(r).dtype.is_complex:
         return pb.call(aten.mul.Tensor, pb.of(c), pb.call(aten.unsqueeze.default, r, -1))
     if isinstance(r, complex):
-        cr, ci = pb.parts(pb.of(c))
-        mul, sub, add = aten.mul.Tensor, aten.sub.Tensor, aten.add.Tensor
-        return pb.join(pb.call(sub, pb.call(mul, cr, r.real), pb.call(mul, ci, r.imag)),
-                       pb.call(add, pb.call(mul, cr, r.imag), pb.call(mul, ci, r.real)))
+        return pb.product(pb.of(c), r.real, r.imag)
     if isinstance(r, numbers.Number):
         return pb.call(aten.mul.Tensor, pb.of(c), r)
     return None
@@ -199,10 +202,11 @@ def complex_as_real_pairs(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     are not complex64 / complex128."""
     reads = [n for n in gm.graph.nodes if n.op == "call_function" and n.target in READS and not n.kwargs
              and len(n.args) == 1 and _complex(n.args[0])]
-    if not reads or fake_mode_of(gm) is None:
+    fake_mode = fake_mode_of(gm) if reads else None   # the copy shares the original's fake values
+    if fake_mode is None:
         return gm
     gm, copies = copy_graph(gm)
-    pb = _Pairs(gm.graph, fake_mode_of(gm))
+    pb = _Pairs(gm.graph, fake_mode)
     for read in reads:
         read = copies[read]
         with gm.graph.inserting_before(read):
