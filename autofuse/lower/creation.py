@@ -31,17 +31,12 @@ def _full_like(g, x, value, **kw):
     return _const(g, value)
 
 
-@register(aten.zeros, aten.zeros_like, aten.new_zeros)
+@register(aten.zeros, aten.zeros_like, aten.new_zeros, aten.empty_like, aten.new_empty, aten.empty.memory_format,
+          aten.empty_strided, aten.empty_permuted, aten.new_empty_strided)
 def _zeros(g, *args, **kw):
-    return _const(g, 0)
-
-
-@register(aten.empty_like, aten.new_empty, aten.empty.memory_format, aten.empty_strided, aten.empty_permuted,
-          aten.new_empty_strided)
-def _empty(g, *args, **kw):
-    """Uninitialized memory, as zeros: a value any content of which is right, filled where a
-    kernel writes it (an inverse permutation scattered into `empty_like(perm)`) instead of an
-    allocation call on every run and a kernel copying its garbage."""
+    """Zeros; uninitialized memory (`empty*`) as zeros too: a value any content of which is right,
+    filled where a kernel writes it (an inverse permutation scattered into `empty_like(perm)`)
+    instead of an allocation call on every run and a kernel copying its garbage."""
     return _const(g, 0)
 
 
