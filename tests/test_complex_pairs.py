@@ -110,8 +110,8 @@ COMPLEX_OPS = {"view_as_complex", "view_as_real", "polar", "mul", "unsqueeze"}
 
 def test_llama4_rotary_embedding_leaves_no_complex_op_to_aten(device):
     """transformers' Llama 4 rotates queries and keys with complex numbers: compiled strict, equal to
-    eager, and no ATen call left but its products, attention and router (before the rewrite: 15
-    complex ops in two layers)."""
+    eager, and no complex op left to ATen (without the rewrite: views as complex and real, polar and
+    complex products in every layer)."""
     tf = pytest.importorskip("transformers")
     if not hasattr(tf, "Llama4TextConfig"):
         pytest.skip("this transformers has no Llama 4")
