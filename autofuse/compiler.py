@@ -235,13 +235,15 @@ class ProgramBuilder:
                 written[gi] = self._write(self.groups[gi], self._stored_by(gi, readers), self.configs[gi])
             return written[gi][2].accesses
 
-        # a scatter's output lives in its target's memory (ScatterBody), in every program
+        # a scatter's output lives in its target's memory (ScatterBody), in every program; one
+        # without a target in memory of its own, never an operand's (it stores out of order)
         scatters = {n.name: n.buffer.body.target for n in self.graph.nodes if n.is_scatter}
+        targets = {s: t for s, t in scatters.items() if t is not None}
         over_operands = donated_operands(self.graph, self.groups, readers, self.layouts,
                                          lambda gi: self._stored_by(gi, readers), may_alias,
-                                         set(in_inputs) | set(scatters) | set(scatters.values()),
+                                         set(in_inputs) | set(scatters) | set(targets.values()),
                                          accesses) if self.final else {}
-        over_operands.update(scatters)
+        over_operands.update(targets)
         for w, d in over_operands.items():
             self.slots[w] = self.slot(d)
         for gi, g in enumerate(self.groups):

@@ -50,3 +50,19 @@ def test_other_sorts_stay_atens(device, case):
     compiled = compile_traced(fn, [logits], OPTIONS)
     assert_close(compiled(logits)[0], fn(logits)[0])
     assert any(k.kind == "fallback" and "sort" in k.aten_ops for k in kernels_of(compiled))
+
+
+def test_sorted_outputs_are_stored_without_filling_them_first(device):
+    """Every key lands at its rank exactly once: both outputs are allocated and stored by one
+    kernel, with no kernel of its own filling them first (one that reads nothing)."""
+    def fn(logits):
+        _, experts = torch.topk(logits, 2, dim=-1)
+        return torch.sort(experts.reshape(-1))
+    logits = rand((37, 8), device=device)
+    compiled = compile_traced(fn, [logits], OPTIONS)
+    ids, perm = compiled(logits)
+    want = torch.sort(torch.topk(logits, 2, dim=-1)[1].reshape(-1), stable=True)
+    assert torch.equal(ids, want[0]) and torch.equal(perm, want[1])
+    kernels = kernels_of(compiled)
+    assert all(k.reads for k in kernels), [(k.kind, k.nodes) for k in kernels]
+    assert [k.kind for k in kernels] == ["reduction", "scan", "scan", "pointwise"]

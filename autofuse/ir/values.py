@@ -157,12 +157,14 @@ class ScatterBody:
     computing the values. `reduce` "amax" / "amin" combine by atomic max / min instead
     (scatter_reduce); None stores, out[position(idx)] = inner_fn(idx) (index_put without
     accumulate, index_copy: a static KV cache written at new positions; which of repeated indices
-    wins is unspecified, as in eager)."""
+    wins is unspecified, as in eager). A store whose positions cover every element of the output
+    (a permutation: a counting sort's) has no target (None): the output is allocated, not filled
+    first by a kernel of its own."""
 
     size: tuple[int, ...]
     inner_fn: Loader
     position: Callable[..., Sequence[Expr]]
-    target: str
+    target: str | None
     reduce: str | None = "sum"
 
 

@@ -41,9 +41,12 @@ def scatter_into(g: Any, x: Any, size: Sequence[int], position: Callable[..., Se
     """x's values with values(dtype)(idx) combined (`reduce`: "sum", "amax", "amin" by atomics) or
     stored (None) at position(idx) for every idx of `size`; `values` makes the loader of the values
     in the kernel's dtype, `operands` are the tensors read. x is a tensor value or a Python scalar
-    (a filled result)."""
+    (a filled result), or None where position is a permutation of the output's elements (each
+    stored exactly once: nothing to fill first, and deterministic)."""
     out = g.out
-    if torch.are_deterministic_algorithms_enabled():
+    if x is None and reduce is not None:
+        raise ValueError("a scatter without a target stores a permutation; it cannot combine")
+    if x is not None and torch.are_deterministic_algorithms_enabled():
         raise Unsupported("deterministic algorithms: ATen's sorted scatter")
     if reduce is not None and out.dtype not in ATOMIC_DTYPES:
         raise Unsupported(f"no atomic {reduce} of {out.dtype}")
@@ -53,9 +56,9 @@ def scatter_into(g: Any, x: Any, size: Sequence[int], position: Callable[..., Se
         else Layout.contiguous(out.device, out.dtype, shape)
     dtype = upcast(out.dtype)
     origins = origins_of(*([x] if is_tensor_value(x) else []), *operands) | g.current_origins()
-    target = g.add_computed(ComputedBuffer(g.new_name(), layout,
-                                           PointwiseBody(shape, broadcast_loader(x, shape, dtype)), origins))
-    body = ScatterBody(tuple(int(s) for s in size), values(dtype), position, target.name, reduce)
+    target = None if x is None else g.add_computed(
+        ComputedBuffer(g.new_name(), layout, PointwiseBody(shape, broadcast_loader(x, shape, dtype)), origins)).name
+    body = ScatterBody(tuple(int(s) for s in size), values(dtype), position, target, reduce)
     return g.add_computed(ComputedBuffer(g.new_name(), layout, body, origins))
 
 

@@ -86,10 +86,10 @@ def _sort(g, x, *args, **kwargs):
     saved = g.out
     try:
         g.out = values_out
-        values = scatter_into(g, 0, (s,), rank, lambda dtype: (lambda ops, idx: ops.to_dtype(key(ops, idx[0]), dtype)),
+        values = scatter_into(g, None, (s,), rank, lambda dtype: (lambda ops, idx: ops.to_dtype(key(ops, idx[0]), dtype)),
                               x, running, upto, reduce=None)
         g.out = indices_out
-        positions = scatter_into(g, 0, (s,), rank, lambda dtype: (lambda ops, idx: ops.index_expr(idx[0], dtype)),
+        positions = scatter_into(g, None, (s,), rank, lambda dtype: (lambda ops, idx: ops.index_expr(idx[0], dtype)),
                                  x, running, upto, reduce=None)
     finally:
         g.out = saved

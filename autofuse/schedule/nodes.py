@@ -122,8 +122,9 @@ def node_for_buffer(buf: ComputedBuffer, order: int) -> SchedulerNode:
         # adds into the target's memory, at indices read from a tensor: a read of the target that
         # no producer's store meets (fusion keeps the two apart, schedule/fusion.py)
         node.write = MemoryDep(buf.name, sympy.expand(node.scatter_index(AnalysisHandler())), wranges)
-        node.reads += (MemoryDep(body.target, node.write.index, wranges),)
-        node.read_names |= {body.target}
+        if body.target is not None:
+            node.reads += (MemoryDep(body.target, node.write.index, wranges),)
+            node.read_names |= {body.target}
         return node
     position = body.position(node.vars) if is_scan else node.vars
     node.write = MemoryDep(buf.name, sympy.expand(buf.layout.index(position)), wranges)
