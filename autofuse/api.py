@@ -18,6 +18,15 @@ def _options(options: CompileOptions | None, kw: dict) -> CompileOptions:
     return options.with_(**kw) if kw else options
 
 
+def _positional(example_inputs: Sequence[Any]) -> Sequence[Any]:
+    """example_inputs, checked to be a sequence of inputs: a lone tensor would be iterated over its
+    first dim, each row passed as an argument of its own (a confusing error deep in the model)."""
+    if isinstance(example_inputs, torch.Tensor):
+        raise TypeError("example_inputs is the sequence of the model's positional inputs: "
+                        "pass a single tensor x as (x,)")
+    return example_inputs
+
+
 def compile(model: Callable[..., Any], *, options: CompileOptions | None = None, dynamic: bool | None = False,
             **kw: Any) -> Callable[..., Any]:
     """Compile an nn.Module or function with autofuse (like torch.compile(model, backend="autofuse")).
@@ -70,7 +79,7 @@ def explain(model: Callable[..., Any], example_inputs: Sequence[Any] = (), *, op
     opts = _options(options, kw).with_(recorder=recorder)
     fn = compile_fresh(model, make_backend(opts), dynamic=False)  # traced afresh; other compiled code kept
     with torch.no_grad():
-        fn(*example_inputs, **(example_kwargs or {}))
+        fn(*_positional(example_inputs), **(example_kwargs or {}))
     return Report.from_recorder(recorder, opts)
 
 
@@ -82,4 +91,4 @@ def tune(model: Callable[..., Any], example_inputs: Sequence[Any], **kw: Any) ->
     Returns a TuneResult; `.report()` is the closing table.
     """
     from .search.tune import tune as _tune
-    return _tune(model, example_inputs, **kw)
+    return _tune(model, _positional(example_inputs), **kw)

@@ -121,6 +121,14 @@ def test_explain_seed_example():
     assert "triton_per_fused_add_mean_mul_relu_sub_0" in str(report)
 
 
+@pytest.mark.parametrize("entry", ["explain", "tune"])
+def test_a_lone_tensor_as_example_inputs_is_refused_with_one_line(entry):
+    """A tensor passed where the sequence of inputs goes would be iterated row by row, each row an
+    argument: refused before anything is traced."""
+    with pytest.raises(TypeError, match=r"pass a single tensor x as \(x,\)"):
+        getattr(autofuse, entry)(lambda x: x * 2, torch.randn(3, 4))
+
+
 def test_explain_unfused_strategy_moves_more_bytes():
     loaded = load_model_file(SEED)
     fused = autofuse.explain(loaded.model, loaded.example_inputs)
