@@ -128,6 +128,8 @@ def test_an_inverse_permutation_scattered_into_empty_memory_is_generated(device,
     perm = torch.randperm(53).to(device)
     compiled, kernels = compiled_and_compared(inverse, [perm])
     assert all(k.kind != "fallback" for k in kernels), [k.aten_ops for k in kernels]
+    # the scatter's output is allocated, not filled first by a kernel of its own (one reading nothing)
+    assert all(k.reads for k in kernels), [(k.name, k.reads) for k in kernels]
 
 
 def test_a_store_scatter_updating_a_graph_input_in_place_is_atens_op(device):

@@ -31,12 +31,18 @@ def _full_like(g, x, value, **kw):
     return _const(g, value)
 
 
+# allocations whose content is unspecified
+UNINITIALIZED = (aten.empty_like.default, aten.new_empty.default, aten.empty.memory_format, aten.empty_strided.default,
+                 aten.empty_permuted.default, aten.new_empty_strided.default)
+
+
 @register(aten.zeros, aten.zeros_like, aten.new_zeros, aten.empty_like, aten.new_empty, aten.empty.memory_format,
           aten.empty_strided, aten.empty_permuted, aten.new_empty_strided)
 def _zeros(g, *args, **kw):
     """Zeros; uninitialized memory (`empty*`) as zeros too: a value any content of which is right,
-    filled where a kernel writes it (an inverse permutation scattered into `empty_like(perm)`)
-    instead of an allocation call on every run and a kernel copying its garbage."""
+    instead of an allocation call on every run and a kernel copying its garbage. A store scatter
+    into it (an inverse permutation scattered into `empty_like(perm)`) allocates its output
+    without filling it (`scatter.stores_into`)."""
     return _const(g, 0)
 
 

@@ -25,6 +25,7 @@ from ..ir.index import is_dense
 from ..ir.values import (ComputedBuffer, InputBuffer, Layout, Pointwise, PointwiseBody, ReinterpretView, ScatterBody,
                          is_tensor_value)
 from .common import broadcast_loader, norm_dim, origins_of, scalar_value, upcast
+from .creation import UNINITIALIZED
 from .indexing import advanced_position, scatter_one_per_row
 from .registry import Unsupported, register
 
@@ -41,8 +42,9 @@ def scatter_into(g: Any, x: Any, size: Sequence[int], position: Callable[..., Se
     """x's values with values(dtype)(idx) combined (`reduce`: "sum", "amax", "amin" by atomics) or
     stored (None) at position(idx) for every idx of `size`; `values` makes the loader of the values
     in the kernel's dtype, `operands` are the tensors read. x is a tensor value or a Python scalar
-    (a filled result), or None where position is a permutation of the output's elements (each
-    stored exactly once: nothing to fill first, and deterministic)."""
+    (a filled result), or None where no element keeps a value from before: position is a
+    permutation of the output's elements (each stored exactly once, deterministic), or the
+    tensor stored into is uninitialized memory (`stores_into`)."""
     out = g.out
     if x is None and reduce is not None:
         raise ValueError("a scatter without a target stores a permutation; it cannot combine")
@@ -63,14 +65,17 @@ def scatter_into(g: Any, x: Any, size: Sequence[int], position: Callable[..., Se
 
 
 def stores_into(g: Any, x: Any) -> Any:
-    """x, the tensor a store scatter writes into; Unsupported for a graph input whose update is
-    copied back into it, or a view: a static cache updated in place, where ATen's in-place op
-    writes only the new positions and a generated scatter would copy the whole cache first."""
+    """x, the tensor a store scatter writes into, or None (scatter_into's output allocated, not
+    filled first) where x is uninitialized memory, whose elements that no store reaches may hold
+    anything; Unsupported for a graph input whose update is copied back into it, or a view: a
+    static cache updated in place, where ATen's in-place op writes only the new positions and a
+    generated scatter would copy the whole cache first."""
     base = g.node.args[0]
     written_back = any(u.target is aten.copy_.default and u.args[0] is base for u in g.node.users)
     if isinstance(x, ReinterpretView) or (isinstance(x, InputBuffer) and written_back):
         raise Unsupported("a store scatter updating a graph input in place, or into a view: ATen's in-place op")
-    return x
+    uninitialized = isinstance(base, torch.fx.Node) and base.target in UNINITIALIZED
+    return None if uninitialized and not torch.are_deterministic_algorithms_enabled() else x
 
 
 def _masked_put(g: Any, x: Any, indices: Sequence[Any], values: Any, accumulate: bool) -> Pointwise | None:
