@@ -66,3 +66,35 @@ def test_sorted_outputs_are_stored_without_filling_them_first(device):
     kernels = kernels_of(compiled)
     assert all(k.reads for k in kernels), [(k.kind, k.nodes) for k in kernels]
     assert [k.kind for k in kernels] == ["reduction", "scan", "scan", "pointwise"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32])
+@pytest.mark.parametrize("top", [None, "wider"])
+def test_tokens_per_expert_are_the_sorts_own_counts(device, dtype, top, monkeypatch):
+    """histc(sorted ids, bins=E, min=0, max=E-1) right after the counting sort reads the sort's
+    counts of each key (no second pass over the keys), and cumsum of them joins the sort's own
+    scan of the counts; over another range it counts the keys itself. Equal to eager either way
+    (integer ids, CUDA's histc, against the float histc of the same ids: the CPU's shape rule is
+    told it runs on the GPU)."""
+    experts = 8
+    hi = experts - 1 if top is None else experts
+    if dtype == torch.int32:
+        import torch._meta_registrations as meta
+        monkeypatch.setattr(meta, "device_hint", lambda t: "cuda")
+
+    def grouped(as_dtype):
+        def fn(logits):
+            _, ids = torch.topk(logits.softmax(-1), 2, dim=-1)
+            ids_g, perm = torch.sort(ids.reshape(-1))
+            per_expert = torch.histc(ids_g.to(as_dtype), bins=experts, min=0, max=hi)
+            return ids_g, perm, per_expert, torch.cumsum(per_expert, 0, dtype=torch.int32)
+        return fn
+    logits = rand((45, experts), device=device)
+    compiled = compile_traced(grouped(dtype), [logits], OPTIONS)
+    got, want = compiled(logits), grouped(torch.float32)(logits)
+    assert torch.equal(got[0], want[0]) and got[2].dtype == dtype
+    assert torch.equal(got[2], want[2].to(dtype))
+    assert torch.equal(got[3], want[3])
+    kinds = [k.kind for k in kernels_of(compiled)]
+    assert kinds == (["reduction", "scan", "scan", "pointwise"] if top is None else
+                     ["reduction", "scan", "scan", "pointwise", "reduction", "scan"]), kinds

@@ -38,6 +38,7 @@ from ..ir.ops import analyze
 from ..ir.values import ComputedBuffer, Layout, Pointwise, PointwiseBody, ReductionBody
 from .common import chunk_view, make_pointwise, norm_dim, origins_of, upcast
 from .registry import Unsupported, register
+from .sort import sorted_key_counts
 
 aten = torch.ops.aten
 
@@ -444,6 +445,10 @@ def _histc(g, x, bins=100, min=0, max=0):
         raise Unsupported("histc over the data's own range, of bools, or of too many bins x elements")
     flat, out_dtype = _flat_loader(x), g.out.dtype
     count = torch.int64 if integral else torch.float32
+    counted = sorted_key_counts(g, g.node, int(bins), lo, hi)
+    if counted is not None:   # keys a counting sort just grouped: its counts, not a second pass
+        return Pointwise(x.device, out_dtype, (int(bins),),
+                         lambda ops, idx: ops.to_dtype(counted(ops, idx), out_dtype), origins_of(x) | g.current_origins())
 
     def member(ops, idx):
         v = flat(ops, [idx[1]])   # in acc: x's dtype upcast

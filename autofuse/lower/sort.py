@@ -10,7 +10,8 @@ position), a scan over the R counts, and one store per key at its rank: the keys
 the keys equal to it before it. The result is stable, which eager's unstable sort may also be. The running counts are int32 and
 at most SORT_MAX_WORK of them are stored: beyond, ATen's sort moves fewer bytes.
 Only keys whose range the graph proves (topk's positions, through views) are sorted so; any other
-sort stays ATen's.
+sort stays ATen's. The running counts hold each key's count: a histogram of the sorted keys over
+their range (the MoE's tokens per expert) reads them instead of counting again (`sorted_key_counts`).
 """
 from __future__ import annotations
 
@@ -93,4 +94,25 @@ def _sort(g, x, *args, **kwargs):
                                  x, running, upto, reduce=None)
     finally:
         g.out = saved
+    g.key_counts[values.name] = running
     return values, positions
+
+
+CONVERSIONS = (aten._to_copy.default, torch.ops.prims.convert_element_type.default, *VIEWS)
+
+
+def sorted_key_counts(g: Any, node: torch.fx.Node, bins: int, lo: float, hi: float) -> Any | None:
+    """The loader of histc(keys, bins, lo, hi)'s counts where node (the histogram's input, through
+    dtype conversions and views) holds a counting sort's sorted keys in [0, bins) with lo = 0 and
+    hi = bins - 1: then key k falls in bin k (k * bins / (bins - 1) truncates to k below bins - 1;
+    the top edge goes to the last bin), and its count is the sort's running count at the last
+    position. A mixture of experts counts its tokens per expert so, right after grouping them."""
+    src = node.args[0]
+    while isinstance(src, torch.fx.Node) and src.op == "call_function" and src.target in CONVERSIONS:
+        src = src.args[0]
+    value = g.env.get(src) if isinstance(src, torch.fx.Node) else None
+    running = g.key_counts.get(getattr(value, "name", None))
+    if running is None or (lo, hi) != (0, bins - 1) or running.layout.size[0] != bins:
+        return None
+    last, seen = sympy.Integer(running.layout.size[1] - 1), running.loader()
+    return lambda ops, idx: seen(ops, [idx[0], last])
