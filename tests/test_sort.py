@@ -98,3 +98,27 @@ def test_tokens_per_expert_are_the_sorts_own_counts(device, dtype, top, monkeypa
     kinds = [k.kind for k in kernels_of(compiled)]
     assert kinds == (["reduction", "scan", "scan", "pointwise"] if top is None else
                      ["reduction", "scan", "scan", "pointwise", "reduction", "scan"]), kinds
+
+
+@pytest.mark.parametrize("start", [0, 1])
+def test_the_inverse_of_the_sorts_permutation_is_its_ranks(device, start):
+    """`inv[perm] = arange(n)` over a counting sort's permutation (a mixture of experts' unsort)
+    reads the ranks the sort computed: no store kernel of its own, the gather through it fused
+    into its reader; another arange is scattered as usual. Equal to eager either way."""
+    def unsort(stable):
+        def fn(logits, h):
+            _, ids = torch.topk(logits, 2, dim=-1)
+            _, perm = torch.sort(ids.reshape(-1), stable=stable)
+            grouped = h[perm // 2] * 3
+            inv = torch.empty_like(perm)
+            inv[perm] = torch.arange(start, perm.shape[0] + start, device=perm.device)
+            return grouped[inv.clamp(max=perm.shape[0] - 1)] + 1, inv
+        return fn
+    logits, h = rand((29, 8), device=device), rand((29, 5), device=device)
+    compiled = compile_traced(unsort(False), [logits, h], OPTIONS)
+    got, want = compiled(logits, h), unsort(True)(logits, h)   # the counting sort is stable
+    assert torch.equal(got[1], want[1])
+    assert_close(got[0], want[0])
+    kinds = [k.kind for k in kernels_of(compiled)]
+    assert kinds == (["reduction", "scan", "scan", "pointwise", "pointwise"] if start == 0 else
+                     ["reduction", "scan", "scan", "pointwise", "pointwise", "pointwise"]), kinds

@@ -84,9 +84,9 @@ class GraphLowering:
         # buffers whose rows are padded to 16 bytes with zeros, the value a view of their first
         # columns: padded products' results (lower/matmul.py)
         self.padded_rows: set[str] = set()
-        # a counting sort's sorted keys (buffer name) -> its running counts of each key [R, S]
-        # (lower/sort.py), which a histogram of those keys reads instead of counting again
-        self.key_counts: dict[str, ComputedBuffer] = {}
+        # a counting sort's outputs (buffer names) -> what it computed on the way (lower/sort.py):
+        # each key's count, each key's rank, which later ops read instead of computing again
+        self.counting_sorts: dict[str, Any] = {}
 
     # ---- naming and buffers -------------------------------------------------------------
     def new_name(self, prefix: str = "buf") -> str:

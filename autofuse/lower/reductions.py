@@ -38,7 +38,7 @@ from ..ir.ops import analyze
 from ..ir.values import ComputedBuffer, Layout, Pointwise, PointwiseBody, ReductionBody
 from .common import chunk_view, make_pointwise, norm_dim, origins_of, upcast
 from .registry import Unsupported, register
-from .sort import sorted_key_counts
+from .sorted_keys import sorted_key_counts
 
 aten = torch.ops.aten
 

@@ -28,6 +28,7 @@ from .common import broadcast_loader, norm_dim, origins_of, scalar_value, upcast
 from .creation import UNINITIALIZED
 from .indexing import advanced_position, scatter_one_per_row
 from .registry import Unsupported, register
+from .sorted_keys import inverse_permutation
 
 aten = torch.ops.aten
 
@@ -117,6 +118,11 @@ def _index_put(g, x, indices, values, accumulate=False):
     masked = _masked_put(g, x, indices, values, accumulate)
     if masked is not None:
         return masked
+    rank = None if accumulate else inverse_permutation(g, x, indices, values)
+    if rank is not None:   # a counting sort's permutation inverted: the ranks it computed
+        out_dtype = g.out.dtype
+        return Pointwise(x.device, out_dtype, tuple(x.size), lambda ops, idx: ops.to_dtype(rank(ops, idx), out_dtype),
+                         origins_of(*[t for t in indices if t is not None]) | g.current_origins())
     size, position = advanced_position(x.size, indices)
     return scatter_into(g, x if accumulate else stores_into(g, x), size, position,
                         lambda dtype: broadcast_loader(values, size, dtype),

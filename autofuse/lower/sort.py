@@ -10,8 +10,8 @@ position), a scan over the R counts, and one store per key at its rank: the keys
 the keys equal to it before it. The result is stable, which eager's unstable sort may also be. The running counts are int32 and
 at most SORT_MAX_WORK of them are stored: beyond, ATen's sort moves fewer bytes.
 Only keys whose range the graph proves (topk's positions, through views) are sorted so; any other
-sort stays ATen's. The running counts hold each key's count: a histogram of the sorted keys over
-their range (the MoE's tokens per expert) reads them instead of counting again (`sorted_key_counts`).
+sort stays ATen's. What it computes on the way (each key's count, each key's rank) is recorded
+for the ops that follow (lower/sorted_keys.py).
 """
 from __future__ import annotations
 
@@ -26,12 +26,11 @@ from ..ir.values import ComputedBuffer, Layout, ScanBody
 from .common import norm_dim, origins_of
 from .registry import Unsupported, register
 from .scatter import scatter_into
+from .sorted_keys import VIEWS, CountingSort, record
 
 aten = torch.ops.aten
 
 SORT_MAX_WORK = 1 << 20   # key range x keys: the running counts stored (4 MB of int32 at most)
-VIEWS = (aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.clone.default,
-         aten.alias.default)
 
 
 def key_range(g: Any, node: torch.fx.Node) -> int | None:
@@ -78,10 +77,13 @@ def _sort(g, x, *args, **kwargs):
                                          ScanBody((r,), 0, "sum", count, i32), origins))
     through = upto.loader()
 
-    def rank(ops, idx):
+    def rank_of(ops, idx):   # [S]: where key i lands, an int32 value
         k = ops.indirect(key(ops, idx[0]), r)
         before = ops.sub(through(ops, [k]), seen(ops, [k, sympy.Integer(s - 1)]))
-        return [ops.indirect(ops.add(before, ops.sub(seen(ops, [k, idx[0]]), ops.constant(1, i32))), s)]
+        return ops.add(before, ops.sub(seen(ops, [k, idx[0]]), ops.constant(1, i32)))
+
+    def rank(ops, idx):
+        return [ops.indirect(rank_of(ops, idx), s)]
 
     values_out, indices_out = g.out
     saved = g.out
@@ -94,25 +96,5 @@ def _sort(g, x, *args, **kwargs):
                                  x, running, upto, reduce=None)
     finally:
         g.out = saved
-    g.key_counts[values.name] = running
+    record(g, CountingSort(values.name, positions.name, running, rank_of))
     return values, positions
-
-
-CONVERSIONS = (aten._to_copy.default, torch.ops.prims.convert_element_type.default, *VIEWS)
-
-
-def sorted_key_counts(g: Any, node: torch.fx.Node, bins: int, lo: float, hi: float) -> Any | None:
-    """The loader of histc(keys, bins, lo, hi)'s counts where node (the histogram's input, through
-    dtype conversions and views) holds a counting sort's sorted keys in [0, bins) with lo = 0 and
-    hi = bins - 1: then key k falls in bin k (k * bins / (bins - 1) truncates to k below bins - 1;
-    the top edge goes to the last bin), and its count is the sort's running count at the last
-    position. A mixture of experts counts its tokens per expert so, right after grouping them."""
-    src = node.args[0]
-    while isinstance(src, torch.fx.Node) and src.op == "call_function" and src.target in CONVERSIONS:
-        src = src.args[0]
-    value = g.env.get(src) if isinstance(src, torch.fx.Node) else None
-    running = g.key_counts.get(getattr(value, "name", None))
-    if running is None or (lo, hi) != (0, bins - 1) or running.layout.size[0] != bins:
-        return None
-    last, seen = sympy.Integer(running.layout.size[1] - 1), running.loader()
-    return lambda ops, idx: seen(ops, [idx[0], last])
