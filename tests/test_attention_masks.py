@@ -241,6 +241,33 @@ def test_mask_mutated_by_data_stays(device):
     check(fn, qkv(device), folded=False)
 
 
+def test_mask_folded_beside_another_constant_mutated_by_data(device):
+    """A constant the data updates in place (a mixture of experts' `zeros_like(h).index_add_`) is
+    unknown at compile time, and so is every constant it shares memory with or feeds; a mask built
+    apart from it still folds."""
+    def fn(q, k, v):
+        i, j = positions(q, k)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=j <= i)
+        acc = torch.zeros_like(out)
+        acc.index_add_(2, torch.arange(q.shape[-2], device=q.device).flip(0), out)
+        return acc + out
+
+    check(fn, qkv(device), folded=True, causal=True)
+
+
+def test_mask_sharing_memory_with_a_constant_mutated_by_data_stays(device):
+    """The causal mask and a view of it that the data updates: the mask's own memory changes."""
+    def fn(q, k, v):
+        i, j = positions(q, k)
+        mask = (j <= i).clone()
+        row = mask[0]
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        row.copy_(v[0, 0, :, 0] > 0)
+        return out, mask
+
+    check(fn, qkv(device), folded=False)
+
+
 def test_mask_with_dropout_stays(device):
     """A mask next to dropout is never folded: the call keeps its mask and dropout_p."""
     def fn(q, k, v):
@@ -323,6 +350,18 @@ def test_gpt2_causal_mask_folded(device, caplog):
 def test_llama_causal_mask_folded(device, caplog):
     lines, calls = model_check(_llama(use_cache=False), dict(input_ids=_ids(2, 11, 200)), lambda o: o.logits,
                                device, caplog)
+    assert lines == ["attention masks: 2 of 2 folded (0 dropped, 2 made is_causal, 0 kept)"]
+    assert all(c.kwargs["attn_mask"] is None and c.kwargs["is_causal"] for c in calls)
+
+
+def test_mixture_of_experts_causal_mask_folded(device, caplog):
+    """Mixtral's experts add their outputs into `zeros_like(h)` in place: that constant is not the mask's."""
+    cfg = transformers.MixtralConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                     num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2, vocab_size=200,
+                                     max_position_embeddings=64, use_cache=False)
+    torch.manual_seed(0)
+    lines, calls = model_check(transformers.MixtralForCausalLM(cfg), dict(input_ids=_ids(2, 11, 200)),
+                               lambda o: o.logits, device, caplog)
     assert lines == ["attention masks: 2 of 2 folded (0 dropped, 2 made is_causal, 0 kept)"]
     assert all(c.kwargs["attn_mask"] is None and c.kwargs["is_causal"] for c in calls)
 

@@ -113,8 +113,6 @@ def _decide(graph: torch.fx.Graph, calls: list[torch.fx.Node],
             example_inputs: Sequence[Any]) -> dict[torch.fx.Node, bool]:
     """For each foldable call: True (make it causal) or False (drop the mask)."""
     const = _constant_nodes(graph)
-    if const is None:
-        return {}
     candidates = [n for n in calls if _eligible(n, const)]
     if not candidates:
         return {}
@@ -151,10 +149,13 @@ def _static(v: torch.Tensor) -> bool:
     return not any(isinstance(d, torch.SymInt) for d in (*v.shape, *v.stride()))
 
 
-def _constant_nodes(graph: torch.fx.Graph) -> set[torch.fx.Node] | None:
-    """Nodes whose values follow from constants and metadata alone; None when a constant value is
-    mutated by an op that reads non-constant data (its value is then unknown at compile time)."""
+def _constant_nodes(graph: torch.fx.Graph) -> set[torch.fx.Node]:
+    """Nodes whose values follow from constants and metadata alone. A constant value mutated by
+    an op that reads non-constant data (a mixture of experts' `zeros_like(h).index_add_(...)`)
+    is unknown at compile time, and so is every constant that may share its memory or was
+    computed from it: its whole component of constant nodes (`_without_mutated`)."""
     const: set[torch.fx.Node] = set()
+    mutated: list[torch.fx.Node] = []
     for node in graph.nodes:
         if node.op not in ("call_function", "call_method") or _op_name(node) in NONDETERMINISTIC:
             continue
@@ -166,9 +167,33 @@ def _constant_nodes(graph: torch.fx.Graph) -> set[torch.fx.Node] | None:
             continue
         if all(a in const for a in inputs):
             const.add(node)
-        elif _mutates(node) and any(a in const for a in _node_inputs(node)):
-            return None
-    return const
+        elif _mutates(node):
+            mutated.extend(a for a in _node_inputs(node) if a in const)
+    return _without_mutated(const, mutated)
+
+
+def _without_mutated(const: set[torch.fx.Node], mutated: list[torch.fx.Node]) -> set[torch.fx.Node]:
+    """const less the components of the mutated nodes, components over the edges between constant
+    nodes other than metadata reads. A constant's inputs are constants or metadata reads (which
+    make new tensors), so two constants can share memory only through such edges: a view of a
+    mutated tensor, its base, and whatever either was computed into are in its component."""
+    if not mutated:
+        return const
+    neighbours: dict[torch.fx.Node, set[torch.fx.Node]] = {n: set() for n in const}
+    for n in const:
+        meta_arg = _metadata_arg(n)
+        for a in _node_inputs(n):
+            if a in const and a is not meta_arg:
+                neighbours[n].add(a)
+                neighbours[a].add(n)
+    gone: set[torch.fx.Node] = set()
+    stack = list(mutated)
+    while stack:
+        n = stack.pop()
+        if n not in gone:
+            gone.add(n)
+            stack.extend(neighbours[n] - gone)
+    return const - gone
 
 
 def _allowed_function(node: torch.fx.Node) -> bool:
