@@ -15,7 +15,7 @@ from typing import Sequence
 from .accesses import Access
 from .config import LaunchConfig
 from .prelude import prelude
-from .scan import SCAN_HELPERS, is_scan_kernel
+from .scan import SCAN_HELPERS, SORT_HELPERS, is_scan_kernel, is_sort_kernel
 from .split import SplitWorkspaces, partial_header
 from .tiling import Tiling, tile_header
 
@@ -104,7 +104,8 @@ class AssemblyMixin:
         params += ["XBLOCK: tl.constexpr"] + (["RBLOCK: tl.constexpr"] if self.reduction_kernel else [])
         if self.tile is not None:  # a tiled kernel: ynumel, xnumel, YBLOCK, XBLOCK (the launcher's order)
             params = params[:-2] + ["ynumel", "xnumel", "YBLOCK: tl.constexpr", "XBLOCK: tl.constexpr"]
-        src = prelude(self.interpret) + (SCAN_HELPERS if is_scan_kernel(self.members) else "") + self._function(params)
+        src = prelude(self.interpret) + (SCAN_HELPERS if is_scan_kernel(self.members) else "") + \
+            (SORT_HELPERS if is_sort_kernel(self.members) else "") + self._function(params)
         return KernelSource(self.name, src, tuple(self.inputs) + tuple(self.outputs),
                             "reduction" if self.reduction_kernel else "pointwise", self.numel, self.rnumel,
                             self.config, split, self.tile, tuple(self.accesses),

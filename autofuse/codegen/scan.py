@@ -9,6 +9,14 @@ are combined in the scan's accumulation dtype (f32 for half inputs, int64 for in
 
 cummax's and cummin's indices ("argmax", "argmin") scan (value, position) pairs: the later element
 wins a tie and a NaN wins over any number, as in eager; such a scan's carry is a pair.
+
+A row sort (`ir.values.SORTS`) sorts each row's block with tl.sort, so it runs persistent only
+(plan/apply.py rejects other configs). Each element becomes one int64: an int32 key whose signed
+order is the element's (a float's bits with the magnitude bits flipped when negative; NaN made
+the one positive NaN, so it comes last as in eager; -0.0 made +0.0, equal as in eager), negated
+for a descending sort, above its position. Sorting those orders by value, ties by position (a
+stable sort, which eager's `stable=True` asks for and its default permits), and gives both the
+values and their positions; lanes past the row's end hold the largest int64 and sort last.
 """
 from __future__ import annotations
 
@@ -16,6 +24,7 @@ from typing import Any, Sequence
 
 import torch
 
+from ..ir.values import SORTS
 from .printer import tl_dtype
 
 COMBINE_FNS = {"sum": "_sum_combine", "prod": "_prod_combine", "logaddexp": "_logaddexp_combine",
@@ -48,8 +57,43 @@ def _cummin_index_combine(av, ai, bv, bi):
 '''
 
 
+# a kernel with a row sort carries these too: a bitonic sort of each row of a [ROWS, RBLOCK] block
+# (Triton's own tl.sort is a jit function that Triton's interpreter cannot call from a kernel)
+SORT_HELPERS = '''
+
+@triton.jit
+def _sort_pairs(x, p, i: tl.constexpr, j: tl.constexpr, ROWS: tl.constexpr, RBLOCK: tl.constexpr):
+    # order each pair of lanes whose positions differ in bit j: ascending within blocks of
+    # 2^(i+1) lanes whose bit i+1 is clear, descending where it is set
+    shape: tl.constexpr = [ROWS * (RBLOCK // (2 << j)), 2, 1 << j]
+    y = tl.reshape(x, shape)
+    second = tl.arange(0, 2)[None, :, None] == 1
+    a = tl.reduce(tl.where(second, 0, y), 1, _fast_sum)
+    b = tl.reduce(tl.where(second, y, 0), 1, _fast_sum)
+    a = tl.reshape(tl.broadcast_to(a[:, None, :], shape), [ROWS, RBLOCK])
+    b = tl.reshape(tl.broadcast_to(b[:, None, :], shape), [ROWS, RBLOCK])
+    larger = (((p >> j) & 1) ^ ((p >> (i + 1)) & 1)) == 1
+    return tl.where(larger, tl.maximum(a, b), tl.minimum(a, b))
+
+
+@triton.jit
+def _sort_rows(x, ROWS: tl.constexpr, RBLOCK: tl.constexpr):
+    # each row of x ascending (RBLOCK a power of two, at most 2^10): bitonic merges of growing blocks
+    p = tl.arange(0, RBLOCK)[None, :]
+    for i in tl.static_range(10):
+        if (2 << i) <= RBLOCK:
+            for k in tl.static_range(i + 1):
+                x = _sort_pairs(x, p, i, i - k, ROWS, RBLOCK)
+    return x
+'''
+
+
 def is_scan_kernel(members: Sequence[tuple[Any, Any]]) -> bool:
     return any(n.kind == "scan" for n, _ in members)
+
+
+def is_sort_kernel(members: Sequence[tuple[Any, Any]]) -> bool:
+    return any(n.kind == "scan" and n.buffer.body.combine in SORTS for n, _ in members)
 
 
 def identity(combine: str, dtype: torch.dtype) -> str:
@@ -96,6 +140,8 @@ def scan_value(w: Any, node: Any) -> Any:
     body = node.buffer.body
     acc = body.acc_dtype
     v = w.to_dtype(node.run_body(w), acc)
+    if body.combine in SORTS:
+        return _sort_value(w, body, v)
     v = w.cse(f"tl.where(xrmask, tl.broadcast_to({v}, [XBLOCK, RBLOCK]), {identity(body.combine, acc)})", acc)
     if body.combine in INDEX_COMBINE_FNS:
         return _index_scan_value(w, node, v)
@@ -125,3 +171,31 @@ def _index_scan_value(w: Any, node: Any, v: Any) -> Any:
     w.emit(f"{carry} = {_last_lane(rv, 'RBLOCK - 1')}")
     w.emit(f"{carry}_i = {_last_lane(ri, 'RBLOCK - 1')}")
     return ri
+
+
+def _sort_value(w: Any, body: Any, v: Any) -> Any:
+    """A row sort's values (in body.acc_dtype) or positions (int64) at this block's r positions."""
+    if not w.persistent:
+        raise ValueError("a row sort needs its whole row in one block (a persistent config)")
+    descending, positions = SORTS[body.combine]
+    i32, i64 = torch.int32, torch.int64
+    floating = body.acc_dtype.is_floating_point
+    if floating:
+        same = w.cse(f"tl.where({v} != {v}, float('nan'), {v} + 0.0)", body.acc_dtype)
+        bits = w.cse(f"{same}.to(tl.int32, bitcast=True)", i32)
+        key = w.cse(f"{bits} ^ (({bits} >> 31) & 0x7FFFFFFF)", i32)
+    else:
+        key = v
+    if descending:
+        key = w.cse(f"~{key}", i32)
+    packed = w.cse(f"tl.where(xrmask, ({key}.to(tl.int64) << 32) | rindex.to(tl.int64), 0x7FFFFFFFFFFFFFFF)", i64)
+    ordered = w.cse(f"_sort_rows({packed}, XBLOCK, RBLOCK)", i64)
+    if positions:
+        return w.cse(f"{ordered} & 0xFFFFFFFF", i64)
+    got = w.cse(f"({ordered} >> 32).to(tl.int32)", i32)
+    if descending:
+        got = w.cse(f"~{got}", i32)
+    if not floating:
+        return got
+    back = w.cse(f"{got} ^ (({got} >> 31) & 0x7FFFFFFF)", i32)
+    return w.cse(f"{back}.to(tl.float32, bitcast=True)", body.acc_dtype)

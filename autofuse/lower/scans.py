@@ -22,7 +22,7 @@ import sympy
 import torch
 
 from ..ir.index import FloorDiv, ModIndex, is_dense, prod
-from ..ir.values import ComputedBuffer, Layout, Pointwise, ScanBody
+from ..ir.values import SORTS, ComputedBuffer, Layout, Pointwise, ScanBody
 from .common import chunk_view, make_pointwise, norm_dim, origins_of, upcast
 from .pointwise import log_add
 from .registry import Unsupported, register
@@ -112,14 +112,14 @@ def scan(g: Any, x: Any, dim: int, combine: str, acc: torch.dtype) -> Any:
     if any(s == 0 for s in size):
         raise Unsupported("scan of no elements")
     if not size or size[norm_dim(dim, len(size))] == 1:  # each element its own prefix (at position 0)
-        if combine in ("argmax", "argmin"):
+        if combine in ("argmax", "argmin") or SORTS.get(combine, (False, False))[1]:
             return Pointwise(x.device, out.dtype, size, lambda ops, idx: ops.constant(0, out.dtype))
         return make_pointwise(g, [x], lambda ops, a: a, acc)
     d = norm_dim(dim, len(size))
-    split = split_scan(g, x, d, combine, acc, size)   # (x flipped included: what reads it flips it back)
+    split = None if combine in SORTS else split_scan(g, x, d, combine, acc, size)   # (x flipped included)
     if split is not None:
         return split
-    flipped = _flipped_source(g, d) if combine not in ("argmax", "argmin") else None
+    flipped = _flipped_source(g, d) if combine not in ("argmax", "argmin", *SORTS) else None
     source, reverse = (flipped, True) if flipped is not None else (x, False)
     loader, src = source.loader(), upcast(source.dtype)
 

@@ -1,6 +1,14 @@
-"""sort of integer keys known to lie in a small range: a counting sort.
+"""sort, and the selections made from it (median, kthvalue): rows of at most SORT_ROW_MAX elements
+sorted whole in one block each, and 1-D integer keys known to lie in a small range counted.
 
-Note: a mixture of experts groups its tokens by expert: it sorts the flat list of the experts each
+Note: a row of up to 1024 elements fits one program's block, which a bitonic sort orders in
+registers (codegen/scan.py): the sort reads and writes each element once, fused with what
+produces its input and what reads its output, where ATen's segmented sort runs several passes
+(a 32768 x 1021 f32 sort: 1.08 ms under both compilers, 6% of the H200's copy bandwidth,
+`benchmarks/results/2026-12-03-h200-corpus-all-programs/`). median and kthvalue of such rows read
+one element of each sorted row. 64-bit keys and longer rows stay ATen's.
+
+A mixture of experts groups its tokens by expert: it sorts the flat list of the experts each
 token was routed to (`torch.sort(topk_indices.view(-1))`), keys that the graph itself bounds to
 [0, experts) as positions along topk's row. ATen sorts them with a radix sort, a host call and
 33 µs a layer for 4096 keys on an H100 (Mixtral's forward, under either compiler:
@@ -9,22 +17,24 @@ counting sort is a scan over R rows of S (each row counting one key's occurrence
 position), a scan over the R counts, and one store per key at its rank: the keys before it, plus
 the keys equal to it before it. The result is stable, which eager's unstable sort may also be. The running counts are int32 and
 at most SORT_MAX_WORK of them are stored: beyond, ATen's sort moves fewer bytes.
-Only keys whose range the graph proves (topk's positions, through views) are sorted so; any other
-sort stays ATen's. What it computes on the way (each key's count, each key's rank) is recorded
+Only keys whose range the graph proves (topk's positions, through views) are sorted so. What it computes on the way (each key's count, each key's rank) is recorded
 for the ops that follow (lower/sorted_keys.py).
 """
 from __future__ import annotations
 
+import math
 import operator
-from typing import Any
+from typing import Any, Callable
 
 import sympy
 import torch
 import torch.fx
 
-from ..ir.values import ComputedBuffer, Layout, ScanBody
+from ..ir.index import row_major_vars
+from ..ir.values import ComputedBuffer, Layout, Pointwise, ScanBody
 from .common import norm_dim, origins_of
 from .registry import Unsupported, register
+from .scans import scan
 from .scatter import scatter_into
 from .sorted_keys import VIEWS, CountingSort, record
 
@@ -54,7 +64,111 @@ def _sort(g, x, *args, **kwargs):
     descending = args[1] if len(args) > 1 else kwargs.get("descending", False)
     r = key_range(g, g.node)
     if len(x.size) != 1 or descending or r is None or norm_dim(dim, 1) != 0 or r * x.size[0] > SORT_MAX_WORK:
-        raise Unsupported("sort of keys without a known small range, of several rows, or descending")
+        return row_sort(g, x, dim, descending)
+    return _counting_sort(g, x, r)
+
+
+# rows a block sorts whole (the scans' persistent limit, heuristics.scan_persistent_max)
+SORT_ROW_MAX = 1024
+SORTABLE = (torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int16, torch.int8, torch.uint8)
+
+
+def row_sort(g: Any, x: Any, dim: int, descending: bool, outs: tuple[Any, Any] | None = None) -> tuple[Any, Any]:
+    """(values, positions) of each row along dim sorted in one block (codegen/scan.py): stable,
+    NaN last ascending and first descending, as eager's sort; rows of at most SORT_ROW_MAX
+    elements of a dtype whose order an int32 key holds, else ATen's sort. `outs`: the fake
+    (values, positions) to store them as, g.out by default."""
+    if not x.size or x.dtype not in SORTABLE or x.size[norm_dim(dim, len(x.size))] > SORT_ROW_MAX:
+        raise Unsupported("sort of a scalar, of 64-bit or bool values, or of rows longer than a block")
+    acc = torch.float32 if x.dtype.is_floating_point else torch.int32
+    if x.dtype in (torch.float16, torch.bfloat16):   # ordered as stored: rounded to its dtype first
+        load, half = x.loader(), x.dtype
+        x = Pointwise(x.device, half, tuple(x.size),
+                      lambda ops, idx: ops.to_dtype(ops.to_dtype(load(ops, idx), half), acc), origins_of(x))
+    suffix = "_descending" if descending else ""
+    values_out, indices_out = outs or g.out
+    saved = g.out
+    try:
+        g.out = values_out
+        values = scan(g, x, dim, "sort" + suffix, acc)
+        g.out = indices_out
+        return values, scan(g, x, dim, "argsort" + suffix, acc)
+    finally:
+        g.out = saved
+
+
+def _sorted_rows(g: Any, x: Any, d: int, descending: bool) -> tuple[Any, Any]:
+    """row_sort of x along d, into buffers of x's shape (a selection's own outputs are smaller)."""
+    size = tuple(int(s) for s in x.size)
+    outs = (torch.empty(size, dtype=x.dtype, device="meta"), torch.empty(size, dtype=torch.int64, device="meta"))
+    return row_sort(g, x, d, descending, outs)
+
+
+def _at_ranks(x: Any, d: int, keepdim: bool, picked: Callable[..., tuple[Any, Any]]) -> tuple[Pointwise, Pointwise]:
+    """(values, positions) of one element per row along d; picked(ops, which, row index) loads
+    that element's value (which 0) or position (which 1) from the sorted rows."""
+    size = tuple(x.size[:d]) + ((1,) if keepdim else ()) + tuple(x.size[d + 1:])
+
+    def at(which: int, dtype: torch.dtype) -> Pointwise:
+        def fn(ops, idx):
+            row = list(idx[:d]) + [sympy.Integer(0)] + list(idx[d + 1 if keepdim else d:])
+            return picked(ops, which, row)
+        return Pointwise(x.device, dtype, size, fn, origins_of(x))
+
+    return at(0, x.dtype), at(1, torch.int64)
+
+
+def _flat(x: Any) -> Pointwise:
+    """x as one row (a whole-tensor median)."""
+    load, size = x.loader(), [int(s) for s in x.size]
+    return Pointwise(x.device, x.dtype, (math.prod(size),), lambda ops, idx: load(ops, row_major_vars(idx[0], size)),
+                     origins_of(x))
+
+
+@register(aten.kthvalue)
+def _kthvalue(g, x, k, dim=-1, keepdim=False):
+    """The k-th smallest element of each row and its position: the row sorted, its element k - 1
+    (NaN sorts last, as eager's kthvalue takes it)."""
+    d = norm_dim(dim, max(len(x.size), 1))
+    if not x.size:
+        raise Unsupported("kthvalue of a scalar")
+    values, positions = _sorted_rows(g, x, d, False)
+    loads = (values.loader(), positions.loader())
+
+    def picked(ops, which, row):
+        row[d] = sympy.Integer(int(k) - 1)
+        return loads[which](ops, row)
+    return _at_ranks(x, d, keepdim, picked)
+
+
+@register(aten.median)
+def _median(g, x, dim=None, keepdim=False):
+    """The lower median of each row (of the whole tensor without dim) and its position, from the
+    row sorted descending: NaN when the row holds one (its first NaN, which a stable descending
+    sort puts first), else the element of rank (n - 1) // 2 from the bottom."""
+    whole = g.node.target is aten.median.default
+    if whole:
+        x, dim = _flat(x), 0
+    elif not x.size:
+        raise Unsupported("median of a scalar")
+    d = norm_dim(dim, len(x.size))
+    n = int(x.size[d])
+    values, positions = _sorted_rows(g, x, d, True)
+    loads = (values.loader(), positions.loader())
+
+    def picked(ops, which, row):
+        top, mid = list(row), list(row)
+        top[d], mid[d] = sympy.Integer(0), sympy.Integer(n - 1 - (n - 1) // 2)
+        if not x.dtype.is_floating_point:
+            return loads[which](ops, mid)
+        first = loads[0](ops, top)
+        return ops.where(ops.isnan(first), loads[which](ops, top), loads[which](ops, mid))
+    out_values, out_positions = _at_ranks(x, d, keepdim, picked)
+    return out_values if whole else (out_values, out_positions)
+
+
+def _counting_sort(g: Any, x: Any, r: int) -> tuple[Any, Any]:
+    """(values, positions) of 1-D keys in [0, r) by counting (module note)."""
     s = int(x.size[0])
     keys, origins = x.loader(), origins_of(x) | g.current_origins()
     i64, i32 = torch.int64, torch.int32   # keys and positions; counts (at most s)
