@@ -1658,7 +1658,7 @@ FALLBACKS = {
     # float64 and int64 rows: beyond a row sort's int32 keys (lower/sort.py)
     "kthvalue": (lambda a, b: torch.kthvalue(a.double() * 2 - 1, 3, dim=1, keepdim=True)[0] + a, "kthvalue"),
     "sort": (lambda a, b: torch.sort((a.abs() * 9).long(), dim=1)[0] * 3 + a, "sort"),
-    "topk": (lambda a, b: torch.topk(a * 2, 3, dim=1, largest=False).values.sum(1) + 1, "topk"),
+    "topk": (lambda a, b: torch.topk((a * 9).long(), 3, dim=1, largest=False).values.sum(1) + 1, "topk"),
 }
 
 

@@ -1,7 +1,7 @@
 """topk of a few largest elements of short rows, lowered as rounds of reductions (lower/reductions.py):
 values equal to eager's in eager's order, positions that hold them (equal values may come in another
-order than eager's, which does not fix it), NaN larger than every number; what it does not cover
-stays ATen's topk."""
+order than eager's, which does not fix it), NaN larger than every number; the k smallest and more
+than the rounds take as the first k of the rows sorted; longer rows and 64-bit values stay ATen's."""
 from __future__ import annotations
 
 import pytest
@@ -72,12 +72,28 @@ def test_topk_with_ties_nan_and_infinities(device):
     assert all(k.kind != "fallback" for k in kernels)
 
 
-@pytest.mark.parametrize("case", ["smallest", "k-beyond-rounds", "long-row"])
-def test_topk_beyond_the_rounds_stays_atens(device, case):
-    x = rand((4, 2 * TOPK_MAX_ROW if case == "long-row" else 30), device=device)
+@pytest.mark.parametrize("case", ["smallest", "k-beyond-rounds"])
+def test_topk_beyond_the_rounds_is_the_first_of_the_rows_sorted(device, case):
+    """The k smallest (NaN never among them while numbers remain), or more than the rounds take:
+    the rows sorted in one block each (lower/sort.py), the first k of each."""
+    x = (torch.randperm(4 * 30).reshape(4, 30).float() / 7 - 3).to(device)   # distinct: positions unique
+    x[1, 4] = float("nan")
     k = TOPK_MAX_K + 2 if case == "k-beyond-rounds" else 2
     largest = case != "smallest"
-    fn = lambda t: tuple(torch.topk(t, k, dim=-1, largest=largest))   # noqa: E731
+    fn = lambda t: tuple(torch.topk(t * 2, k, dim=-1, largest=largest))   # noqa: E731
+    compiled = compile_traced(fn, [x], OPTIONS)
+    (values, positions), (want_values, want_positions) = compiled(x), fn(x)
+    assert torch.allclose(values, want_values, equal_nan=True) and torch.equal(positions, want_positions)
+    assert all(kk.kind != "fallback" for kk in kernels_of(compiled))
+
+
+@pytest.mark.parametrize("case", ["long-row", "int64-smallest"])
+def test_topk_beyond_a_block_or_an_int32_key_stays_atens(device, case):
+    if case == "long-row":
+        x, largest = rand((4, 2 * TOPK_MAX_ROW), device=device), False
+    else:
+        x, largest = torch.randint(-9, 9, (4, 30), device=device), False
+    fn = lambda t: tuple(torch.topk(t, 2, dim=-1, largest=largest))   # noqa: E731
     compiled = compile_traced(fn, [x], OPTIONS)
     assert_close(compiled(x)[0], fn(x)[0])
     assert any(kk.kind == "fallback" and "topk" in kk.aten_ops for kk in kernels_of(compiled))

@@ -18,7 +18,8 @@ topk of k <= TOPK_MAX_K largest elements of rows of at most TOPK_MAX_ROW (a mixt
 router: 2 of 8 experts per token) is k rounds of two reductions over the row, each round's maximum
 of the elements not yet picked and the first position holding it: reductions over one row that
 share its kernel with the softmax before them and the normalization after them, where ATen's topk
-is a kernel and a host call of its own.
+is a kernel and a host call of its own. The k smallest, and more than TOPK_MAX_K, are the first k
+of the rows sorted (lower/sort.py), where a row fits a block.
 
 histc over a given range is a count per bin: a sum over the elements of whether each falls in
 the bin, for few bins x elements (a mixture of experts' tokens per expert: 8 bins of 4096 expert
@@ -38,6 +39,7 @@ from ..ir.ops import analyze
 from ..ir.values import ComputedBuffer, Layout, Pointwise, PointwiseBody, ReductionBody
 from .common import chunk_view, make_pointwise, norm_dim, origins_of, upcast
 from .registry import Unsupported, register
+from .sort import sorted_first
 from .sorted_keys import sorted_key_counts
 
 aten = torch.ops.aten
@@ -370,12 +372,17 @@ TOPK_MAX_ROW = 1024
 def _topk(g, x, k, dim=-1, largest=True, sorted=True):
     """The k largest elements along dim, in descending order, with their positions (module note):
     a NaN is larger than every number, as in eager; equal values come in the order of their
-    positions. The k smallest (largest=False, where NaN comes last) stay ATen's."""
+    positions. The k smallest (largest=False, where NaN comes last) and more than TOPK_MAX_K are
+    the first k of each row sorted (lower/sort.py), where the row fits a block."""
     values_out, indices_out = g.out
-    if not x.size or x.dtype == torch.bool or not largest:
-        raise Unsupported("topk of a scalar, of bools or of the smallest elements")
+    if not x.size or x.dtype == torch.bool:
+        raise Unsupported("topk of a scalar or of bools")
     d = norm_dim(dim, len(x.size))
     n = x.size[d]
+    if not largest or k > TOPK_MAX_K:
+        if not 0 < k <= n:
+            raise Unsupported(f"topk of {k} of {n}")
+        return sorted_first(g, x, d, k, descending=largest)
     if not 0 < k <= min(TOPK_MAX_K, n) or n > TOPK_MAX_ROW:
         raise Unsupported(f"topk of {k} of {n}: beyond the rounds of reductions it is lowered as")
     acc = upcast(x.dtype)

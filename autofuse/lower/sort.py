@@ -125,6 +125,14 @@ def _flat(x: Any) -> Pointwise:
                      origins_of(x))
 
 
+def sorted_first(g: Any, x: Any, d: int, k: int, descending: bool) -> tuple[Pointwise, Pointwise]:
+    """(values, positions) of the first k elements of each row along d sorted (topk's)."""
+    values, positions = _sorted_rows(g, x, d, descending)
+    size = tuple(x.size[:d]) + (k,) + tuple(x.size[d + 1:])
+    return (Pointwise(x.device, x.dtype, size, values.loader(), origins_of(x)),
+            Pointwise(x.device, torch.int64, size, positions.loader(), origins_of(x)))
+
+
 @register(aten.kthvalue)
 def _kthvalue(g, x, k, dim=-1, keepdim=False):
     """The k-th smallest element of each row and its position: the row sorted, its element k - 1
