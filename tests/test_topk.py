@@ -112,3 +112,13 @@ def test_topk_fuzz(device, seed):
     x = torch.randint(-4, 5, shape, generator=g).to(dtype) if seed % 2 else rand(shape, dtype)
     kernels = check_topk(x.to(device), k, dim)
     assert all(kk.kind != "fallback" for kk in kernels)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_values_read_by_a_math_function(device, dtype):
+    """topk's values reach their readers in f32, as every half-precision value does (libdevice's
+    exp takes no f16)."""
+    x = rand((1, 15), dtype, device=device)
+    fn = lambda t: torch.sigmoid(torch.topk(t, 1, 0).values) * t   # noqa: E731
+    compiled = compile_traced(fn, [x], OPTIONS)
+    assert_close(compiled(x)[0], fn(x))

@@ -429,7 +429,7 @@ def _topk(g, x, k, dim=-1, largest=True, sorted=True):
             out = loaders[-1](ops, row)
             for r in range(k - 2, -1, -1):
                 out = ops.where(ops.eq(j, ops.constant(r, torch.int64)), loaders[r](ops, row), out)
-            return out if which or acc == dtype else ops.to_dtype(out, dtype)
+            return out   # in acc, x's dtype upcast: a loader's values are in its dtype upcast
         size = tuple(x.size[:d]) + (k,) + tuple(x.size[d + 1:])
         return Pointwise(x.device, dtype, size, fn, origins)
 
