@@ -17,8 +17,9 @@ counting sort is a scan over R rows of S (each row counting one key's occurrence
 position), a scan over the R counts, and one store per key at its rank: the keys before it, plus
 the keys equal to it before it. The result is stable, which eager's unstable sort may also be. The running counts are int32 and
 at most SORT_MAX_WORK of them are stored: beyond, ATen's sort moves fewer bytes.
-Only keys whose range the graph proves (topk's positions, through views) are sorted so. What it computes on the way (each key's count, each key's rank) is recorded
-for the ops that follow (lower/sorted_keys.py).
+Only keys whose range the graph proves (topk's positions, through views) are sorted so. What it
+computes on the way (each key's count, each key's rank) is recorded for the ops that follow
+(lower/sorted_keys.py).
 """
 from __future__ import annotations
 
@@ -138,8 +139,8 @@ def _kthvalue(g, x, k, dim=-1, keepdim=False):
     """The k-th smallest element of each row and its position: the row sorted, its element k - 1
     (NaN sorts last, as eager's kthvalue takes it)."""
     d = norm_dim(dim, max(len(x.size), 1))
-    if not x.size:
-        raise Unsupported("kthvalue of a scalar")
+    if not x.size or not 1 <= int(k) <= x.size[d]:
+        raise Unsupported("kthvalue of a scalar, or k outside the row (ATen's error)")
     values, positions = _sorted_rows(g, x, d, False)
     loads = (values.loader(), positions.loader())
 
