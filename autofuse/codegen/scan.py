@@ -191,7 +191,7 @@ def _sort_value(w: Any, body: Any, v: Any) -> Any:
     packed = w.cse(f"tl.where(xrmask, ({key}.to(tl.int64) << 32) | rindex.to(tl.int64), 0x7FFFFFFFFFFFFFFF)", i64)
     ordered = w.cse(f"_sort_rows({packed}, XBLOCK, RBLOCK)", i64)
     if positions:
-        return w.cse(f"{ordered} & 0xFFFFFFFF", i64)
+        return w.cse(f"{ordered} & 0x7FFFFFFF", i64)   # positions < 2^31 (a row fits a block)
     got = w.cse(f"({ordered} >> 32).to(tl.int32)", i32)
     if descending:
         got = w.cse(f"~{got}", i32)
