@@ -148,7 +148,7 @@ class FakeCudaDriver:
 
 def _programs():
     """Kernels of several kinds: persistent and looped rows, a column sum, a scan, a transpose, a
-    reduction with a reordered consumer, pooling windows."""
+    reduction with a reordered consumer, pooling windows, a row sort."""
     def norm(x, w):
         return torch.nn.functional.layer_norm(x, (x.shape[-1],), w) * 2
 
@@ -167,12 +167,15 @@ def _programs():
     def softmax_first(x):   # the output's loops reordered into the statistics' kernel
         return torch.softmax(x, 0)
 
+    def sort(x):            # a row sort's bitonic network over int64 keys, and a median read from it
+        return torch.sort(x * 2, dim=-1, descending=True), torch.median(x, 1)
+
     def pools(x):           # window loads masked at the padding (-inf, 0)
         return (torch.nn.functional.max_pool2d(torch.relu(x), 3, 2, 1),
                 torch.nn.functional.avg_pool2d(x, 3, 2, 1, count_include_pad=False))
     return [(norm, (rand((33, 200)), rand((200,)))), (wide, (rand((5, 9000)),)), (columns, (rand((3000, 17)),)),
             (scan, (rand((6, 300)),)), (transpose, (rand((300, 70)),)), (softmax_first, (rand((37, 5, 9)),)),
-            (pools, (rand((2, 3, 11, 9)),))]
+            (pools, (rand((2, 3, 11, 9)),)), (sort, (rand((6, 300)),))]
 
 
 @needs_async
@@ -209,6 +212,7 @@ def test_warm_up_compiles_every_generated_kernel_for_sm90(tmp_path, monkeypatch)
                 twin._launch.enabled = True
                 twins.append(twin)
     assert len({t.warm_key() for t in twins}) == len(twins) >= 7
+    assert any("_sort_rows(" in t.fn.src for t in twins)   # the row sort's network among them
     monkeypatch.setattr(driver, "_active", FakeCudaDriver())   # restored after the test
     assert precompile(twins, threads=4) == len(twins)
     for t in twins:
