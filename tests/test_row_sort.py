@@ -160,3 +160,22 @@ def test_median_of_the_whole_tensor(device, dtype):
     got, kernels = _compiled(fn, [x])
     assert_close(got if isinstance(got, torch.Tensor) else got[0], fn(x))
     assert all(k.kind != "fallback" for k in kernels)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_median_and_kthvalue_fuzz(device, seed):
+    """Random shapes, dims, k and values drawn from a few (many ties), NaN among them: the values
+    equal eager's, and each position holds its value (eager fixes no position among ties)."""
+    g = torch.Generator().manual_seed(1000 + seed)
+    shape = tuple(int(s) for s in torch.randint(1, 30, (int(torch.randint(1, 4, (1,), generator=g)),), generator=g))
+    dim = int(torch.randint(0, len(shape), (1,), generator=g))
+    k = int(torch.randint(1, shape[dim] + 1, (1,), generator=g))
+    x = torch.randint(-3, 4, shape, generator=g).float()
+    x[torch.rand(shape, generator=g) < 0.1] = float("nan")
+    x = x.to(device)
+    for fn in (lambda x: torch.median(x, dim), lambda x: torch.kthvalue(x, k, dim)):
+        (values, positions), _ = _compiled(fn, [x])
+        want_values, _ = fn(x)
+        assert torch.allclose(values, want_values, equal_nan=True)
+        held = torch.gather(x, dim, positions.unsqueeze(dim)).squeeze(dim)
+        assert torch.allclose(held, values, equal_nan=True)
