@@ -179,3 +179,20 @@ def test_median_and_kthvalue_fuzz(device, seed):
         assert torch.allclose(values, want_values, equal_nan=True)
         held = torch.gather(x, dim, positions.unsqueeze(dim)).squeeze(dim)
         assert torch.allclose(held, values, equal_nan=True)
+
+
+@pytest.mark.parametrize("nan", [False, True])
+def test_quantiles_run_in_generated_kernels(device, nan):
+    """torch.quantile and nanquantile are a sort and reads of it once decomposed: no ATen call."""
+    import autofuse
+    from autofuse.api import Recorder
+    x = rand((7, 300), device=device)
+    if nan:
+        x[0, 3] = float("nan")
+    fn = lambda x: (torch.quantile(x, 0.3, dim=1), torch.nanquantile(x, 0.7, dim=1))   # noqa: E731
+    rec = Recorder()
+    got = autofuse.compile(fn, strict=True, use_db=False, recorder=rec)(x)
+    for g, w in zip(got, fn(x)):
+        assert torch.allclose(g, w, equal_nan=True)
+    kernels = [k for _, _, art in rec.graphs for k in art.kernels]
+    assert kernels and all(k.kind != "fallback" for k in kernels), [k.aten_ops for k in kernels]
