@@ -275,6 +275,11 @@ def selections() -> list[Program]:
         fn_program("sort_values_last_f32", "argreduce", lambda x: torch.sort(x, dim=-1).values, x, rows, trows),
         fn_program("median_values_middle_f32", "argreduce", lambda x: torch.median(x, dim=1).values,
                    (In(("a", "b", "c")),), ABC, TABC),
+        fn_program("argsort_stable_last_f32", "argreduce", lambda x: torch.argsort(x, dim=-1, stable=True),
+                   x, rows, trows),
+        fn_program("topk16_smallest_values_last_f32", "argreduce",
+                   lambda x: torch.topk(x, 16, dim=-1, largest=False).values, x, rows, trows),
+        fn_program("quantile_last_f32", "argreduce", lambda x: torch.quantile(x, 0.9, dim=-1), x, rows, trows),
     ]
 
 
