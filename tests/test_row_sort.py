@@ -163,7 +163,7 @@ def test_median_of_the_whole_tensor(device, dtype):
 
 
 @pytest.mark.parametrize("seed", range(8))
-def test_median_and_kthvalue_fuzz(device, seed):
+def test_median_kthvalue_and_nanmedian_fuzz(device, seed):
     """Random shapes, dims, k and values drawn from a few (many ties), NaN among them: the values
     equal eager's, and each position holds its value (eager fixes no position among ties)."""
     g = torch.Generator().manual_seed(1000 + seed)
@@ -173,7 +173,7 @@ def test_median_and_kthvalue_fuzz(device, seed):
     x = torch.randint(-3, 4, shape, generator=g).float()
     x[torch.rand(shape, generator=g) < 0.1] = float("nan")
     x = x.to(device)
-    for fn in (lambda x: torch.median(x, dim), lambda x: torch.kthvalue(x, k, dim)):
+    for fn in (lambda x: torch.median(x, dim), lambda x: torch.kthvalue(x, k, dim), lambda x: torch.nanmedian(x, dim)):
         (values, positions), _ = _compiled(fn, [x])
         want_values, _ = fn(x)
         assert torch.allclose(values, want_values, equal_nan=True)
@@ -196,3 +196,30 @@ def test_quantiles_run_in_generated_kernels(device, nan):
         assert torch.allclose(g, w, equal_nan=True)
     kernels = [k for _, _, art in rec.graphs for k in art.kernels]
     assert kernels and all(k.kind != "fallback" for k in kernels), [k.aten_ops for k in kernels]
+
+
+@pytest.mark.parametrize("dim, keepdim", [(1, False), (0, True)])
+def test_nanmedian_skips_nan(device, dim, keepdim):
+    """The median of each row's numbers; a row of NaN alone gives NaN (eager's position for it is
+    its partition's, so only rows holding numbers compare positions)."""
+    x = _ties_free((6, 37, 5), device)
+    x[0, 3, 1] = x[0, 9, 1] = float("nan")
+    x[1, :, 2] = float("nan")
+    fn = lambda x: torch.nanmedian(x * 2, dim, keepdim=keepdim)   # noqa: E731
+    (values, positions), kernels = _compiled(fn, [x])
+    want_values, want_positions = fn(x)
+    assert torch.allclose(values, want_values, equal_nan=True)
+    numbers = ~torch.isnan(want_values)
+    assert torch.equal(positions[numbers], want_positions[numbers])
+    assert all(k.kind != "fallback" for k in kernels), [(k.kind, k.aten_ops) for k in kernels]
+
+
+def test_nanmedian_of_the_whole_tensor_and_of_integers(device):
+    x = _ties_free((5, 9), device)
+    x[1, 1] = float("nan")
+    got, _ = _compiled(lambda x: torch.nanmedian(x), [x])
+    assert_close(got if isinstance(got, torch.Tensor) else got[0], torch.nanmedian(x))
+    ints = (x.nan_to_num() * 7).int()
+    fn = lambda t: torch.nanmedian(t, 1)   # noqa: E731
+    (values, positions), _ = _compiled(fn, [ints])
+    assert torch.equal(values, fn(ints)[0]) and torch.equal(positions, fn(ints)[1])

@@ -39,7 +39,7 @@ from ..ir.ops import analyze
 from ..ir.values import ComputedBuffer, Layout, Pointwise, PointwiseBody, ReductionBody
 from .common import chunk_view, make_pointwise, norm_dim, origins_of, upcast
 from .registry import Unsupported, register
-from .sort import sorted_first
+from .sort import at_ranks, flat_row, sorted_first, sorted_rows
 from .sorted_keys import sorted_key_counts
 
 aten = torch.ops.aten
@@ -434,6 +434,44 @@ def _topk(g, x, k, dim=-1, largest=True, sorted=True):
         return Pointwise(x.device, dtype, size, fn, origins)
 
     return gathered(0, values_out.dtype), gathered(1, torch.int64)
+
+
+@register(aten.nanmedian)
+def _nanmedian(g, x, dim=None, keepdim=False):
+    """The lower median of each row's numbers (of the whole tensor without dim) and its position:
+    the row sorted (NaN last), its element of rank (c - 1) // 2 for the c numbers a sum counts;
+    a row of NaN alone gives the element of rank (n - 1) // 2, a NaN, as eager does."""
+    whole = g.node.target is aten.nanmedian.default
+    if whole:
+        x, dim = flat_row(x), 0
+    elif not x.size:
+        raise Unsupported("nanmedian of a scalar")
+    d = norm_dim(dim, len(x.size))
+    n = int(x.size[d])
+    values, positions = sorted_rows(g, x, d, False)
+    if not x.dtype.is_floating_point:   # no NaN: the median
+        loads_i = (values.loader(), positions.loader())
+
+        def middle(ops, which, row):
+            row[d] = sympy.Integer((n - 1) // 2)
+            return loads_i[which](ops, row)
+        out = at_ranks(x, d, keepdim, middle)
+        return out[0] if whole else out
+    value = x.loader()
+    numbers = reduce(g, Pointwise(x.device, torch.int64, tuple(x.size),
+                                  lambda ops, idx: ops.to_dtype(ops.logical_not(ops.isnan(value(ops, idx))), torch.int64),
+                                  origins_of(x)), [d], False, "sum", torch.int64, map_fn=lambda ops, v: v)
+    count, loads = numbers.loader(), (values.loader(), positions.loader())
+
+    def picked(ops, which, row):
+        c = count(ops, row[:d] + row[d + 1:])
+        one, two = ops.constant(1, torch.int64), ops.constant(2, torch.int64)
+        rank = ops.where(ops.gt(c, ops.constant(0, torch.int64)), ops.floordiv(ops.sub(c, one), two),
+                         ops.constant((n - 1) // 2, torch.int64))
+        row[d] = ops.indirect(rank, n)
+        return loads[which](ops, row)
+    out = at_ranks(x, d, keepdim, picked)
+    return out[0] if whole else out
 
 
 HISTC_MAX_WORK = 1 << 24   # bins x elements: beyond, ATen's one pass with atomics

@@ -98,14 +98,14 @@ def row_sort(g: Any, x: Any, dim: int, descending: bool, outs: tuple[Any, Any] |
         g.out = saved
 
 
-def _sorted_rows(g: Any, x: Any, d: int, descending: bool) -> tuple[Any, Any]:
+def sorted_rows(g: Any, x: Any, d: int, descending: bool) -> tuple[Any, Any]:
     """row_sort of x along d, into buffers of x's shape (a selection's own outputs are smaller)."""
     size = tuple(int(s) for s in x.size)
     outs = (torch.empty(size, dtype=x.dtype, device="meta"), torch.empty(size, dtype=torch.int64, device="meta"))
     return row_sort(g, x, d, descending, outs)
 
 
-def _at_ranks(x: Any, d: int, keepdim: bool, picked: Callable[..., tuple[Any, Any]]) -> tuple[Pointwise, Pointwise]:
+def at_ranks(x: Any, d: int, keepdim: bool, picked: Callable[..., tuple[Any, Any]]) -> tuple[Pointwise, Pointwise]:
     """(values, positions) of one element per row along d; picked(ops, which, row index) loads
     that element's value (which 0) or position (which 1) from the sorted rows."""
     size = tuple(x.size[:d]) + ((1,) if keepdim else ()) + tuple(x.size[d + 1:])
@@ -119,7 +119,7 @@ def _at_ranks(x: Any, d: int, keepdim: bool, picked: Callable[..., tuple[Any, An
     return at(0, x.dtype), at(1, torch.int64)
 
 
-def _flat(x: Any) -> Pointwise:
+def flat_row(x: Any) -> Pointwise:
     """x as one row (a whole-tensor median)."""
     load, size = x.loader(), [int(s) for s in x.size]
     return Pointwise(x.device, x.dtype, (math.prod(size),), lambda ops, idx: load(ops, row_major_vars(idx[0], size)),
@@ -128,7 +128,7 @@ def _flat(x: Any) -> Pointwise:
 
 def sorted_first(g: Any, x: Any, d: int, k: int, descending: bool) -> tuple[Pointwise, Pointwise]:
     """(values, positions) of the first k elements of each row along d sorted (topk's)."""
-    values, positions = _sorted_rows(g, x, d, descending)
+    values, positions = sorted_rows(g, x, d, descending)
     size = tuple(x.size[:d]) + (k,) + tuple(x.size[d + 1:])
     return (Pointwise(x.device, x.dtype, size, values.loader(), origins_of(x)),
             Pointwise(x.device, torch.int64, size, positions.loader(), origins_of(x)))
@@ -141,13 +141,13 @@ def _kthvalue(g, x, k, dim=-1, keepdim=False):
     d = norm_dim(dim, max(len(x.size), 1))
     if not x.size or not 1 <= int(k) <= x.size[d]:
         raise Unsupported("kthvalue of a scalar, or k outside the row (ATen's error)")
-    values, positions = _sorted_rows(g, x, d, False)
+    values, positions = sorted_rows(g, x, d, False)
     loads = (values.loader(), positions.loader())
 
     def picked(ops, which, row):
         row[d] = sympy.Integer(int(k) - 1)
         return loads[which](ops, row)
-    return _at_ranks(x, d, keepdim, picked)
+    return at_ranks(x, d, keepdim, picked)
 
 
 @register(aten.median)
@@ -157,12 +157,12 @@ def _median(g, x, dim=None, keepdim=False):
     sort puts first), else the element of rank (n - 1) // 2 from the bottom."""
     whole = g.node.target is aten.median.default
     if whole:
-        x, dim = _flat(x), 0
+        x, dim = flat_row(x), 0
     elif not x.size:
         raise Unsupported("median of a scalar")
     d = norm_dim(dim, len(x.size))
     n = int(x.size[d])
-    values, positions = _sorted_rows(g, x, d, True)
+    values, positions = sorted_rows(g, x, d, True)
     loads = (values.loader(), positions.loader())
 
     def picked(ops, which, row):
@@ -172,7 +172,7 @@ def _median(g, x, dim=None, keepdim=False):
             return loads[which](ops, mid)
         first = loads[0](ops, top)
         return ops.where(ops.isnan(first), loads[which](ops, top), loads[which](ops, mid))
-    out_values, out_positions = _at_ranks(x, d, keepdim, picked)
+    out_values, out_positions = at_ranks(x, d, keepdim, picked)
     return out_values if whole else (out_values, out_positions)
 
 
