@@ -19,7 +19,8 @@ router: 2 of 8 experts per token) is k rounds of two reductions over the row, ea
 of the elements not yet picked and the first position holding it: reductions over one row that
 share its kernel with the softmax before them and the normalization after them, where ATen's topk
 is a kernel and a host call of its own. The k smallest, and more than TOPK_MAX_K, are the first k
-of the rows sorted (lower/sort.py), where a row fits a block.
+of the rows sorted (lower/sort.py), where a row fits a block. nanmedian is the sorted rows read at
+a rank that a count of each row's numbers (a sum) gives.
 
 histc over a given range is a count per bin: a sum over the elements of whether each falls in
 the bin, for few bins x elements (a mixture of experts' tokens per expert: 8 bins of 4096 expert
