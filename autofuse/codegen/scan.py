@@ -10,8 +10,8 @@ are combined in the scan's accumulation dtype (f32 for half inputs, int64 for in
 cummax's and cummin's indices ("argmax", "argmin") scan (value, position) pairs: the later element
 wins a tie and a NaN wins over any number, as in eager; such a scan's carry is a pair.
 
-A row sort (`ir.values.SORTS`) sorts each row's block with tl.sort, so it runs persistent only
-(plan/apply.py rejects other configs). Each element becomes one int64: an int32 key whose signed
+A row sort (`ir.values.SORTS`) sorts each row's block with a bitonic network (`SORT_HELPERS`), so
+it runs persistent only (plan/apply.py rejects other configs). Each element becomes one int64: an int32 key whose signed
 order is the element's (a float's bits with the magnitude bits flipped when negative; NaN made
 the one positive NaN, so it comes last as in eager; -0.0 made +0.0, equal as in eager), negated
 for a descending sort, above its position. Sorting those orders by value, ties by position (a
