@@ -40,7 +40,7 @@ from ..ir.ops import analyze
 from ..ir.values import ComputedBuffer, Layout, Pointwise, PointwiseBody, ReductionBody
 from .common import chunk_view, make_pointwise, norm_dim, origins_of, upcast
 from .registry import Unsupported, register
-from .sort import at_ranks, flat_row, sorted_first, sorted_rows
+from .sort import at_ranks, median_rows, sorted_first
 from .sorted_keys import sorted_key_counts
 
 aten = torch.ops.aten
@@ -442,27 +442,17 @@ def _nanmedian(g, x, dim=None, keepdim=False):
     """The lower median of each row's numbers (of the whole tensor without dim) and its position:
     the row sorted (NaN last), its element of rank (c - 1) // 2 for the c numbers a sum counts;
     a row of NaN alone gives the element of rank (n - 1) // 2, a NaN, as eager does."""
-    whole = g.node.target is aten.nanmedian.default
-    if whole:
-        x, dim = flat_row(x), 0
-    elif not x.size:
-        raise Unsupported("nanmedian of a scalar")
-    d = norm_dim(dim, len(x.size))
-    n = int(x.size[d])
-    values, positions = sorted_rows(g, x, d, False)
-    if not x.dtype.is_floating_point:   # no NaN: the median
-        loads_i = (values.loader(), positions.loader())
-
-        def middle(ops, which, row):
-            row[d] = sympy.Integer((n - 1) // 2)
-            return loads_i[which](ops, row)
-        out = at_ranks(x, d, keepdim, middle)
-        return out[0] if whole else out
-    value = x.loader()
-    numbers = reduce(g, Pointwise(x.device, torch.int64, tuple(x.size),
-                                  lambda ops, idx: ops.to_dtype(ops.logical_not(ops.isnan(value(ops, idx))), torch.int64),
-                                  origins_of(x)), [d], False, "sum", torch.int64, map_fn=lambda ops, v: v)
-    count, loads = numbers.loader(), (values.loader(), positions.loader())
+    x, d, values, positions = median_rows(g, x, dim, False)
+    n, value = int(x.size[d]), x.loader()
+    loads = (values.loader(), positions.loader())
+    if x.dtype.is_floating_point:
+        numbers = reduce(g, Pointwise(x.device, torch.int64, tuple(x.size),
+                                      lambda ops, idx: ops.to_dtype(ops.logical_not(ops.isnan(value(ops, idx))),
+                                                                    torch.int64),
+                                      origins_of(x)), [d], False, "sum", torch.int64, map_fn=lambda ops, v: v)
+        count = numbers.loader()
+    else:   # no NaN: every element is a number
+        count = lambda ops, row: ops.constant(n, torch.int64)   # noqa: E731
 
     def picked(ops, which, row):
         c = count(ops, row[:d] + row[d + 1:])
@@ -472,7 +462,7 @@ def _nanmedian(g, x, dim=None, keepdim=False):
         row[d] = ops.indirect(rank, n)
         return loads[which](ops, row)
     out = at_ranks(x, d, keepdim, picked)
-    return out[0] if whole else out
+    return out[0] if dim is None else out
 
 
 HISTC_MAX_WORK = 1 << 24   # bins x elements: beyond, ATen's one pass with atomics

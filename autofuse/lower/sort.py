@@ -119,11 +119,17 @@ def at_ranks(x: Any, d: int, keepdim: bool, picked: Callable[..., tuple[Any, Any
     return at(0, x.dtype), at(1, torch.int64)
 
 
-def flat_row(x: Any) -> Pointwise:
-    """x as one row (a whole-tensor median)."""
-    load, size = x.loader(), [int(s) for s in x.size]
-    return Pointwise(x.device, x.dtype, (math.prod(size),), lambda ops, idx: load(ops, row_major_vars(idx[0], size)),
-                     origins_of(x))
+def median_rows(g: Any, x: Any, dim: int | None, descending: bool) -> tuple[Any, int, Any, Any]:
+    """(x, d, values, positions): x as rows along dim (the whole tensor as one row where dim is
+    None, as median() and nanmedian() take it), that dim, and the rows sorted."""
+    if dim is None:
+        load, size = x.loader(), [int(s) for s in x.size]
+        x, dim = Pointwise(x.device, x.dtype, (math.prod(size),),
+                           lambda ops, idx: load(ops, row_major_vars(idx[0], size)), origins_of(x)), 0
+    elif not x.size:
+        raise Unsupported("a median of a scalar")
+    d = norm_dim(dim, len(x.size))
+    return (x, d, *sorted_rows(g, x, d, descending))
 
 
 def sorted_first(g: Any, x: Any, d: int, k: int, descending: bool) -> tuple[Pointwise, Pointwise]:
@@ -155,14 +161,8 @@ def _median(g, x, dim=None, keepdim=False):
     """The lower median of each row (of the whole tensor without dim) and its position, from the
     row sorted descending: NaN when the row holds one (its first NaN, which a stable descending
     sort puts first), else the element of rank (n - 1) // 2 from the bottom."""
-    whole = g.node.target is aten.median.default
-    if whole:
-        x, dim = flat_row(x), 0
-    elif not x.size:
-        raise Unsupported("median of a scalar")
-    d = norm_dim(dim, len(x.size))
+    x, d, values, positions = median_rows(g, x, dim, True)
     n = int(x.size[d])
-    values, positions = sorted_rows(g, x, d, True)
     loads = (values.loader(), positions.loader())
 
     def picked(ops, which, row):
@@ -173,7 +173,7 @@ def _median(g, x, dim=None, keepdim=False):
         first = loads[0](ops, top)
         return ops.where(ops.isnan(first), loads[which](ops, top), loads[which](ops, mid))
     out_values, out_positions = at_ranks(x, d, keepdim, picked)
-    return out_values if whole else (out_values, out_positions)
+    return out_values if dim is None else (out_values, out_positions)
 
 
 def _counting_sort(g: Any, x: Any, r: int) -> tuple[Any, Any]:
