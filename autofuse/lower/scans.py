@@ -112,7 +112,7 @@ def scan(g: Any, x: Any, dim: int, combine: str, acc: torch.dtype) -> Any:
     if any(s == 0 for s in size):
         raise Unsupported("scan of no elements")
     if not size or size[norm_dim(dim, len(size))] == 1:  # each element its own prefix (at position 0)
-        if combine in ("argmax", "argmin") or SORTS.get(combine, (False, False))[1]:
+        if combine in ("argmax", "argmin") or (combine in SORTS and SORTS[combine][1]):   # positions
             return Pointwise(x.device, out.dtype, size, lambda ops, idx: ops.constant(0, out.dtype))
         return make_pointwise(g, [x], lambda ops, a: a, acc)
     d = norm_dim(dim, len(size))

@@ -5,8 +5,9 @@ Note: a mixture of experts groups its tokens by expert with a sort of their expe
 counts the tokens per expert (`histc` of the sorted ids) and, after the experts ran, puts the
 tokens back in order through the inverse permutation (`inv[perm] = arange(n)`). The counting sort
 has both already: the running count of each key ends at that key's count, and the rank it stores
-each key at is the inverse permutation. Reading them saves a pass over the keys and a scatter
-(two of the launches of each MoE layer).
+each key at is the inverse permutation. Reading them saves a pass over the keys and a scatter:
+three launches of each MoE layer (the count, its running sum, which then joins the sort's own scan
+of the counts, and the scatter).
 """
 from __future__ import annotations
 
