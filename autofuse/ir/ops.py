@@ -18,7 +18,7 @@ from .index import Expr
 # op name -> result dtype rule: "same" (first operand), "bool", "arg1" (second operand), "float32"
 MATH_OPS: dict[str, str] = {
     **{n: "same" for n in (
-        "add", "sub", "mul", "truediv", "floordiv", "truncdiv", "remainder", "fmod", "neg", "abs",
+        "add", "sub", "mul", "truediv", "div_rn", "floordiv", "truncdiv", "remainder", "fmod", "neg", "abs",
         "sign", "reciprocal", "sqrt", "rsqrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin",
         "cos", "tan", "tanh", "sigmoid", "erf", "pow", "floor", "ceil", "round", "trunc", "maximum",
         "minimum", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "relu", "atan", "asin",

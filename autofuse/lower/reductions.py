@@ -492,7 +492,7 @@ def _histc(g, x, bins=100, min=0, max=0):
         inside = ops.logical_and(ops.ge(v, c(lo)), ops.le(v, c(hi)))
         scaled = ops.mul(ops.sub(v, c(lo)), c(bins))
         width = c(hi - lo)
-        pos = ops.to_dtype(ops.floordiv(scaled, width) if integral else ops.truediv(scaled, width), torch.int64)
+        pos = ops.to_dtype(ops.floordiv(scaled, width) if integral else ops.div_rn(scaled, width), torch.int64)
         pos = ops.where(ops.eq(pos, ops.constant(bins, torch.int64)), ops.constant(bins - 1, torch.int64), pos)
         hit = ops.logical_and(inside, ops.eq(pos, ops.index_expr(idx[0], torch.int64)))
         return ops.to_dtype(hit, count)
