@@ -16,7 +16,7 @@ from .codegen.device import device_facts
 from .codegen.options import KernelView, default_legality
 from .codegen.tiling import choose_tiling
 from .codegen.triton_kernel import KernelSource, KernelWriter, kernel_name
-from .ir.values import Buffer, ComputedBuffer, ExternBuffer, ReinterpretView, is_tensor_value
+from .ir.values import SORTS, Buffer, ComputedBuffer, ExternBuffer, ReinterpretView, is_tensor_value
 from .lower import GraphLowering
 from .lower.extern_args import IN_PLACE_FORMS
 from .options import CompileOptions
@@ -172,7 +172,8 @@ def default_config(g: FusionGroup, heur: Heuristics, interpret: bool) -> LaunchC
         return heur.column_partial_config(g.numel, g.rnumel, interpret)
     legal = default_legality(KernelView(members, g.is_reduction, g.rnumel), interpret)
     outer = is_outer_reduction(g, heur.persistent_rnumel_max)
-    return heur.launch_config(kernel_kind(g), g.numel, g.rnumel, interpret, outer, legal=legal,
+    kind = "sort" if any(n.kind == "scan" and n.buffer.body.combine in SORTS for n in g.nodes) else kernel_kind(g)
+    return heur.launch_config(kind, g.numel, g.rnumel, interpret, outer, legal=legal,
                               device=device_facts(g.device),
                               tile=choose_tiling(members) if legal.get("YBLOCK") else None,
                               passes=r_passes(members) if g.is_reduction else 1,

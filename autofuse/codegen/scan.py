@@ -58,32 +58,38 @@ def _cummin_index_combine(av, ai, bv, bi):
 
 
 # a kernel with a row sort carries these too: a bitonic sort of each row of a [ROWS, RBLOCK] block
-# (Triton's own tl.sort is a jit function that Triton's interpreter cannot call from a kernel)
+# (Triton's own tl.sort is a jit function that Triton's interpreter cannot call from a kernel). The
+# block is viewed as a hypercube of 2s, one axis per bit of an element's place in it (the last axis
+# its lowest position bit): an element's partner across bit j of its position is its neighbour
+# along that one axis, the pair's sum less itself, with no reshape or layout change between steps
 SORT_HELPERS = '''
 
 @triton.jit
-def _sort_pairs(x, p, i: tl.constexpr, j: tl.constexpr, ROWS: tl.constexpr, RBLOCK: tl.constexpr):
-    # order each pair of lanes whose positions differ in bit j: ascending within blocks of
-    # 2^(i+1) lanes whose bit i+1 is clear, descending where it is set
-    shape: tl.constexpr = [ROWS * (RBLOCK // (2 << j)), 2, 1 << j]
-    y = tl.reshape(x, shape)
-    second = tl.arange(0, 2)[None, :, None] == 1
-    a = tl.reduce(tl.where(second, 0, y), 1, _fast_sum)
-    b = tl.reduce(tl.where(second, y, 0), 1, _fast_sum)
-    a = tl.reshape(tl.broadcast_to(a[:, None, :], shape), [ROWS, RBLOCK])
-    b = tl.reshape(tl.broadcast_to(b[:, None, :], shape), [ROWS, RBLOCK])
-    larger = (((p >> j) & 1) ^ ((p >> (i + 1)) & 1)) == 1
-    return tl.where(larger, tl.maximum(a, b), tl.minimum(a, b))
+def _bit_of(n: tl.constexpr, axis: tl.constexpr):
+    # 0 or 1 along `axis` of an n-dimensional hypercube: the bit that axis stands for
+    return tl.reshape(tl.arange(0, 2), [1] * axis + [2] + [1] * (n - axis - 1))
 
 
 @triton.jit
 def _sort_rows(x, ROWS: tl.constexpr, RBLOCK: tl.constexpr):
-    # each row of x ascending (RBLOCK a power of two, at most 2^10): bitonic merges of growing blocks
-    p = tl.arange(0, RBLOCK)[None, :]
-    for i in tl.static_range(10):
-        if (2 << i) <= RBLOCK:
+    # each row of x ascending (ROWS and RBLOCK powers of two, RBLOCK at most 2^10): bitonic merges
+    # of growing runs, a run descending where the next bit of its position is set
+    LOG_R: tl.constexpr = (RBLOCK > 1) + (RBLOCK > 2) + (RBLOCK > 4) + (RBLOCK > 8) + (RBLOCK > 16) + \
+        (RBLOCK > 32) + (RBLOCK > 64) + (RBLOCK > 128) + (RBLOCK > 256) + (RBLOCK > 512)
+    LOG_X: tl.constexpr = (ROWS > 1) + (ROWS > 2) + (ROWS > 4) + (ROWS > 8) + (ROWS > 16) + (ROWS > 32) + \
+        (ROWS > 64) + (ROWS > 128) + (ROWS > 256) + (ROWS > 512) + (ROWS > 1024)
+    N: tl.constexpr = LOG_X + LOG_R
+    if LOG_R > 0:
+        h = tl.reshape(x, [2] * N)
+        for i in tl.static_range(LOG_R):
             for k in tl.static_range(i + 1):
-                x = _sort_pairs(x, p, i, i - k, ROWS, RBLOCK)
+                # the axis of bit i - k: N - 1 - (i - k)
+                partner = tl.reduce(h, N - 1 - i + k, _fast_sum, keep_dims=True) - h   # wraps: exact
+                right = _bit_of(N, N - 1 - i + k)
+                if i + 1 < LOG_R:
+                    right = right ^ _bit_of(N, N - 2 - i)
+                h = tl.where((h > partner) != (right == 1), partner, h)
+        x = tl.reshape(h, [ROWS, RBLOCK])
     return x
 '''
 
@@ -173,6 +179,12 @@ def _index_scan_value(w: Any, node: Any, v: Any) -> Any:
     return ri
 
 
+def _positions_beside(w: Any, descending: bool) -> bool:
+    """Does the kernel also sort rows for their positions in this direction? Its values then come
+    from that one sort (of keys with positions), not from a second."""
+    return any(n.kind == "scan" and SORTS.get(n.buffer.body.combine) == (descending, True) for n, _ in w.members)
+
+
 def _sort_value(w: Any, body: Any, v: Any) -> Any:
     """A row sort's values (in body.acc_dtype) or positions (int64) at this block's r positions."""
     if not w.persistent:
@@ -188,11 +200,14 @@ def _sort_value(w: Any, body: Any, v: Any) -> Any:
         key = v
     if descending:
         key = w.cse(f"~{key}", i32)
-    packed = w.cse(f"tl.where(xrmask, ({key}.to(tl.int64) << 32) | rindex.to(tl.int64), 0x7FFFFFFFFFFFFFFF)", i64)
-    ordered = w.cse(f"_sort_rows({packed}, XBLOCK, RBLOCK)", i64)
-    if positions:
-        return w.cse(f"{ordered} & 0x7FFFFFFF", i64)   # positions < 2^31 (a row fits a block)
-    got = w.cse(f"({ordered} >> 32).to(tl.int32)", i32)
+    if positions or _positions_beside(w, descending):
+        packed = w.cse(f"tl.where(xrmask, ({key}.to(tl.int64) << 32) | rindex.to(tl.int64), 0x7FFFFFFFFFFFFFFF)", i64)
+        ordered = w.cse(f"_sort_rows({packed}, XBLOCK, RBLOCK)", i64)
+        if positions:
+            return w.cse(f"{ordered} & 0x7FFFFFFF", i64)   # positions < 2^31 (a row fits a block)
+        got = w.cse(f"({ordered} >> 32).to(tl.int32)", i32)
+    else:   # the values alone: equal keys are equal values, so the keys sort alone, half as wide
+        got = w.cse(f"_sort_rows(tl.where(xrmask, {key}, 0x7FFFFFFF), XBLOCK, RBLOCK)", i32)
     if descending:
         got = w.cse(f"~{got}", i32)
     if not floating:

@@ -118,6 +118,9 @@ class Heuristics:
     # a scan's row runs persistent up to this many elements (Inductor's persistent threshold for
     # inner reductions, which its scans share), else it loops over RBLOCK chunks carrying the prefix
     scan_persistent_max: int = 1024
+    # a row sort's block: elements per program and per thread (schedule.heuristics.sort_config)
+    sort_block_elems: int = 2048
+    sort_elems_per_thread: int = 8
     # an outer reduction (r strided, x contiguous) runs persistent up to this many r elements, as
     # Inductor's outer reductions do: the whole [XBLOCK, RBLOCK] tile's loads issue at once instead
     # of one 16-row step at a time
@@ -268,12 +271,27 @@ class Heuristics:
         flight per pass. `writes_rows`: an outer reduction's epilogue stores contiguously along r
         (`schedule.fusion.writes_along_r`). `strided`: a pointwise kernel reads with a small stride
         along its innermost dim (`schedule.fusion.reads_strided`: a pooling window)."""
+        if kind == "sort":
+            return self.sort_config(numel, rnumel, interpret, outer)
         if kind == "scan":  # a reduction's config; scans take no split, online or cache hints
             return replace(self, persistent_rnumel_max=self.scan_persistent_max)._launch_config(
                 "scan", numel, rnumel, interpret, outer)
         cfg = self._launch_config(kind, numel, rnumel, interpret, outer, passes, writes_rows, strided)
         return apply_defaults(self, cfg, kind, numel, rnumel, interpret, outer, device,
                               {} if legal is None else legal, tile)
+
+    def sort_config(self, numel: int, rnumel: int, interpret: bool, outer: bool) -> LaunchConfig:
+        """A row sort's kernel (codegen/scan.py) holds each row whole: rows of a program together
+        `sort_block_elems` elements (a strided row, `outer`, at least 16 of them side by side, so
+        a load's lanes run along memory), `sort_elems_per_thread` elements a thread."""
+        rblock = next_pow2(max(rnumel, 1))
+        if interpret:
+            return LaunchConfig(XBLOCK=max(1, min(next_pow2(max(numel, 1)), self.interpreter_block_elems // rblock)),
+                                RBLOCK=rblock, persistent=True)
+        rows = max(1, self.sort_block_elems // rblock, 16 if outer else 1)
+        xblock = min(next_pow2(max(numel, 1)), rows)
+        warps = max(1, min(16, xblock * rblock // (32 * self.sort_elems_per_thread)))
+        return LaunchConfig(XBLOCK=xblock, RBLOCK=rblock, num_warps=warps, persistent=True)
 
     def column_partial_config(self, numel: int, rnumel: int, interpret: bool) -> LaunchConfig:
         """A row kernel with column partials (codegen/columns.py) holds its rows whole: the
