@@ -191,6 +191,7 @@ class ProgramBuilder:
         (runtime/combine.py); off where the search runs and times a program's kernels one by one."""
         self.lowering, self.graph, self.groups, self.options = lowering, graph, groups, options
         self.final = final
+        self.over_operands: dict[str, str] = {}   # kernel output -> the operand buffer it is stored over
         self.launch_io: dict[int, LaunchIO] = {}
         self.configs = list(configs) if configs is not None else [None] * len(groups)
         self.used_configs: list[LaunchConfig | None] = []
@@ -247,6 +248,7 @@ class ProgramBuilder:
         over_operands.update(targets)
         for w, d in over_operands.items():
             self.slots[w] = self.slot(d)
+        self.over_operands = over_operands
         for gi, g in enumerate(self.groups):
             if g.is_extern:
                 self.used_configs.append(None)
@@ -439,6 +441,11 @@ class ProgramBuilder:
         if isinstance(o, ReinterpretView):
             return StridedArg(self.slot(o.buffer.name), o.layout)
         if isinstance(o, Buffer):
+            root = o.name
+            while root in self.over_operands:   # stored over an operand: that one's tensor holds it
+                root = self.over_operands[root]
+            if self.layouts.get(root) != self.layouts.get(o.name):   # of another shape: a view of it
+                return StridedArg(self.slot(o.name), self.layouts[o.name])
             return SlotOutput(self.slot(o.name))
         return ConstOutput(o)
 

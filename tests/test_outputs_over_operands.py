@@ -197,3 +197,20 @@ def test_most_reduction_chains_write_over_an_operand():
             over[h] += writes_over_operand(compile_graph(trace_aten(fn, args), args,
                                                   CompileOptions(strict=True, use_db=False, heuristics=h())).program)
     assert all(v >= len(REDUCTION_SEEDS) // 3 for v in over.values()), over
+
+
+def test_a_returned_output_of_another_shape_is_a_view_of_the_operand_it_is_stored_over():
+    """A language model's soft-capped logits (tanh(x / c) * c after the head's product): the
+    [tokens, vocab] product dies in the kernel that makes the [batch, seq, vocab] output, which is
+    stored over it and handed back as a view of that memory, not beside it (twice the peak)."""
+    def fn(h, w):
+        return torch.tanh(F.linear(h, w) / 30.0) * 30.0
+
+    args = [rand((2, 7, 16)) * 4, rand((33, 16))]
+    gm = trace_aten(fn, args)
+    prog = compile_graph(gm, args, CompileOptions(strict=True, use_db=False)).program
+    assert writes_over_operand(prog)
+    for _ in range(2):
+        out = prog(list(args))
+        assert_close(out[0], gm(*args))
+        assert out[0].shape == (2, 7, 33) and out[0].stride() == (231, 33, 1)

@@ -11,6 +11,8 @@ read by no ATen call that may hand back a view of it and not be made by one (its
 be shared with a live tensor). A kernel that writes over its own operand cannot be rerun on the
 same buffers, so only the program a call runs does it (as with input updates); the search times
 kernels with separate buffers, and the kernels' sources are the same either way.
+A returned output stored over an operand of another shape (soft-capped [batch, seq, vocab] logits
+over their [tokens, vocab] product) is handed back as a view of that operand's memory.
 
 A reduction kernel does it too (a softmax's probabilities over the scores that die in it, as
 Inductor's reduction kernels store through the `in_out_ptr` they read). Its passes, recomputed
@@ -97,11 +99,8 @@ def donated_operands(graph: SchedulerGraph, groups: Sequence[FusionGroup], reade
             if w in taken or w not in layouts:
                 continue
             for d in dict.fromkeys(r.name for n in g.nodes for r in n.reads):
-                root = d
-                while root in out:   # d itself lives in an earlier operand's buffer: the one it hands on
-                    root = out[root]
                 if _can_donate(graph, g, gi, readers, layouts, may_alias, aliasing_reads, taken | donors, w, d,
-                               layouts.get(root), accesses):
+                               accesses):
                     out[w] = d
                     donors.add(d)
                     break
@@ -110,10 +109,8 @@ def donated_operands(graph: SchedulerGraph, groups: Sequence[FusionGroup], reade
 
 def _can_donate(graph: SchedulerGraph, g: FusionGroup, gi: int, readers: dict[str, set[int]],
                 layouts: dict[str, Any], may_alias: Callable[[Any], bool], aliasing_reads: set[str],
-                unavailable: set[str], w: str, d: str, buffer: Any,
+                unavailable: set[str], w: str, d: str,
                 accesses: Callable[[int], Sequence[Access]] | None) -> bool:
-    """`buffer`: the layout of the tensor that holds d (d's own, or that of the operand d was
-    stored over)."""
     producer = graph.producer.get(d)
     if producer is None or d in unavailable or d in graph.graph_outputs or d in aliasing_reads:
         return False
@@ -122,8 +119,8 @@ def _can_donate(graph: SchedulerGraph, g: FusionGroup, gi: int, readers: dict[st
     if producer.kind == "extern" and may_alias(producer.extern.op):
         return False
     lay, wlay = layouts.get(d), layouts[w]
-    if lay is None or not _same_storage(lay, wlay) or (w in graph.graph_outputs and buffer != wlay):
-        return False   # a returned output is handed over as the tensor that holds it: it must have its shape
+    if lay is None or not _same_storage(lay, wlay):
+        return False   # (a returned output of another shape is handed over as a view of the memory that holds it)
     if g.is_reduction:
         return accesses is not None and loads_before_store(accesses(gi), w, d)
     return reads_only_written_element(g, w, d, wlay)
