@@ -222,4 +222,8 @@ def test_nanmedian_of_the_whole_tensor_and_of_integers(device):
     ints = (x.nan_to_num() * 7).int()
     fn = lambda t: torch.nanmedian(t, 1)   # noqa: E731
     (values, positions), _ = _compiled(fn, [ints])
-    assert torch.equal(values, fn(ints)[0]) and torch.equal(positions, fn(ints)[1])
+    assert torch.equal(values, fn(ints)[0])
+    # integers tie: CUDA's eager names any position holding the median, ours the stable sort's
+    assert torch.equal(ints.gather(1, positions[:, None])[:, 0], values)
+    if device == "cpu":
+        assert torch.equal(positions, fn(ints)[1])
