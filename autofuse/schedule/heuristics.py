@@ -283,7 +283,7 @@ class Heuristics:
         """A row sort's kernel (codegen/scan.py) holds each row whole, on one warp: the network's
         steps across warps go through shared memory. On the H200, 32768 rows of 1021 f32 sorted
         for their values in 0.41 ms on one warp a row against 0.85-1.76 ms on 2-16 warps and
-        1.0-2.7 ms with two rows a program; rows of 250 in 0.23 ms against 0.30 on 2 warps
+        0.91-2.76 ms with 2-4 rows a program; rows of 250 in 0.23 ms against 0.30 on 2 warps
         (docs/defaults.md). Rows shorter than `sort_row_elems` share a warp up to that many
         elements (not measured)."""
         rblock = next_pow2(max(rnumel, 1))
