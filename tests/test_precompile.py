@@ -167,8 +167,8 @@ def _programs():
     def softmax_first(x):   # the output's loops reordered into the statistics' kernel
         return torch.softmax(x, 0)
 
-    def sort(x):            # a row sort's bitonic network over int64 keys, and a median read from it
-        return torch.sort(x * 2, dim=-1, descending=True), torch.median(x, 1)
+    def sort(x):            # a row sort's bitonic network over int64 keys, a median read from it, a 64-bit sort
+        return torch.sort(x * 2, dim=-1, descending=True), torch.median(x, 1), torch.sort((x * 8).long(), dim=0)
 
     def pools(x):           # window loads masked at the padding (-inf, 0)
         return (torch.nn.functional.max_pool2d(torch.relu(x), 3, 2, 1),
@@ -213,6 +213,7 @@ def test_warm_up_compiles_every_generated_kernel_for_sm90(tmp_path, monkeypatch)
                 twins.append(twin)
     assert len({t.warm_key() for t in twins}) == len(twins) >= 7
     assert any("_sort_rows(" in t.fn.src for t in twins)   # the row sort's network among them
+    assert any("_sort_rows_by(tl.where" in t.fn.src for t in twins)
     monkeypatch.setattr(driver, "_active", FakeCudaDriver())   # restored after the test
     assert precompile(twins, threads=4) == len(twins)
     for t in twins:

@@ -1,8 +1,8 @@
 """sort of rows of at most SORT_ROW_MAX elements as one generated kernel (lower/sort.py `row_sort`,
 codegen/scan.py): each row's block sorted whole, values and positions equal to eager's stable sort
 (NaN last ascending and first descending, -0.0 equal to 0.0, infinities), any dim, non-contiguous
-and non-power-of-two rows, half and integer dtypes, fused with what precedes and follows it;
-longer rows and 64-bit values stay ATen's; the search offers a sort only whole-row configs."""
+and non-power-of-two rows, half, integer and 64-bit dtypes, fused with what precedes and follows
+it; longer rows stay ATen's; the search offers a sort only whole-row configs."""
 from __future__ import annotations
 
 import pytest
@@ -83,19 +83,37 @@ def test_argsort_and_consumers_fused(device):
     assert all(k.kind == "scan" for k in kernels), [k.kind for k in kernels]
 
 
-@pytest.mark.parametrize("case", ["long-rows", "int64", "float64"])
-def test_beyond_a_block_or_an_int32_key_stays_atens(device, case):
-    if case == "long-rows":
-        x = rand((3, SORT_ROW_MAX + 1), device=device)
-    elif case == "int64":
-        x = torch.randint(-5, 5, (4, 33), device=device)
-    else:
-        x = rand((4, 33), torch.float64, device=device)
+def test_rows_longer_than_a_block_stay_atens(device):
+    x = rand((3, SORT_ROW_MAX + 1), device=device)
     fn = lambda x: torch.sort(x, dim=-1, stable=True)   # noqa: E731
     (values, positions), kernels = _compiled(fn, [x])
     want_values, want_positions = fn(x)
     assert torch.equal(values, want_values) and torch.equal(positions, want_positions)
     assert any(k.kind == "fallback" and "sort" in k.aten_ops for k in kernels)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float64])
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("what", ["both", "values", "positions"])
+def test_64_bit_rows_sorted_as_eagers_stable_sort(device, dtype, descending, what):
+    """64-bit keys with their positions beside them (ties, the extremes of int64, NaN and signed
+    zeros of float64); values alone sort the keys alone."""
+    if dtype == torch.int64:
+        x = torch.randint(-4, 4, (7, 301), dtype=dtype, device=device) * (2 ** 40)
+        x[0, :4] = torch.tensor([2 ** 63 - 1, -2 ** 63, 2 ** 63 - 1, 0])
+    else:
+        x = _specials(rand((7, 301), dtype, device=device))
+        x[4, :3] = torch.tensor([1e300, -1e-300, 1e-310], dtype=dtype)
+    fn = {"both": lambda t: tuple(torch.sort(t, dim=-1, descending=descending, stable=True)),
+          "values": lambda t: torch.sort(t, dim=-1, descending=descending, stable=True).values - 1,
+          "positions": lambda t: torch.argsort(t, dim=-1, descending=descending, stable=True)}[what]
+    got, kernels = _compiled(fn, [x])
+    want = fn(x)
+    for g, w in zip(got, want if isinstance(want, tuple) else (want,)):
+        assert torch.equal(g, w) or torch.allclose(g, w, equal_nan=True), (g, w)
+    assert [k.kind for k in kernels] == ["scan"], [(k.kind, k.aten_ops) for k in kernels]
+    sorts = kernels[0].source.count("_sort_rows_by(tl.where")
+    assert sorts == (0 if what == "values" else 1)
 
 
 def test_the_search_offers_a_sort_only_whole_row_configs():

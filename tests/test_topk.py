@@ -87,12 +87,8 @@ def test_topk_beyond_the_rounds_is_the_first_of_the_rows_sorted(device, case):
     assert all(kk.kind != "fallback" for kk in kernels_of(compiled))
 
 
-@pytest.mark.parametrize("case", ["long-row", "int64-smallest"])
-def test_topk_beyond_a_block_or_an_int32_key_stays_atens(device, case):
-    if case == "long-row":
-        x, largest = rand((4, 2 * TOPK_MAX_ROW), device=device), False
-    else:
-        x, largest = torch.randint(-9, 9, (4, 30), device=device), False
+def test_topk_beyond_a_block_stays_atens(device):
+    x, largest = rand((4, 2 * TOPK_MAX_ROW), device=device), False
     fn = lambda t: tuple(torch.topk(t, 2, dim=-1, largest=largest))   # noqa: E731
     compiled = compile_traced(fn, [x], OPTIONS)
     assert_close(compiled(x)[0], fn(x)[0])

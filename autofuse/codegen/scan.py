@@ -16,7 +16,10 @@ order is the element's (a float's bits with the magnitude bits flipped when nega
 the one positive NaN, so it comes last as in eager; -0.0 made +0.0, equal as in eager), negated
 for a descending sort, above its position. Sorting those orders by value, ties by position (a
 stable sort, which eager's `stable=True` asks for and its default permits), and gives both the
-values and their positions; lanes past the row's end hold the largest int64 and sort last.
+values and their positions; lanes past the row's end hold the largest int64 and sort last. A sort
+read only for its values sorts the keys alone (int32). 64-bit values (int64, f64: its bits ordered
+as above, in int64) have no room for a position: keys and positions go through the network side by
+side (`_sort_rows_by`), ties ordered by position.
 """
 from __future__ import annotations
 
@@ -91,6 +94,32 @@ def _sort_rows(x, ROWS: tl.constexpr, RBLOCK: tl.constexpr):
                 h = tl.where((h > partner) != (right == 1), partner, h)
         x = tl.reshape(h, [ROWS, RBLOCK])
     return x
+
+
+@triton.jit
+def _sort_rows_by(x, p, ROWS: tl.constexpr, RBLOCK: tl.constexpr):
+    # _sort_rows of keys x that may tie, ties ordered by p (distinct in a row): (x, p) sorted
+    LOG_R: tl.constexpr = (RBLOCK > 1) + (RBLOCK > 2) + (RBLOCK > 4) + (RBLOCK > 8) + (RBLOCK > 16) + \
+        (RBLOCK > 32) + (RBLOCK > 64) + (RBLOCK > 128) + (RBLOCK > 256) + (RBLOCK > 512)
+    LOG_X: tl.constexpr = (ROWS > 1) + (ROWS > 2) + (ROWS > 4) + (ROWS > 8) + (ROWS > 16) + (ROWS > 32) + \
+        (ROWS > 64) + (ROWS > 128) + (ROWS > 256) + (ROWS > 512) + (ROWS > 1024)
+    N: tl.constexpr = LOG_X + LOG_R
+    if LOG_R > 0:
+        h = tl.reshape(x, [2] * N)
+        q = tl.reshape(p, [2] * N)
+        for i in tl.static_range(LOG_R):
+            for k in tl.static_range(i + 1):
+                partner = tl.reduce(h, N - 1 - i + k, _fast_sum, keep_dims=True) - h
+                partner_q = tl.reduce(q, N - 1 - i + k, _fast_sum, keep_dims=True) - q
+                right = _bit_of(N, N - 1 - i + k)
+                if i + 1 < LOG_R:
+                    right = right ^ _bit_of(N, N - 2 - i)
+                take = ((h > partner) | ((h == partner) & (q > partner_q))) != (right == 1)
+                h = tl.where(take, partner, h)
+                q = tl.where(take, partner_q, q)
+        x = tl.reshape(h, [ROWS, RBLOCK])
+        p = tl.reshape(q, [ROWS, RBLOCK])
+    return x, p
 '''
 
 
@@ -191,26 +220,42 @@ def _sort_value(w: Any, body: Any, v: Any) -> Any:
         raise ValueError("a row sort needs its whole row in one block (a persistent config)")
     descending, positions = SORTS[body.combine]
     i32, i64 = torch.int32, torch.int64
-    floating = body.acc_dtype.is_floating_point
+    acc = body.acc_dtype
+    wide = acc in (torch.int64, torch.float64)   # 64-bit keys: positions sort beside them (_sort_rows_by)
+    kt, bits_of, top = (i64, "tl.int64", 63) if wide else (i32, "tl.int32", 31)
+    big = "0x7FFFFFFFFFFFFFFF" if wide else "0x7FFFFFFF"
+    floating = acc.is_floating_point
     if floating:
-        same = w.cse(f"tl.where({v} != {v}, float('nan'), {v} + 0.0)", body.acc_dtype)
-        bits = w.cse(f"{same}.to(tl.int32, bitcast=True)", i32)
-        key = w.cse(f"{bits} ^ (({bits} >> 31) & 0x7FFFFFFF)", i32)
+        same = w.cse(f"tl.where({v} != {v}, float('nan'), {v} + 0.0)", acc)
+        bits = w.cse(f"{same}.to({bits_of}, bitcast=True)", kt)
+        key = w.cse(f"{bits} ^ (({bits} >> {top}) & {big})", kt)
     else:
         key = v
     if descending:
-        key = w.cse(f"~{key}", i32)
-    if positions or _positions_beside(w, descending):
+        key = w.cse(f"~{key}", kt)
+    with_positions = positions or _positions_beside(w, descending)
+    if wide and with_positions:
+        sorted_by = w.__dict__.setdefault("_sorted_by", {})   # one sort for the values and positions nodes
+        if str(key) not in sorted_by:
+            keys, ranks = w.fresh(i64), w.fresh(i64)
+            w.emit(f"{keys}, {ranks} = _sort_rows_by(tl.where(xrmask, {key}, {big}), "
+                   f"tl.where(xrmask, rindex, RBLOCK).to(tl.int64), XBLOCK, RBLOCK)")
+            sorted_by[str(key)] = (keys, ranks)
+        keys, ranks = sorted_by[str(key)]
+        if positions:
+            return ranks
+        got = keys
+    elif with_positions:
         packed = w.cse(f"tl.where(xrmask, ({key}.to(tl.int64) << 32) | rindex.to(tl.int64), 0x7FFFFFFFFFFFFFFF)", i64)
         ordered = w.cse(f"_sort_rows({packed}, XBLOCK, RBLOCK)", i64)
         if positions:
             return w.cse(f"{ordered} & 0x7FFFFFFF", i64)   # positions < 2^31 (a row fits a block)
         got = w.cse(f"({ordered} >> 32).to(tl.int32)", i32)
-    else:   # the values alone: equal keys are equal values, so the keys sort alone, half as wide
-        got = w.cse(f"_sort_rows(tl.where(xrmask, {key}, 0x7FFFFFFF), XBLOCK, RBLOCK)", i32)
+    else:   # the values alone: equal keys are equal values, so the keys sort alone (32-bit ones half as wide)
+        got = w.cse(f"_sort_rows(tl.where(xrmask, {key}, {big}), XBLOCK, RBLOCK)", kt)
     if descending:
-        got = w.cse(f"~{got}", i32)
+        got = w.cse(f"~{got}", kt)
     if not floating:
         return got
-    back = w.cse(f"{got} ^ (({got} >> 31) & 0x7FFFFFFF)", i32)
-    return w.cse(f"{back}.to(tl.float32, bitcast=True)", body.acc_dtype)
+    back = w.cse(f"{got} ^ (({got} >> {top}) & {big})", kt)
+    return w.cse(f"{back}.to({'tl.float64' if wide else 'tl.float32'}, bitcast=True)", acc)

@@ -131,8 +131,8 @@ class ScanBody:
     """out[idx] = combine of inner_fn(ops, j) over the positions j along `dim` up to idx's (from idx's
     on when `reverse`), in `acc_dtype`. `combine`: "sum", "prod", "logaddexp", "max" or "min"; or
     "argmax" / "argmin": the position along `dim` of that max / min (cummax's and cummin's indices);
-    or one of SORTS: out[idx] is the row's element of rank idx along `dim` (`acc_dtype` f32 or
-    int32, the keys it is ordered by), or (argsort) that element's position; the whole row in one
+    or one of SORTS: out[idx] is the row's element of rank idx along `dim` (`acc_dtype` f32, int32,
+    f64 or int64, the keys it is ordered by), or (argsort) that element's position; the whole row in one
     block.
     A scan iterates its tensor with `dim` moved last (`iter_size`): the kernel's rows are the other
     dims and its r loop runs along `dim`."""

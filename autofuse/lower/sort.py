@@ -6,7 +6,8 @@ registers (codegen/scan.py): the sort reads and writes each element once, fused 
 produces its input and what reads its output, where ATen's segmented sort runs several passes
 (a 32768 x 1021 f32 sort: 1.08 ms under both compilers, 6% of the H200's copy bandwidth,
 `benchmarks/results/2026-12-03-h200-corpus-all-programs/`). median and kthvalue of such rows read
-one element of each sorted row. 64-bit keys and longer rows stay ATen's.
+one element of each sorted row. 64-bit values sort with their positions beside them (two
+tensors through the network); longer rows stay ATen's.
 
 A mixture of experts groups its tokens by expert: it sorts the flat list of the experts each
 token was routed to (`torch.sort(topk_indices.view(-1))`), keys that the graph itself bounds to
@@ -71,7 +72,8 @@ def _sort(g, x, *args, **kwargs):
 
 # rows a block sorts whole (the scans' persistent limit, heuristics.scan_persistent_max)
 SORT_ROW_MAX = 1024
-SORTABLE = (torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int16, torch.int8, torch.uint8)
+SORTABLE = (torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int16, torch.int8, torch.uint8,
+            torch.int64, torch.float64)
 
 
 def row_sort(g: Any, x: Any, dim: int, descending: bool, outs: tuple[Any, Any] | None = None) -> tuple[Any, Any]:
@@ -80,8 +82,9 @@ def row_sort(g: Any, x: Any, dim: int, descending: bool, outs: tuple[Any, Any] |
     elements of a dtype whose order an int32 key holds, else ATen's sort. `outs`: the fake
     (values, positions) to store them as, g.out by default."""
     if not x.size or x.dtype not in SORTABLE or x.size[norm_dim(dim, len(x.size))] > SORT_ROW_MAX:
-        raise Unsupported("sort of a scalar, of 64-bit or bool values, or of rows longer than a block")
-    acc = torch.float32 if x.dtype.is_floating_point else torch.int32
+        raise Unsupported("sort of a scalar, of bool values, or of rows longer than a block")
+    acc = x.dtype if x.dtype in (torch.int64, torch.float64) else \
+        torch.float32 if x.dtype.is_floating_point else torch.int32
     if x.dtype in (torch.float16, torch.bfloat16):   # ordered as stored: rounded to its dtype first
         load, half = x.loader(), x.dtype
         x = Pointwise(x.device, half, tuple(x.size),
