@@ -147,6 +147,24 @@ def test_training_step_generates_indices_and_backward(params, layout, device):
     assert torch.equal(got[1], want[1])
 
 
+@pytest.mark.parametrize("pool", ["avg", "avg-padded", "max", "max-indices"])
+def test_a_window_far_wider_than_the_map_visits_only_the_map(pool, device):
+    """EfficientNet's head averages its map with a window of its channel count (2560) in ceil mode:
+    the kernel visits the positions some window can reach, not 2560 x 2560 masked ones."""
+    x = rand((2, 6, 7, 5), device=device)
+    fn = {"avg": lambda t: F.avg_pool2d(t, 2560, ceil_mode=True),
+          "avg-padded": lambda t: F.avg_pool2d(t, (9, 40), padding=(4, 1), ceil_mode=True),
+          "max": lambda t: F.max_pool2d(t, 300, ceil_mode=True),
+          "max-indices": lambda t: F.max_pool2d_with_indices(t, (30, 8), padding=(1, 2), ceil_mode=True)}[pool]
+    f, rec = _compiled(fn, x)
+    with torch.no_grad():
+        got, want = f(x), fn(x)
+    assert_close(got, want)
+    kernels = _kernels(rec)
+    assert kernels and all(k.kind == "pointwise" for k in kernels)
+    assert all(k.source.count("tl.load(") <= 2 * 7 * 5 for k in kernels)
+
+
 def test_padding_only_windows_point_at_their_first_element(device):
     """A window of -inf values keeps eager's index: its first in-bounds position."""
     x = torch.full((1, 2, 6, 6), float("-inf"), device=device)

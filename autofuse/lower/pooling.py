@@ -61,6 +61,7 @@ class _Window:
     dilation: tuple[int, ...]
     in_size: tuple[int, ...]
     crosses: tuple[tuple[bool, bool], ...]
+    out_size: tuple[int, ...]
 
     @staticmethod
     def of(x: Any, out_size: Sequence[int], out_dtype: torch.dtype, kernel_size: Any, stride: Any, padding: Any,
@@ -71,7 +72,8 @@ class _Window:
         n = tuple(int(e) for e in x.size[-nd:])
         crosses = tuple((p[a] > 0, (int(out_size[a]) - 1) * s[a] - p[a] + (k[a] - 1) * d[a] >= n[a])
                         for a in range(nd))
-        return _Window(x.loader(), x.dtype, upcast(out_dtype), k, s, p, d, n, crosses)
+        return _Window(x.loader(), x.dtype, upcast(out_dtype), k, s, p, d, n, crosses,
+                       tuple(int(e) for e in out_size))
 
     @property
     def nd(self) -> int:
@@ -85,11 +87,21 @@ class _Window:
         """The window's positions relative to its start, in eager's order (the last dim fastest)."""
         return itertools.product(*(range(k) for k in self.kernel))
 
+    def reachable(self) -> Iterator[tuple[int, ...]]:
+        """`offsets` without those that lie outside the input for every output position (padding
+        alone): EfficientNet's head pools its 19x19 map with a 2560x2560 window in ceil mode."""
+        def live(a: int) -> list[int]:
+            last = (self.out_size[a] - 1) * self.stride[a] - self.padding[a]
+            return [o for o in range(self.kernel[a])
+                    if o * self.dilation[a] - self.padding[a] < self.in_size[a] and last + o * self.dilation[a] >= 0]
+        return itertools.product(*(live(a) for a in range(self.nd)))
+
     def elements(self, ops: Any, idx: Sequence[Any], pad_value: float) -> Iterator[tuple[tuple[Any, ...], Any]]:
         """(position, value) over the window in `offsets`' order, the value in the compute dtype,
-        `pad_value` where the window lies outside the input."""
+        `pad_value` where the window lies outside the input (positions outside it for every output
+        left out: they would add the pad value alone)."""
         lead, starts = list(idx[:-self.nd]), self.starts(idx[-self.nd:])
-        for off in self.offsets():
+        for off in self.reachable():
             at = tuple(st + o * dd for st, o, dd in zip(starts, off, self.dilation))
             conds = []
             for a in range(self.nd):
