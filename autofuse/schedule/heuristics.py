@@ -271,7 +271,7 @@ class Heuristics:
         (`schedule.fusion.writes_along_r`). `strided`: a pointwise kernel reads with a small stride
         along its innermost dim (`schedule.fusion.reads_strided`: a pooling window)."""
         if kind == "sort":
-            return self.sort_config(numel, rnumel, interpret, outer)
+            return self.sort_config(numel, rnumel, interpret)
         if kind == "scan":  # a reduction's config; scans take no split, online or cache hints
             return replace(self, persistent_rnumel_max=self.scan_persistent_max)._launch_config(
                 "scan", numel, rnumel, interpret, outer)
@@ -279,13 +279,14 @@ class Heuristics:
         return apply_defaults(self, cfg, kind, numel, rnumel, interpret, outer, device,
                               {} if legal is None else legal, tile)
 
-    def sort_config(self, numel: int, rnumel: int, interpret: bool, outer: bool) -> LaunchConfig:
+    def sort_config(self, numel: int, rnumel: int, interpret: bool) -> LaunchConfig:
         """A row sort's kernel (codegen/scan.py) holds each row whole, on one warp: the network's
         steps across warps go through shared memory. On the H200, 32768 rows of 1021 f32 sorted
         for their values in 0.41 ms on one warp a row against 0.85-1.76 ms on 2-16 warps and
         0.91-2.76 ms with 2-4 rows a program; rows of 250 in 0.23 ms against 0.30 on 2 warps
         (docs/defaults.md). Rows shorter than `sort_row_elems` share a warp up to that many
-        elements (not measured)."""
+        elements, and a strided row (a sort along a middle dim) takes the same rule (neither
+        measured)."""
         rblock = next_pow2(max(rnumel, 1))
         if interpret:
             return LaunchConfig(XBLOCK=max(1, min(next_pow2(max(numel, 1)), self.interpreter_block_elems // rblock)),
