@@ -280,6 +280,8 @@ def selections() -> list[Program]:
         fn_program("topk16_smallest_values_last_f32", "argreduce",
                    lambda x: torch.topk(x, 16, dim=-1, largest=False).values, x, rows, trows),
         fn_program("quantile_last_f32", "argreduce", lambda x: torch.quantile(x, 0.9, dim=-1), x, rows, trows),
+        fn_program("argsort_stable_int64_keys_last", "argreduce",
+                   lambda x: torch.argsort((x * 1000).long(), dim=-1, stable=True), x, rows, trows),
     ]
 
 
