@@ -1655,10 +1655,10 @@ def test_misc_decomposed_pointwise(device):
 # ---------------------------------------------------------------------------------------------
 FALLBACKS = {
     "mm": (lambda a, b: torch.mm(a.sin() * 2, b + 1).relu() - a[:, :5].mean(), "mm"),
-    # float64 and int64 rows: beyond a row sort's int32 keys (lower/sort.py)
-    "kthvalue": (lambda a, b: torch.kthvalue(a.double() * 2 - 1, 3, dim=1, keepdim=True)[0] + a, "kthvalue"),
-    "sort": (lambda a, b: torch.sort((a.abs() * 9).long(), dim=1)[0] * 3 + a, "sort"),
-    "topk": (lambda a, b: torch.topk((a * 9).long(), 3, dim=1, largest=False).values.sum(1) + 1, "topk"),
+    # rows of 1040: longer than a row sort's block (lower/sort.py)
+    "kthvalue": (lambda a, b: torch.kthvalue(a.repeat(1, 80) * 2 - 1, 3, dim=1, keepdim=True)[0] + a, "kthvalue"),
+    "sort": (lambda a, b: torch.sort(a.abs().repeat(1, 80), dim=1)[0][:, ::80] * 3 + a, "sort"),
+    "topk": (lambda a, b: torch.topk(a.repeat(1, 80), 3, dim=1, largest=False).values.sum(1) + 1, "topk"),
 }
 
 
