@@ -14,9 +14,10 @@ from .codegen.columns import rows_per_program
 from .codegen.config import LaunchConfig
 from .codegen.device import device_facts
 from .codegen.options import KernelView, default_legality
+from .codegen.scan import has_row_sort
 from .codegen.tiling import choose_tiling
 from .codegen.triton_kernel import KernelSource, KernelWriter, kernel_name
-from .ir.values import SORTS, Buffer, ComputedBuffer, ExternBuffer, ReinterpretView, is_tensor_value
+from .ir.values import Buffer, ComputedBuffer, ExternBuffer, ReinterpretView, is_tensor_value
 from .lower import GraphLowering
 from .lower.extern_args import IN_PLACE_FORMS
 from .options import CompileOptions
@@ -172,7 +173,7 @@ def default_config(g: FusionGroup, heur: Heuristics, interpret: bool) -> LaunchC
         return heur.column_partial_config(g.numel, g.rnumel, interpret)
     legal = default_legality(KernelView(members, g.is_reduction, g.rnumel), interpret)
     outer = is_outer_reduction(g, heur.persistent_rnumel_max)
-    kind = "sort" if any(n.kind == "scan" and n.buffer.body.combine in SORTS for n in g.nodes) else kernel_kind(g)
+    kind = "sort" if has_row_sort(g.nodes) else kernel_kind(g)
     return heur.launch_config(kind, g.numel, g.rnumel, interpret, outer, legal=legal,
                               device=device_facts(g.device),
                               tile=choose_tiling(members) if legal.get("YBLOCK") else None,

@@ -23,7 +23,7 @@ side (`_sort_rows_by`), ties ordered by position.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import torch
 
@@ -81,6 +81,16 @@ def _bit_of(n: tl.constexpr, axis: tl.constexpr):
 
 
 @triton.jit
+def _takes_larger(N: tl.constexpr, LOG_R: tl.constexpr, i: tl.constexpr, k: tl.constexpr):
+    # at step k of merge i (pairs across position bit i - k): 1 where a lane keeps the pair's larger
+    # element, the upper lane of an ascending run (bit i + 1 of its position clear)
+    right = _bit_of(N, N - 1 - i + k)
+    if i + 1 < LOG_R:
+        right = right ^ _bit_of(N, N - 2 - i)
+    return right
+
+
+@triton.jit
 def _sort_rows(x, ROWS: tl.constexpr, RBLOCK: tl.constexpr):
     # each row of x ascending (ROWS and RBLOCK powers of two, RBLOCK at most 2^10): bitonic merges
     # of growing runs, a run descending where the next bit of its position is set
@@ -92,10 +102,7 @@ def _sort_rows(x, ROWS: tl.constexpr, RBLOCK: tl.constexpr):
             for k in tl.static_range(i + 1):
                 # the axis of bit i - k: N - 1 - (i - k)
                 partner = tl.reduce(h, N - 1 - i + k, _fast_sum, keep_dims=True) - h   # wraps: exact
-                right = _bit_of(N, N - 1 - i + k)
-                if i + 1 < LOG_R:
-                    right = right ^ _bit_of(N, N - 2 - i)
-                h = tl.where((h > partner) != (right == 1), partner, h)
+                h = tl.where((h > partner) != (_takes_larger(N, LOG_R, i, k) == 1), partner, h)
         x = tl.reshape(h, [ROWS, RBLOCK])
     return x
 
@@ -112,10 +119,7 @@ def _sort_rows_by(x, p, ROWS: tl.constexpr, RBLOCK: tl.constexpr):
             for k in tl.static_range(i + 1):
                 partner = tl.reduce(h, N - 1 - i + k, _fast_sum, keep_dims=True) - h
                 partner_q = tl.reduce(q, N - 1 - i + k, _fast_sum, keep_dims=True) - q
-                right = _bit_of(N, N - 1 - i + k)
-                if i + 1 < LOG_R:
-                    right = right ^ _bit_of(N, N - 2 - i)
-                take = ((h > partner) | ((h == partner) & (q > partner_q))) != (right == 1)
+                take = ((h > partner) | ((h == partner) & (q > partner_q))) != (_takes_larger(N, LOG_R, i, k) == 1)
                 h = tl.where(take, partner, h)
                 q = tl.where(take, partner_q, q)
         x = tl.reshape(h, [ROWS, RBLOCK])
@@ -128,8 +132,13 @@ def is_scan_kernel(members: Sequence[tuple[Any, Any]]) -> bool:
     return any(n.kind == "scan" for n, _ in members)
 
 
+def has_row_sort(nodes: Iterable[Any]) -> bool:
+    """Does one of these scheduler nodes sort rows (a ScanBody of SORTS)?"""
+    return any(n.kind == "scan" and n.buffer.body.combine in SORTS for n in nodes)
+
+
 def is_sort_kernel(members: Sequence[tuple[Any, Any]]) -> bool:
-    return any(n.kind == "scan" and n.buffer.body.combine in SORTS for n, _ in members)
+    return has_row_sort(n for n, _ in members)
 
 
 def identity(combine: str, dtype: torch.dtype) -> str:

@@ -79,7 +79,7 @@ SORTABLE = (torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int
 def row_sort(g: Any, x: Any, dim: int, descending: bool, outs: tuple[Any, Any] | None = None) -> tuple[Any, Any]:
     """(values, positions) of each row along dim sorted in one block (codegen/scan.py): stable,
     NaN last ascending and first descending, as eager's sort; rows of at most SORT_ROW_MAX
-    elements of a dtype whose order an int32 key holds, else ATen's sort. `outs`: the fake
+    elements of any dtype but bool, else ATen's sort. `outs`: the fake
     (values, positions) to store them as, g.out by default."""
     if not x.size or x.dtype not in SORTABLE or x.size[norm_dim(dim, len(x.size))] > SORT_ROW_MAX:
         raise Unsupported("sort of a scalar, of bool values, or of rows longer than a block")

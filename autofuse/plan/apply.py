@@ -9,8 +9,8 @@ import torch
 from ..codegen.config import LaunchConfig
 from ..codegen.columns import why_not_columns
 from ..codegen.options import KernelView, why_not_options
+from ..codegen.scan import has_row_sort
 from ..codegen.config import next_pow2
-from ..ir.values import SORTS
 from ..schedule.fusion import FusionGroup, topological_groups, whole_group
 from ..schedule.scheduler import SchedulerGraph
 from .graph_hash import graph_hash
@@ -46,7 +46,7 @@ def check_config(cfg: LaunchConfig, group: FusionGroup) -> str | None:
         if cfg.XBLOCK * cfg.RBLOCK > 1 << 20:
             return f"XBLOCK*RBLOCK={cfg.XBLOCK * cfg.RBLOCK} elements per program is too large"
         whole_rows = cfg.persistent and cfg.split == 1 and cfg.RBLOCK >= next_pow2(group.rnumel)
-        if not whole_rows and any(n.kind == "scan" and n.buffer.body.combine in SORTS for n in group.nodes):
+        if not whole_rows and has_row_sort(group.nodes):
             return "a row sort needs each row in one block: a persistent config with RBLOCK >= rnumel, unsplit"
     members = group.placements()
     return why_not_options(cfg, KernelView(members, group.is_reduction, group.rnumel)) or why_not_columns(cfg, members)

@@ -118,7 +118,7 @@ class Heuristics:
     # a scan's row runs persistent up to this many elements (Inductor's persistent threshold for
     # inner reductions, which its scans share), else it loops over RBLOCK chunks carrying the prefix
     scan_persistent_max: int = 1024
-    # a row sort's program holds rows of together at least this many elements (sort_config)
+    # rows of a sort shorter than this share a program up to this many elements (sort_config)
     sort_row_elems: int = 256
     # an outer reduction (r strided, x contiguous) runs persistent up to this many r elements, as
     # Inductor's outer reductions do: the whole [XBLOCK, RBLOCK] tile's loads issue at once instead
