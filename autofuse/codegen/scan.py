@@ -68,13 +68,6 @@ def _cummin_index_combine(av, ai, bv, bi):
 SORT_HELPERS = '''
 
 @triton.jit
-def _log2_of(n: tl.constexpr):
-    # log2 of a power of two up to 2^11, a compile-time constant
-    return tl.constexpr((n > 1) + (n > 2) + (n > 4) + (n > 8) + (n > 16) + (n > 32) + (n > 64) + (n > 128) +
-                        (n > 256) + (n > 512) + (n > 1024))
-
-
-@triton.jit
 def _bit_of(n: tl.constexpr, axis: tl.constexpr):
     # 0 or 1 along `axis` of an n-dimensional hypercube: the bit that axis stands for
     return tl.reshape(tl.arange(0, 2), [1] * axis + [2] + [1] * (n - axis - 1))
@@ -94,8 +87,11 @@ def _takes_larger(N: tl.constexpr, LOG_R: tl.constexpr, i: tl.constexpr, k: tl.c
 def _sort_rows(x, ROWS: tl.constexpr, RBLOCK: tl.constexpr):
     # each row of x ascending (ROWS and RBLOCK powers of two, RBLOCK at most 2^10): bitonic merges
     # of growing runs, a run descending where the next bit of its position is set
-    LOG_R: tl.constexpr = _log2_of(RBLOCK)
-    N: tl.constexpr = _log2_of(ROWS) + LOG_R
+    # log2 of each power of two, computed in place: a jit function's result is not a constexpr
+    LOG_R: tl.constexpr = (RBLOCK > 1) + (RBLOCK > 2) + (RBLOCK > 4) + (RBLOCK > 8) + (RBLOCK > 16) + \
+        (RBLOCK > 32) + (RBLOCK > 64) + (RBLOCK > 128) + (RBLOCK > 256) + (RBLOCK > 512)
+    N: tl.constexpr = LOG_R + (ROWS > 1) + (ROWS > 2) + (ROWS > 4) + (ROWS > 8) + (ROWS > 16) + (ROWS > 32) + \
+        (ROWS > 64) + (ROWS > 128) + (ROWS > 256) + (ROWS > 512) + (ROWS > 1024)
     if LOG_R > 0:
         h = tl.reshape(x, [2] * N)
         for i in tl.static_range(LOG_R):
@@ -110,8 +106,11 @@ def _sort_rows(x, ROWS: tl.constexpr, RBLOCK: tl.constexpr):
 @triton.jit
 def _sort_rows_by(x, p, ROWS: tl.constexpr, RBLOCK: tl.constexpr):
     # _sort_rows of keys x that may tie, ties ordered by p (distinct in a row): (x, p) sorted
-    LOG_R: tl.constexpr = _log2_of(RBLOCK)
-    N: tl.constexpr = _log2_of(ROWS) + LOG_R
+    # log2 of each power of two, computed in place: a jit function's result is not a constexpr
+    LOG_R: tl.constexpr = (RBLOCK > 1) + (RBLOCK > 2) + (RBLOCK > 4) + (RBLOCK > 8) + (RBLOCK > 16) + \
+        (RBLOCK > 32) + (RBLOCK > 64) + (RBLOCK > 128) + (RBLOCK > 256) + (RBLOCK > 512)
+    N: tl.constexpr = LOG_R + (ROWS > 1) + (ROWS > 2) + (ROWS > 4) + (ROWS > 8) + (ROWS > 16) + (ROWS > 32) + \
+        (ROWS > 64) + (ROWS > 128) + (ROWS > 256) + (ROWS > 512) + (ROWS > 1024)
     if LOG_R > 0:
         h = tl.reshape(x, [2] * N)
         q = tl.reshape(p, [2] * N)
