@@ -135,3 +135,16 @@ def test_searchsorted_with_a_1d_sequence(device, side):
     v = values(seq, 9, 12, device)
     run(lambda s, x: (torch.searchsorted(s, x, side=side), torch.searchsorted(s, x, side=side, out_int32=True),
                       torch.searchsorted(s, x, right=side == "right")), seq, v)
+
+
+@pytest.mark.parametrize("n", [1, 7, 50, 64])
+@pytest.mark.parametrize("dtype", [F32, I64])
+def test_searchsorted_with_a_sorter(device, dtype, n):
+    """An unsorted sequence and the permutation that sorts it (a stable argsort, so repeated values
+    keep an order): every side and output dtype; a sorter computed in the program is stored first."""
+    seq = boundaries(n, dtype, device)[torch.randperm(n, generator=torch.Generator().manual_seed(n))]
+    v = values(seq.sort().values, 9, 12, device)
+    order = torch.argsort(seq, stable=True)
+    run(lambda s, x, o: tuple(torch.searchsorted(s, x, side=side, sorter=o, out_int32=i32)
+                              for side in ("left", "right") for i32 in (False, True)), seq, v, order)
+    run(lambda s, x: torch.searchsorted(s, x, sorter=torch.argsort(s, stable=True)), seq, v)

@@ -1,4 +1,5 @@
-"""bucketize, and searchsorted over a 1-D sorted sequence: one binary search inside a pointwise body.
+"""bucketize, and searchsorted over a 1-D sorted sequence (or one that a `sorter` permutation
+sorts): one binary search inside a pointwise body.
 
 Note: the search counts the boundaries that lie below a value: those with `not (b >= v)`, or
 `not (b > v)` with right=True (torch's comparisons, so a NaN value counts every boundary and lands
@@ -9,6 +10,8 @@ moves `last` there when that boundary lies below too. The answer is last + 1. A 
 reach past the end clamps its read to the last boundary and does not move there. The index
 arithmetic is int32 whenever the boundary count allows, and its value ranges are known (a
 constant start, adds of constants, selects), so the gathers need neither a wrap nor a widening.
+With a sorter, boundary i is sequence[sorter[i]]: each step gathers the sorter's entry, then the
+sequence at it (wrapped if negative, as any gather at a loaded index).
 """
 from __future__ import annotations
 
@@ -60,7 +63,7 @@ def _search(ops: Any, v: Any, boundary_at: Callable[[Any, sympy.Expr], Any], n: 
     return ops.add(last, ops.constant(1, it))
 
 
-def _lower(g: Any, boundaries: Any, values: Any, right: bool) -> Pointwise:
+def _lower(g: Any, boundaries: Any, values: Any, right: bool, sorter: Any = None) -> Pointwise:
     """out[idx] = the bucket of values[idx] among the 1-D sorted `boundaries`, found by one search in
     the kernel. Why not PyTorch's decomposition: it unrolls the same search into tensor ops whose
     midpoints and bounds are int64 tensors (64-bit integer arithmetic, which the GPU emulates with
@@ -69,8 +72,12 @@ def _lower(g: Any, boundaries: Any, values: Any, right: bool) -> Pointwise:
     index and takes four operations per step: an add, the boundary's gather, a compare, a select."""
     if not is_tensor_value(values) or not is_tensor_value(boundaries) or len(boundaries.size) != 1:
         raise Unsupported("search of a scalar, or in a sequence of more than one dim")
+    if sorter is not None and (not is_tensor_value(sorter) or tuple(sorter.size) != tuple(boundaries.size)):
+        raise Unsupported("a sorter of another shape than the sequence")
     if isinstance(boundaries, Pointwise):  # a gather per step reads memory, not a recomputed body
         boundaries = g.realize(boundaries)
+    if isinstance(sorter, Pointwise):
+        sorter = g.realize(sorter)
     n = int(boundaries.size[0])
     common = promoted_dtype(g.fake_arg(0), g.fake_arg(1))
     it = torch.int32 if 2 * n < INT32_MAX else torch.int64
@@ -78,8 +85,11 @@ def _lower(g: Any, boundaries: Any, values: Any, right: bool) -> Pointwise:
     vl, bl = values.loader(), boundaries.loader()
     vdt, bdt = values.dtype, boundaries.dtype
 
+    sl = sorter.loader() if sorter is not None else None
+
     def boundary_at(ops, i):
-        return _as_common(ops, bl(ops, [i]), bdt, common)
+        at = i if sl is None else ops.indirect(sl(ops, [i]), n)
+        return _as_common(ops, bl(ops, [at]), bdt, common)
 
     def fn(ops, idx):
         found = _search(ops, _as_common(ops, vl(ops, idx), vdt, common), boundary_at, n, right, it)
@@ -96,6 +106,4 @@ def _bucketize(g, values, boundaries, *, out_int32=False, right=False):
 
 @register(aten.searchsorted.Tensor)
 def _searchsorted(g, sorted_sequence, values, *, out_int32=False, right=False, side=None, sorter=None):
-    if sorter is not None:
-        raise Unsupported("searchsorted with a sorter")
-    return _lower(g, sorted_sequence, values, right if side is None else side == "right")
+    return _lower(g, sorted_sequence, values, right if side is None else side == "right", sorter)
