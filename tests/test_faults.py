@@ -594,8 +594,9 @@ def test_several_tuners_on_one_db_lose_no_trial_and_measure_no_kernel_twice(shar
     worker told is in the DB exactly once, finished, and marked with that worker; nothing is RUNNING;
     kernel measurements are unique; every graph has a stored plan; no other table changes."""
     import optuna
-    first = autofuse.tune(softmax_and_centered, [rand((8, 32))], settings=fake_settings(shared_db_url, trials=4),
-                          benchmarker=FakeBenchmarker(flat_cost)).graphs[0]
+    # on the CPU, as the workers tune it: a graph on another device is another graph
+    first = autofuse.tune(softmax_and_centered, [rand((8, 32), device="cpu")],
+                          settings=fake_settings(shared_db_url, trials=4), benchmarker=FakeBenchmarker(flat_cost)).graphs[0]
     assert first.stored_id is not None and not first.failures, first.failures
     before = _table_counts(shared_db_url)
     assert before["trials"] == before["trials COMPLETE"] >= 4
