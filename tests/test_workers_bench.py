@@ -15,7 +15,9 @@ def test_two_workers_split_each_studys_trials_and_the_table_says_so(tmp_path):
     results = json.loads((out / "results.json").read_text())
     one, two = results["runs"]
     for run in (one, two):
-        assert run["graphs"] == 1 and run["trials"] == {"COMPLETE": 4}   # the budget, no trial lost or running
+        trials = dict(run["trials"])
+        assert trials.pop("WAITING duplicate", 0) <= run["workers"] - 1   # a default plan both enqueued
+        assert run["graphs"] == 1 and trials == {"COMPLETE": 4}   # the budget, no trial lost or running
         assert run["plans"] == run["workers"] and not run["errors"]
         assert run["tune_s"] > 0 and run["wall_s"] >= run["tune_s"]
     assert list(one["complete_by_worker"][0].values()) == [4]
