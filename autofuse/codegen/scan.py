@@ -60,6 +60,12 @@ def _cummin_index_combine(av, ai, bv, bi):
 '''
 
 
+# the block's log2s (LOG_R along a row, N over the block), written into each network where it starts:
+# a jit function's result is not a constexpr in Triton 3.6, so no helper can return them
+_BLOCK_LOG2 = (
+    "    LOG_R: tl.constexpr = " + " + ".join(f"(RBLOCK > {1 << j})" for j in range(10)) + "\n"
+    "    N: tl.constexpr = LOG_R + " + " + ".join(f"(ROWS > {1 << j})" for j in range(11)) + "\n")
+
 # a kernel with a row sort carries these too: a bitonic sort of each row of a [ROWS, RBLOCK] block
 # (Triton's own tl.sort is a jit function that Triton's interpreter cannot call from a kernel). The
 # block is viewed as a hypercube of 2s, one axis per bit of an element's place in it (the last axis
@@ -87,11 +93,7 @@ def _takes_larger(N: tl.constexpr, LOG_R: tl.constexpr, i: tl.constexpr, k: tl.c
 def _sort_rows(x, ROWS: tl.constexpr, RBLOCK: tl.constexpr):
     # each row of x ascending (ROWS and RBLOCK powers of two, RBLOCK at most 2^10): bitonic merges
     # of growing runs, a run descending where the next bit of its position is set
-    # log2 of each power of two, computed in place: a jit function's result is not a constexpr
-    LOG_R: tl.constexpr = (RBLOCK > 1) + (RBLOCK > 2) + (RBLOCK > 4) + (RBLOCK > 8) + (RBLOCK > 16) + \
-        (RBLOCK > 32) + (RBLOCK > 64) + (RBLOCK > 128) + (RBLOCK > 256) + (RBLOCK > 512)
-    N: tl.constexpr = LOG_R + (ROWS > 1) + (ROWS > 2) + (ROWS > 4) + (ROWS > 8) + (ROWS > 16) + (ROWS > 32) + \
-        (ROWS > 64) + (ROWS > 128) + (ROWS > 256) + (ROWS > 512) + (ROWS > 1024)
+    #LOG2
     if LOG_R > 0:
         h = tl.reshape(x, [2] * N)
         for i in tl.static_range(LOG_R):
@@ -106,11 +108,7 @@ def _sort_rows(x, ROWS: tl.constexpr, RBLOCK: tl.constexpr):
 @triton.jit
 def _sort_rows_by(x, p, ROWS: tl.constexpr, RBLOCK: tl.constexpr):
     # _sort_rows of keys x that may tie, ties ordered by p (distinct in a row): (x, p) sorted
-    # log2 of each power of two, computed in place: a jit function's result is not a constexpr
-    LOG_R: tl.constexpr = (RBLOCK > 1) + (RBLOCK > 2) + (RBLOCK > 4) + (RBLOCK > 8) + (RBLOCK > 16) + \
-        (RBLOCK > 32) + (RBLOCK > 64) + (RBLOCK > 128) + (RBLOCK > 256) + (RBLOCK > 512)
-    N: tl.constexpr = LOG_R + (ROWS > 1) + (ROWS > 2) + (ROWS > 4) + (ROWS > 8) + (ROWS > 16) + (ROWS > 32) + \
-        (ROWS > 64) + (ROWS > 128) + (ROWS > 256) + (ROWS > 512) + (ROWS > 1024)
+    #LOG2
     if LOG_R > 0:
         h = tl.reshape(x, [2] * N)
         q = tl.reshape(p, [2] * N)
@@ -124,7 +122,7 @@ def _sort_rows_by(x, p, ROWS: tl.constexpr, RBLOCK: tl.constexpr):
         x = tl.reshape(h, [ROWS, RBLOCK])
         p = tl.reshape(q, [ROWS, RBLOCK])
     return x, p
-'''
+'''.replace("    #LOG2\n", _BLOCK_LOG2)
 
 
 def is_scan_kernel(members: Sequence[tuple[Any, Any]]) -> bool:
@@ -244,13 +242,12 @@ def _sort_value(w: Any, body: Any, v: Any) -> Any:
         key = w.cse(f"~{key}", kt)
     with_positions = positions or _positions_beside(w, descending)
     if wide and with_positions:
-        sorted_by = w.__dict__.setdefault("_sorted_by", {})   # one sort for the values and positions nodes
-        if str(key) not in sorted_by:
+        if str(key) not in w.sorted_by:   # one sort for the values and positions nodes
             keys, ranks = w.fresh(i64), w.fresh(i64)
             w.emit(f"{keys}, {ranks} = _sort_rows_by(tl.where(xrmask, {key}, {big}), "
                    f"tl.where(xrmask, rindex, RBLOCK).to(tl.int64), XBLOCK, RBLOCK)")
-            sorted_by[str(key)] = (keys, ranks)
-        keys, ranks = sorted_by[str(key)]
+            w.sorted_by[str(key)] = (keys, ranks)
+        keys, ranks = w.sorted_by[str(key)]
         if positions:
             return ranks
         got = keys

@@ -93,6 +93,7 @@ class KernelWriter(ExpressionMixin, MemoryMixin, ReductionMixin, LoopedMixin, On
         self.pass_index = 0   # the looped reduction's pass being emitted (cache hints)
         self.last_pass: dict[str, int] = {}
         self.workspaces: dict[str, torch.dtype] = {}  # partial kernel: reduction -> its workspace's dtype
+        self.sorted_by: dict[str, tuple[str, str]] = {}   # 64-bit sort keys -> (sorted keys, positions) (scan.py)
         self.hoist: tuple[Scope, int] | None = None  # in an r loop: the scope and line before it (_hoisted_load)
         span = max(numel * max(rnumel, 1), numel * self.split, self.split * self.rchunk)
         self.use_int64 = span > INT32_MAX or any(v > INT32_MAX for v in spans.values())
