@@ -24,6 +24,16 @@ transformers = pytest.importorskip("transformers")
 T = transformers
 
 
+@pytest.fixture(autouse=True)
+def _no_tf32():
+    """cuDNN's TF32 convolutions differ from float32 ones by ~1e-3 (segformer's, on an H100), more
+    than the tolerance; eager and compiled graphs may pick other algorithms for the same convolution."""
+    before = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    yield
+    torch.backends.cudnn.allow_tf32 = before
+
+
 def _tokens(seq: int = 12, vocab: int = 100, low: int = 0) -> dict:
     return {"input_ids": _ids(2, seq, vocab - low) + low}
 

@@ -111,6 +111,25 @@ def test_the_forward_saves_inputs_not_what_the_backward_can_recompute(device):
     assert saved and all(n.op == "placeholder" for n in saved), [n.format_node() for n in saved]
 
 
+@pytest.mark.parametrize("reduce", ["amax", "amin", "max"])
+def test_the_backward_of_a_maximum_compares_the_values_reduced(device, reduce):
+    """An amax's backward counts the input elements equal to the saved maximum: the forward saves
+    what it compares (the mask) instead of the backward recomputing the input, which another kernel
+    may round otherwise (no element equal, a count of 0, NaN gradients on the GPU)."""
+    red = {"amax": lambda v: v.amax(0, keepdim=True), "amin": lambda v: v.amin(0, keepdim=True),
+           "max": lambda v: v.max()}[reduce]
+
+    def fn(a, b):
+        v = (a / (b.abs() + 1) - a.mean(-1, keepdim=True)).abs()
+        return v / (red(v) + 1)
+    rec = _grads_match(fn, [rand((25, 25)), rand((25, 1), noncontig=True)], device)
+    (backward,) = [gm for label, gm, _ in rec.graphs if label == "backward"]
+    for n in backward.graph.find_nodes(op="call_function", target=torch.ops.aten.eq.Tensor):
+        computed = [a for a in n.args if isinstance(a, torch.fx.Node) and a.target is not torch.ops.aten.alias.default
+                    and a.op != "placeholder"]
+        assert not computed, f"the backward recomputes what it compares: {n.format_node()}"
+
+
 def test_seed_example_is_one_kernel():
     c = compile_and_compare(seed_fn, [rand((64, 48)), rand((48,)), rand((48,)), rand((48,))])
     ks = kernels_of(c)

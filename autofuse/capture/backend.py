@@ -10,7 +10,6 @@ by `explain`), as Dynamo itself runs a frame eagerly past its recompile limit.
 """
 from __future__ import annotations
 
-import functools
 import logging
 import warnings
 from typing import Any, Callable, Sequence
@@ -28,7 +27,7 @@ from .grouped_heads import read_grouped_heads
 from .complex_pairs import complex_as_real_pairs
 from .random_ops import generate_random
 from .regions import RegionProgram, RegionsBySize, describe, split_by_symbols, worth_splitting
-from .training import mark_saved_outputs
+from .training import mark_saved_outputs, save_compared_inputs
 
 log = logging.getLogger("autofuse")
 compile_log = logger("compile")
@@ -259,10 +258,14 @@ def make_backend(options: CompileOptions | None = None) -> Callable[..., Any]:
     # buffer's update) run inside the compiled program, as with Inductor, instead of one copy_ call
     # per mutated input after it (`lower/mutation.py`). The forward saves what Inductor's forward
     # saves: the min-cut partition recomputes in the backward what fused pointwise work can
-    # recompute from fewer saved bytes (a SwiGLU saves its two inputs, not silu(a) too)
+    # recompute from fewer saved bytes (a SwiGLU saves its two inputs, not silu(a) too), except
+    # the inputs an amax's backward compares with its result (`save_compared_inputs`)
+    def partition(joint: torch.fx.GraphModule, joint_inputs: Any, **kw: Any) -> Any:
+        save_compared_inputs(joint)
+        return min_cut_rematerialization_partition(joint, joint_inputs, compiler="inductor", **kw)
+
     return folding_backend(aot_autograd(fw_compiler=fw, bw_compiler=bw, inference_compiler=inference,
-                                        partition_fn=functools.partial(min_cut_rematerialization_partition,
-                                                                       compiler="inductor"),
+                                        partition_fn=partition,
                                         decompositions=decomposition_table(), keep_inference_input_mutations=True))
 
 

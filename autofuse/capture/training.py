@@ -46,3 +46,27 @@ def mark_saved_outputs(gm: torch.fx.GraphModule) -> None:
         return
     output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
     output.meta[SAVED_FROM] = start
+
+
+# reductions whose gradient goes to the elements equal to the result: the backward compares the
+# reduction's input with the saved result
+_TIE_REDUCTIONS = (torch.ops.aten.amax.default, torch.ops.aten.amin.default,
+                   torch.ops.aten.max.default, torch.ops.aten.min.default)
+
+
+def save_compared_inputs(joint: torch.fx.GraphModule) -> None:
+    """Mark the input of every amax / amin (and full max / min) of a joint graph as saved, never
+    recomputed in the backward.
+
+    Note: their backward divides the gradient among the input elements equal to the saved result
+    (`x == amax(x)`, counted). Recomputed in the backward by another kernel, `x` can round
+    differently (a division contracted otherwise, the GPU's other instruction order): no element
+    equals the saved maximum any more, the count is 0 and the gradient NaN. The min-cut partition
+    recomputes such cheap pointwise inputs by default (torch.compile's Inductor does, and gets
+    NaN gradients on such a graph on the GPU). Saved, the compared values are the ones reduced."""
+    from torch.utils.checkpoint import CheckpointPolicy
+    for n in joint.graph.nodes:
+        if n.op == "call_function" and n.target in _TIE_REDUCTIONS and n.args:
+            x = n.args[0]
+            if isinstance(x, torch.fx.Node) and x.op == "call_function":
+                x.meta["recompute"] = CheckpointPolicy.MUST_SAVE

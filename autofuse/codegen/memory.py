@@ -66,7 +66,7 @@ class MemoryMixin:
         index = fold_divmod(sympy.expand(index))
         if not index.free_symbols:
             return f"tl.full({self._shape(cls)}, {int(index)}, {'tl.int64' if self.use_int64 else 'tl.int32'})"
-        return print_expr(index, self.indirect_names)
+        return print_expr(index, self.indirect_names, self.kernel_ranges)
 
     def _in_lane_order(self, index: sympy.Expr) -> sympy.Expr:
         """An index in the kernel's logical x, rewritten for lanes that walk x in another order
