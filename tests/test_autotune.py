@@ -30,6 +30,8 @@ def _prefer_looped(rec: dict) -> float:
 
 
 def _row_graph(device: str | None = None):
+    """A row reduction and a pointwise kernel. The tests that time it with a fake timer keep it on the
+    CPU: the candidates ranked there are the interpreter's, whatever device the suite runs on."""
     def fn(x, w):
         y = torch.tanh(x) * w
         return y - y.mean(-1, keepdim=True), torch.sigmoid(w) + 1
@@ -42,7 +44,7 @@ def _options(tmp_path, **kw) -> CompileOptions:
 
 
 def test_the_measured_best_reduction_config_is_used_and_pointwise_keeps_its_default(tmp_path):
-    fn, args, gm = _row_graph()
+    fn, args, gm = _row_graph(device="cpu")
     opts = _options(tmp_path)
     default = compile_graph(gm, args, opts).plan
     fb = FakeBenchmarker(_prefer_looped)
@@ -128,7 +130,7 @@ def _prefer_short_tiles(rec: dict) -> float:
 def test_a_tiled_pointwise_kernel_is_measured_and_its_fastest_tile_used(tmp_path):
     def fn(x, y):
         return x.t() + y    # stores along y's rows, loads along x's: 2-D tiles
-    args = [rand((300, 37)), rand((37, 300))]
+    args = [rand((300, 37), device="cpu"), rand((37, 300), device="cpu")]
     gm = trace_aten(fn, args)
     opts = _options(tmp_path, use_db=False)
     default = compile_graph(gm, args, opts)
@@ -233,7 +235,7 @@ def test_the_driver_compiles_from_the_autotuned_plan(tmp_path, monkeypatch):
     on: the graph is lowered once, and its kernels are those a compile from the plan gives."""
     import autofuse
     from autofuse.search import autotune as at
-    fn, args, _ = _row_graph()
+    fn, args, _ = _row_graph(device="cpu")
     asked = []
     real = at.autotuned
 
@@ -268,7 +270,7 @@ def test_the_driver_compiles_from_the_autotuned_plan(tmp_path, monkeypatch):
 def test_a_read_only_db_is_read_not_written_and_the_autotune_goes_on(tmp_path):
     """A shared DB opened read-only: the autotune measures, warns once that nothing is stored, and
     the database file is untouched."""
-    _, args, gm = _row_graph()
+    _, args, gm = _row_graph(device="cpu")
     from tuning_db import TuningDB
     path = tmp_path / "ro.db"
     with TuningDB.open(str(path)) as db:

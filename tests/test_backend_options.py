@@ -56,7 +56,7 @@ def test_cuda_graphs_replay_inference_graphs_only(monkeypatch):
     real = CompiledGraph._graphed
     monkeypatch.setattr(CompiledGraph, "_graphed", lambda self, prog, args: graphed.append(self.label) or real(self, prog, args))
     torch._dynamo.reset()
-    w = torch.randn(7, 3, requires_grad=True)
+    w = rand((7, 3)).requires_grad_()   # on the suite's device, beside x
     fn = torch.compile(lambda x: (x @ w).tanh().sum(), backend="autofuse", mode="reduce-overhead")
     x = rand((5, 7))
     fn(x).backward()

@@ -85,14 +85,14 @@ def print_expr(expr: sympy.Expr, names: Mapping[sympy.Symbol, str],
     """Triton text for an integer index expression; symbols are replaced by `names`, and `ranges`
     bound the kernel's index symbols (each in [0, its range)).
 
-    Note: no `//` or `%` is printed with a dividend that may be negative. Triton truncates
-    toward zero where the index arithmetic floors, and its GPU compiler's analysis of which
-    offsets are contiguous or constant (AxisInfo, what decides vector loads) reasons about
-    signed division and remainder as if the dividend were non-negative: a load at offsets
-    `((b % 23) + 23) % 23` with b negative in some lanes was compiled into wrong loads on the
-    GPU (funnel's relative-shift attention scores, 0.13 off), while the interpreter computed
-    them right. A dividend whose lowest value is known is shifted up by a multiple of the
-    divisor first."""
+    Note: no `//` or `%` is printed with a dividend that may be negative where its lowest value
+    is known. Triton truncates toward zero where the index arithmetic floors, and its GPU
+    compiler's analysis of which offsets are contiguous or constant (AxisInfo, what decides vector
+    loads) treats signed division and remainder as if the dividend were non-negative: a negative
+    one is undefined there, and the interpreter, which CI runs, cannot show it. The dividend is
+    shifted up by a multiple of the divisor instead; one of unknown range (an index loaded from
+    memory) keeps the floored form below.
+    """
     ranges = ranges or {}
     if expr.is_Integer:
         return str(int(expr))
