@@ -188,6 +188,21 @@ def test_a_kernel_reading_with_a_small_stride_is_measured_and_its_fastest_config
     assert_close(arts.program(list(args)), [fn(*args)])
 
 
+def test_a_row_sort_keeps_its_default_while_the_reductions_beside_it_are_measured(tmp_path):
+    """Each variant of a sorting network compiles for seconds: the autotune leaves the sort's config
+    to the rule and measures the softmax beside it."""
+    def fn(x):
+        return torch.sort((x * 1000).long(), dim=-1, stable=True)[1], torch.softmax(x, -1)
+    args = [rand((6, 300), device="cpu")]
+    gm = trace_aten(fn, args)
+    fb = FakeBenchmarker(lambda rec: 10.0)
+    plan = autotuned_plan(gm, args, _options(tmp_path, use_db=False), benchmarker=fb)
+    assert plan is not None and {c["kind"] for c in fb.calls} == {"reduction"}
+    arts = compile_graph(gm, args, _options(tmp_path, use_db=False).with_(plan=plan))
+    assert any("_sort_rows" in k.source for k in arts.kernels)
+    assert_close(arts.program(list(args)), list(fn(*args)))
+
+
 def test_a_graph_without_reductions_or_tiles_is_left_alone(tmp_path, monkeypatch):
     """Nothing measured, no autotuned plan; the compile uses the default plan, built from the schedule
     the autotune made (the graph is lowered once)."""

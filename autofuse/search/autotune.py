@@ -33,6 +33,7 @@ import torch
 import torch.fx
 
 from ..plan.graph_hash import device_key, graph_hash
+from ..codegen.scan import has_row_sort
 from ..compiler import CompiledArtifacts, ScheduledGraph, compile_scheduled, default_config, schedule
 from ..measure.rng import RngSnapshot
 from ..measure.timing import Benchmarker, CudaEventBenchmarker, copy_bandwidth
@@ -188,11 +189,17 @@ def searched_groups(groups: Sequence[Any], limit: int, pointwise: frozenset[int]
     and the `pointwise` ones (tiled or windowed), those of the `limit` kernels with the most
     elements (reduced, for a reduction), where identical kernels (the same nodes at the same sizes: a model's repeated
     layers) count as one kernel with their elements summed, since they share one measurement and
-    the time it saves."""
+    the time it saves. A kernel that sorts rows keeps its default: each variant of a sorting network
+    takes seconds to compile (a 64-bit key-and-position network of 1024-element rows: 15-18 s for
+    sm_90 on one host core), so the 7 variants made a first call of an int64 argsort take 81 s on
+    an H100, and the default (one warp a row) is the measured best of the sort sweep
+    (docs/defaults.md); `autofuse tune` still searches them."""
     weight: dict[tuple, int] = {}
     members: dict[tuple, list[int]] = {}
     for gi, g in enumerate(groups):
         if g.is_extern or not (gi in pointwise or any(n.kind in ("reduction", "scan") for n in g.nodes)):
+            continue
+        if has_row_sort(g.nodes):
             continue
         sig = (g.numel, g.rnumel, tuple(sorted((n.kind, n.sizes, n.rsizes) for n in g.nodes)))
         weight[sig] = weight.get(sig, 0) + g.numel * max(g.rnumel, 1)
