@@ -196,3 +196,24 @@ def test_rejected_fusions_are_explained():
     assert "rejected fusions" in str(r)
     dot = r.to_dot()
     assert dot.startswith("digraph") and "cluster_0_0" in dot
+
+
+def test_a_grouping_whose_pointwise_nodes_meet_only_in_a_reductions_space_applies():
+    """Short rows' means unrolled into one-element pointwise nodes, elementwise nodes of the row that
+    read them, and the row's norm and amin: the strategy fuses them into one reduction kernel,
+    where a mean is computed per row and the others per element. A plan lists its nodes in
+    execution order, and its first two (1 and 7 elements) share no space of their own: the plan's
+    check places them in the reduction's space, as the fusion did (a soak's program)."""
+    def fn(a):
+        d = torch.sub(a, a, alpha=2)
+        m = d.mean(0, keepdim=True)
+        c = (d - m) * 0.5
+        c = c - c.mean(0, keepdim=True)
+        return (a * torch.sigmoid(d) * m).amin(0), c - c.norm(dim=0), d.contiguous()
+    args = [rand((7,), torch.float16)]
+    gm = trace_aten(fn, args)
+    arts = compile_graph(gm, args, CompileOptions(strict=True, use_db=False))
+    assert any(k.kind == "reduction" and len(k.nodes) > 3 for k in arts.kernels), [k.nodes for k in arts.kernels]
+    again = compile_graph(gm, args, CompileOptions(strict=True, use_db=False, plan=arts.plan))
+    assert [k.nodes for k in again.kernels] == [k.nodes for k in arts.kernels]
+    compile_and_compare(fn, args)

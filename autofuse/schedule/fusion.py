@@ -353,16 +353,20 @@ def whole_group(nodes: Sequence[SchedulerNode]) -> FusionGroup | str:
     smaller space: a pointwise node reading a transposed producer is legal only once a reduction's
     space reorders the producer's loops (a vision model unfolding patches before a layer norm)."""
     nodes = sorted(nodes, key=lambda n: n.order)
-    group = singleton(nodes[0])
     if len(nodes) == 1:
-        return group
+        return singleton(nodes[0])
     if any(n.kind == "extern" for n in nodes):
         return "ATen fallback kernels are not fused"
-    for n in nodes[1:]:
+    # the space is built from the reductions first: two pointwise nodes of different sizes that
+    # both fit a reduction's space (one per row, one per element) share no space of their own
+    first = [n for n in nodes if singleton(n).is_reduction] + [n for n in nodes if not singleton(n).is_reduction]
+    group = singleton(first[0])
+    for n in first[1:]:
         space = shared_space(group, singleton(n))
         if isinstance(space, str):
             return space
         group = FusionGroup(group.nodes + [n], *space)
+    group = FusionGroup(nodes, group.numel, group.rnumel, group.is_reduction)
     why = reads_meet_writes(nodes, nodes, (group.numel, group.rnumel, group.is_reduction))
     return group if why is None else why
 
