@@ -126,9 +126,8 @@ def inspect_db(db: str) -> dict[str, Any]:
             finished = {t.user_attrs.get("baseline") for t in trials if t.state.name == "COMPLETE"} - {None}
             for t in trials:
                 if t.state.name == "WAITING" and t.user_attrs.get("baseline") in finished:
-                    # workers that open a study at one moment may both enqueue a default plan; the copy
-                    # that the budget left waiting is counted apart (a resumed tune runs it from the kernels
-                    # already measured)
+                    # a default plan enqueued twice (workers enqueue them under a lock: none expected),
+                    # counted apart from the trials the budget left
                     states["WAITING duplicate"] = states.get("WAITING duplicate", 0) + 1
                     continue
                 states[t.state.name] = states.get(t.state.name, 0) + 1

@@ -589,6 +589,39 @@ def shared_db_url(request, tmp_path):
     yield from _fresh_pg_database(os.environ[PG_ENV])
 
 
+def test_workers_opening_one_study_at_once_enqueue_each_default_plan_once(shared_db_url):
+    """Eight workers open one study at the same moment and enqueue the default strategies' plans:
+    each plan is in the study once (a copy enqueued twice would wait in it after the budget)."""
+    import threading
+
+    from autofuse.search.study import enqueue_baselines, open_study
+
+    class Params:
+        def params_of(self, plan):
+            return {"plan": plan}
+    for rnd in range(3):
+        name = f"graph-{rnd}"
+        open_study(shared_db_url, name, 0, resume=True)   # the study and its tables exist
+        start = threading.Barrier(8)
+        errors: list[BaseException] = []
+
+        def worker() -> None:
+            try:
+                study = open_study(shared_db_url, name, 0, resume=True)
+                start.wait()
+                enqueue_baselines(study, Params(), {"inductor": 0, "tvm": 1, "none": 2})
+            except BaseException as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+        threads = [threading.Thread(target=worker) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        trials = open_study(shared_db_url, name, 0, resume=True).get_trials(deepcopy=False)
+        assert sorted(t.user_attrs["baseline"] for t in trials) == ["inductor", "none", "tvm"], rnd
+
+
 def test_several_tuners_on_one_db_lose_no_trial_and_measure_no_kernel_twice(shared_db_url):
     """One tune starts the study; three more processes join it with resume at once. Every trial a
     worker told is in the DB exactly once, finished, and marked with that worker; nothing is RUNNING;

@@ -139,11 +139,54 @@ def _rdb_storage(url: str, kwargs: dict[str, Any], attempts: int = 6) -> Any:
 
 
 def enqueue_baselines(study: Any, spaces: SpaceCache, baselines: dict[str, FusionPlan]) -> None:
-    """The default strategies' plans are the first trials: the result is never worse than they are."""
-    done = {t.user_attrs.get("baseline") for t in study.get_trials(deepcopy=False)}
-    for name, plan in baselines.items():
-        if name not in done:
-            study.enqueue_trial(spaces.params_of(plan), user_attrs={"baseline": name}, skip_if_exists=True)
+    """The default strategies' plans are the first trials: the result is never worse than they are.
+    Workers opening one study at the same moment enqueue them one at a time (`study_lock`), so each
+    is enqueued once."""
+    with study_lock(study):
+        done = {t.user_attrs.get("baseline") for t in study.get_trials(deepcopy=False)}
+        for name, plan in baselines.items():
+            if name not in done:
+                study.enqueue_trial(spaces.params_of(plan), user_attrs={"baseline": name}, skip_if_exists=True)
+
+
+@contextmanager
+def study_lock(study: Any) -> Iterator[None]:
+    """Held by one process at a time per study: a PostgreSQL advisory lock keyed by the study's name,
+    or an exclusive flock on a SQLite database's file (SQLite's own locks are POSIX record locks,
+    which a flock neither takes nor waits for); no lock on other storages.
+
+    Note: Optuna's `skip_if_exists` reads the trials and then inserts, so two workers starting
+    together could both find no baseline and both enqueue it; the copy left waiting when the budget
+    ran out stayed in the study."""
+    storage = getattr(study, "_storage", None)
+    engine = getattr(getattr(storage, "_backend", storage), "engine", None)
+    backend = engine.url.get_backend_name() if engine is not None else ""
+    if backend == "postgresql":
+        import hashlib
+
+        from sqlalchemy import text
+        key = int.from_bytes(hashlib.sha256(study.study_name.encode()).digest()[:8], "big", signed=True)
+        with engine.connect() as conn:
+            conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": key})
+            try:
+                yield
+            finally:
+                conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+        return
+    path = engine.url.database if backend == "sqlite" else None
+    try:
+        import fcntl
+    except ImportError:   # no flock (Windows)
+        fcntl = None
+    if not path or path == ":memory:" or path.startswith("file:") or fcntl is None or not os.path.exists(path):
+        yield
+        return
+    with open(path, "rb") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def trials_taken(study: Any) -> int:
