@@ -278,6 +278,18 @@ def test_an_expanded_operand_of_another_dtype_keeps_eager_strides(device, op):
     compile_and_compare(op, [a3, b3])
 
 
+@pytest.mark.parametrize("op", [lambda x, y: x // y, lambda x, y: torch.remainder(x, y),
+                                lambda x, y: torch.div(x, y, rounding_mode="floor")])
+def test_a_transposed_slice_of_another_dtype_keeps_eager_strides(device, op):
+    """An int32 transposed slice (not dense) divided by an int64 row: CPU eager converts it to an
+    int64 copy in its own memory order (`Tensor.to` keeps a transposed slice transposed) before it
+    orders the dims, so the result is transposed too (a soak's program)."""
+    a = rand((30, 33), I32, device)[:, 1:31].movedim(0, -1)
+    b = rand((30,), torch.int64, device).abs() + 1
+    compile_and_compare(op, [a, b])
+    compile_and_compare(lambda x, y: op(x, y) ^ y, [a, b])
+
+
 SHAPE_PAIRS = {
     "same": ((37, 19), (37, 19)),
     "bcast_row": ((13, 7), (7,)),

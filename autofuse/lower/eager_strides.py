@@ -132,13 +132,16 @@ def _expanded_half(inputs: Sequence[torch.Tensor]) -> bool:
 
 def _as_converted(inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
     """The inputs as CPU TensorIterator orders dims by: one of another dtype than the common one is
-    its converted copy (same strides where dense, else row-major, as `Tensor.to` lays it out)."""
+    its converted copy, laid out as `Tensor.to` lays it out: its strides where dense, else dense
+    strides in its dims' memory order (a transposed slice stays transposed), which an expanded
+    dim leaves open (then row-major)."""
     common = inputs[0].dtype
     for t in inputs[1:]:
         common = torch.promote_types(common, t.dtype)
     out = []
     for t in inputs:
         if t.dtype != common and not is_dense(tuple(t.shape), t.stride()):
-            t = torch.empty(tuple(t.shape), dtype=common, device="meta")
+            shape = tuple(int(n) for n in t.shape)
+            t = torch.empty_strided(shape, iterator_strides([t], shape), dtype=common, device="meta")
         out.append(t)
     return out
