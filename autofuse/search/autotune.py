@@ -32,13 +32,13 @@ from typing import Any, Callable, Sequence
 import torch
 import torch.fx
 
-from ..plan.graph_hash import device_key, graph_hash
 from ..codegen.scan import has_row_sort
 from ..compiler import CompiledArtifacts, ScheduledGraph, compile_scheduled, default_config, schedule
 from ..measure.rng import RngSnapshot
 from ..measure.timing import Benchmarker, CudaEventBenchmarker, copy_bandwidth
 from ..options import CompileOptions
 from ..plan.apply import graph_key, plan_from_groups
+from ..plan.graph_hash import device_key, graph_hash
 from ..plan.plan import FusionPlan
 from ..schedule.fusion import reads_strided
 from .evaluate import PlanEvaluator, unshared_mutated_inputs
@@ -191,8 +191,8 @@ def searched_groups(groups: Sequence[Any], limit: int, pointwise: frozenset[int]
     layers) count as one kernel with their elements summed, since they share one measurement and
     the time it saves. A kernel that sorts rows keeps its default: each variant of a sorting network
     takes seconds to compile (a 64-bit key-and-position network of 1024-element rows: 15-18 s for
-    sm_90 on one host core), so the 7 variants made a first call of an int64 argsort take 81 s on
-    an H100, and the default (one warp a row) is the measured best of the sort sweep
+    sm_90 on one host core; with its 7 variants measured, the first call of an int64 argsort takes
+    81 s on an H100), and the default (one warp a row) is the measured best of the sort sweep
     (docs/defaults.md); `autofuse tune` still searches them."""
     weight: dict[tuple, int] = {}
     members: dict[tuple, list[int]] = {}

@@ -11,6 +11,7 @@ plan (user attribute "baseline") and parameters that describe them, so the sampl
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import socket
@@ -155,15 +156,13 @@ def study_lock(study: Any) -> Iterator[None]:
     or an exclusive flock on a SQLite database's file (SQLite's own locks are POSIX record locks,
     which a flock neither takes nor waits for); no lock on other storages.
 
-    Note: Optuna's `skip_if_exists` reads the trials and then inserts, so two workers starting
-    together could both find no baseline and both enqueue it; the copy left waiting when the budget
-    ran out stayed in the study."""
+    Note: Optuna's `skip_if_exists` reads the trials and then inserts: without the lock, two workers
+    starting together can both find no baseline and both enqueue it, and the copy left waiting when
+    the budget runs out stays in the study."""
     storage = getattr(study, "_storage", None)
     engine = getattr(getattr(storage, "_backend", storage), "engine", None)
     backend = engine.url.get_backend_name() if engine is not None else ""
     if backend == "postgresql":
-        import hashlib
-
         from sqlalchemy import text
         key = int.from_bytes(hashlib.sha256(study.study_name.encode()).digest()[:8], "big", signed=True)
         with engine.connect() as conn:
