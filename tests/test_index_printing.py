@@ -19,12 +19,6 @@ R = sympy.Symbol("rindex", integer=True, nonnegative=True)
 class Lane(int):
     """An int whose // and % truncate toward zero, as Triton's do, and refuse a negative dividend."""
 
-    def __new__(cls, v: int) -> "Lane":
-        return super().__new__(cls, v)
-
-    def _wrap(self, v: int) -> "Lane":
-        return Lane(v)
-
     def __add__(self, o): return Lane(int(self) + int(o))
     __radd__ = __add__
     def __sub__(self, o): return Lane(int(self) - int(o))
