@@ -123,13 +123,7 @@ def inspect_db(db: str) -> dict[str, Any]:
             trials = optuna.load_study(study_name=s.study_name, storage=storage).get_trials(deepcopy=False)
             states: dict[str, int] = {}
             by_worker: dict[str, int] = {}
-            finished = {t.user_attrs.get("baseline") for t in trials if t.state.name == "COMPLETE"} - {None}
             for t in trials:
-                if t.state.name == "WAITING" and t.user_attrs.get("baseline") in finished:
-                    # a default plan enqueued twice (workers enqueue them under a lock: none expected),
-                    # counted apart from the trials the budget left
-                    states["WAITING duplicate"] = states.get("WAITING duplicate", 0) + 1
-                    continue
                 states[t.state.name] = states.get(t.state.name, 0) + 1
                 if t.state.name == "COMPLETE":
                     w = str(t.user_attrs.get("worker", "?"))

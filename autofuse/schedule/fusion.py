@@ -359,7 +359,7 @@ def whole_group(nodes: Sequence[SchedulerNode]) -> FusionGroup | str:
         return "ATen fallback kernels are not fused"
     # the space is built from the reductions first: two pointwise nodes of different sizes that
     # both fit a reduction's space (one per row, one per element) share no space of their own
-    first = [n for n in nodes if singleton(n).is_reduction] + [n for n in nodes if not singleton(n).is_reduction]
+    first = sorted(nodes, key=lambda n: not singleton(n).is_reduction)
     group = singleton(first[0])
     for n in first[1:]:
         space = shared_space(group, singleton(n))
