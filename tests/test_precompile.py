@@ -178,15 +178,30 @@ def _programs():
             (pools, (rand((2, 3, 11, 9)),)), (sort, (rand((6, 300)),))]
 
 
+def compiling_twin(step, info, folder, **changes):
+    """The launch step with its kernel loaded from source as a JITFunction that compiles (not the
+    interpreter's), for no device (a stand-in driver compiles it); `changes` replace step fields."""
+    import dataclasses
+    import importlib.util
+    from autofuse.runtime.loader import interpret_env
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{info.fn_name}.py"
+    path.write_text(info.source)
+    spec = importlib.util.spec_from_file_location(f"{info.fn_name}_{folder.name}", path)
+    mod = importlib.util.module_from_spec(spec)
+    with interpret_env(False):
+        spec.loader.exec_module(mod)
+    twin = dataclasses.replace(step, fn=getattr(mod, info.fn_name), device=None, **changes)
+    twin._launch.enabled = True
+    return twin
+
+
 @needs_async
 def test_warm_up_compiles_every_generated_kernel_for_sm90(tmp_path, monkeypatch):
     """The warm-up's arguments (dtypes for tensors, sizes, constexprs, warps, stages) fit every
     generated kernel's signature: each compiles once in the asynchronous mode, on host threads."""
-    import dataclasses
-    import importlib.util
     import autofuse
     from autofuse.api import Recorder
-    from autofuse.runtime.loader import interpret_env
     from autofuse.runtime.steps import KernelLaunch
     from triton.runtime import driver
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
@@ -201,16 +216,7 @@ def test_warm_up_compiles_every_generated_kernel_for_sm90(tmp_path, monkeypatch)
             for step in art.program.steps:
                 if not isinstance(step, KernelLaunch):
                     continue
-                info = infos[step.name]
-                path = tmp_path / f"{info.fn_name}_{len(twins)}.py"
-                path.write_text(info.source)
-                spec = importlib.util.spec_from_file_location(path.stem, path)
-                mod = importlib.util.module_from_spec(spec)
-                with interpret_env(False):   # a JITFunction that compiles, not the interpreter's
-                    spec.loader.exec_module(mod)
-                twin = dataclasses.replace(step, fn=getattr(mod, info.fn_name), device=None)
-                twin._launch.enabled = True
-                twins.append(twin)
+                twins.append(compiling_twin(step, infos[step.name], tmp_path / f"k{len(twins)}"))
     assert len({t.warm_key() for t in twins}) == len(twins) >= 7
     assert any("_sort_rows(" in t.fn.src for t in twins)   # the row sort's network among them
     assert any("_sort_rows_by(tl.where" in t.fn.src for t in twins)

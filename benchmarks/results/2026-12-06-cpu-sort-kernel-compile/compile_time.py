@@ -1,8 +1,6 @@
 """Seconds to compile the int64 stable argsort's row-sort kernel (rows of 1024, keys and positions
 64-bit) for sm_90 on this host, no GPU needed (Triton's driver stood in for, as in
 tests/test_precompile.py). Run from the repository root: python3 PATH/compile_time.py"""
-import dataclasses
-import importlib.util
 import sys
 import tempfile
 import time
@@ -13,9 +11,8 @@ import torch
 sys.path.insert(0, str(Path.cwd()))
 import autofuse  # noqa: E402
 from autofuse.api import Recorder  # noqa: E402
-from autofuse.runtime.loader import interpret_env  # noqa: E402
 from autofuse.runtime.steps import KernelLaunch  # noqa: E402
-from tests.test_precompile import FakeCudaDriver  # noqa: E402
+from tests.test_precompile import FakeCudaDriver, compiling_twin  # noqa: E402
 import triton  # noqa: E402
 from triton.runtime import driver  # noqa: E402
 
@@ -32,14 +29,7 @@ for _, _, art in rec.graphs:
         if not isinstance(step, KernelLaunch) or "_sort_rows" not in infos[step.name].source:
             continue
         info = infos[step.name]
-        path = tmp / f"{info.fn_name}.py"
-        path.write_text(info.source)
-        spec = importlib.util.spec_from_file_location(path.stem, path)
-        mod = importlib.util.module_from_spec(spec)
-        with interpret_env(False):
-            spec.loader.exec_module(mod)
-        twin = dataclasses.replace(step, fn=getattr(mod, info.fn_name), device=None, xblock=1, num_warps=1)
-        twin._launch.enabled = True
+        twin = compiling_twin(step, info, tmp, xblock=1, num_warps=1)
         start = time.perf_counter()
         twin.warm()
         assert "cubin" in next(iter(twin.fn.device_caches[0][0].values())).asm
