@@ -8,6 +8,7 @@ import random
 
 import pytest
 import sympy
+import torch
 
 from autofuse.codegen.printer import interval, print_expr
 from autofuse.ir.index import FloorDiv, ModIndex
@@ -76,3 +77,66 @@ def test_random_divisions(seed):
     expr = FloorDiv(term(3) - rng.randint(0, 30), sympy.Integer(rng.randint(2, 7)))
     _check(expr, ranges)
     _check(ModIndex(term(3) - rng.randint(0, 30), sympy.Integer(rng.randint(2, 7))), ranges)
+
+
+def _relative_shift_softmax(scores, bias):
+    """Transformer-XL's relative shift (rows of 2L-1 read as rows of L one element later) under a
+    softmax: its gathers' bounds are index values that floor sums of row and column variables."""
+    b, h, q, k2 = scores.shape
+    shifted = torch.nn.functional.pad(scores, (1, 0)).reshape(b, h, k2 + 1, q)[:, :, 1:].reshape(b, h, q, k2)
+    return torch.softmax(shifted[..., : (k2 + 1) // 2] + bias, dim=-1)
+
+
+def _kernel_lines(fn, args) -> list[str]:
+    import autofuse
+    from autofuse.api import Recorder
+    rec = Recorder()
+    with torch.no_grad():
+        out = autofuse.compile(fn, strict=True, use_db=False, recorder=rec)(*args)
+    torch.testing.assert_close(out, fn(*args), rtol=1e-5, atol=1e-6)
+    return [line for _, _, art in rec.graphs for k in art.kernels if k.kind != "fallback"
+            for line in k.source.split("@triton.jit\ndef triton")[-1].splitlines()]
+
+
+def test_a_relative_shift_hides_its_mixed_index_values_from_the_gpu_analysis():
+    """A reduction kernel's index values that floor a sum of xindex and rindex go through
+    `_opaque_index` (the GPU's axis analysis mis-derived such a value's comparison); its memory offsets
+    do not, and neither do the index values of a plain softmax."""
+    torch._dynamo.reset()
+    scores, bias = torch.randn(2, 3, 12, 23), torch.randn(12, 12)
+    lines = _kernel_lines(_relative_shift_softmax, (scores, bias))
+    hidden = [line for line in lines if "_opaque_index(" in line]
+    assert hidden and all("//" in line or "%" in line for line in hidden)
+    assert all("xindex" in line and "rindex" in line for line in hidden)
+    assert not any("tl.load(" in line for line in hidden)
+    torch._dynamo.reset()
+    plain = _kernel_lines(lambda x: torch.softmax(x.reshape(6, 12, 23)[:, :, 3:] * 2, -1), (scores,))
+    assert plain and not any("_opaque_index(" in line for line in plain)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+def test_the_gpu_opaque_index_compiles_for_sm90(dtype, tmp_path):
+    """The GPU prelude's `_opaque_index` (an inline PTX move of a 32- or 64-bit integer) compiles
+    for sm_90, the move kept as an inline-assembly op of the kernel's IR."""
+    triton = pytest.importorskip("triton")
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    from autofuse.codegen.prelude import prelude
+    from autofuse.runtime.loader import interpret_env
+    import importlib.util
+    path = tmp_path / "opaque.py"
+    path.write_text(prelude(False) + f'''
+
+@triton.jit
+def kernel(out_ptr, XBLOCK: tl.constexpr):
+    x = tl.arange(0, XBLOCK).to(tl.{dtype})
+    tl.store(out_ptr + tl.arange(0, XBLOCK), _opaque_index((x + 5) % 7) < 3)
+''')
+    spec = importlib.util.spec_from_file_location("opaque_kernel", path)
+    mod = importlib.util.module_from_spec(spec)
+    with interpret_env(False):
+        spec.loader.exec_module(mod)
+    src = ASTSource(mod.kernel, {"out_ptr": "*i1", "XBLOCK": "constexpr"}, constexprs={"XBLOCK": 64})
+    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 2})
+    bits = "b64" if dtype == "int64" else "b32"
+    assert f'elementwise_inline_asm "mov.{bits} $0, $1;"' in compiled.asm["ttgir"]

@@ -122,13 +122,27 @@ class ExpressionMixin:
     def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> TV:
         if not expr.free_symbols:
             return self.constant(int(expr), dtype)
-        tv = self.cse(convert(f"({self.index_str(expr)})", dtype), dtype)
         node, _ = self.current   # index_str needs it too: an index is in its node's loop variables
+        text = f"({self.index_str(expr)})"
+        if self._needs_opaque_index(text):
+            text = f"_opaque_index{text}"
+        tv = self.cse(convert(text, dtype), dtype)
         b = bounds(sympy.sympify(expr), dict(zip(node.vars, node.sizes)) | dict(zip(node.rvars, node.rsizes)))
         r = cast_range(None if b is None else (float(b[0]), float(b[1])), torch.int64, dtype)
         if r is not None:
             self.value_ranges[tv.name] = r
         return tv
+
+    def _needs_opaque_index(self, text: str) -> bool:
+        """Whether an index value (printed as `text`) is hidden from Triton's axis analysis
+        (`_opaque_index`): one that floors or takes a remainder of a sum of both block dims of a
+        two-dimensional kernel. Why: Triton 3.6 on sm_90 returned wrong lanes for a comparison of
+        such a value (a relative-shift gather's bounds) while the same source is exact in the
+        interpreter and with the value hidden (docs/design.md, "Testing without a GPU"); offsets
+        into memory keep their analysis, which vectorizes loads."""
+        if not (self.reduction_kernel or self.tile is not None) or ("//" not in text and "%" not in text):
+            return False
+        return "xindex" in text and ("rindex" in text or "yindex" in text)
 
     def to_dtype(self, value: TV, dtype: torch.dtype) -> TV:
         if value.dtype == dtype:

@@ -150,6 +150,15 @@ from triton.language.extra import libdevice
 
 
 @triton.jit
+def _opaque_index(x):
+    # the same integers, out of reach of Triton's axis analysis (see _needs_opaque_index)
+    if x.dtype == tl.int64:
+        return tl.inline_asm_elementwise("mov.b64 $0, $1;", "=l,l", [x], dtype=tl.int64, is_pure=True, pack=1)
+    else:
+        return tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=tl.int32, is_pure=True, pack=1)
+
+
+@triton.jit
 def _fmod(a, b):
     # exact, as C's fmod: a float `%` is a - b * trunc(a / b) on the GPU, NaN for a finite a over an
     # infinite b and wrong where a / b overflows
@@ -305,6 +314,11 @@ def _to_bf16(x):
 # Under the interpreter every helper must be accurate to a few f32 ulps (the tests compare with
 # eager at rtol 1e-4): no 1 - exp / exp - 1 cancellation, no truncating bf16 conversion.
 INTERPRETER_MATH = '''
+@triton.jit
+def _opaque_index(x):
+    return x
+
+
 @triton.jit
 def _fmod(a, b):
     return a % b   # numpy's fmod: exact
