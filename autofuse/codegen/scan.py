@@ -243,13 +243,15 @@ def _sort_value(w: Any, body: Any, v: Any) -> Any:
     with_positions = positions or _positions_beside(w, descending)
     if wide and with_positions:
         if str(key) not in w.sorted_by:   # one sort for the values and positions nodes
-            keys, ranks = w.fresh(i64), w.fresh(i64)
+            # positions ride as 32-bit (< RBLOCK): each merge step moves and compares half as many
+            # of their words as 64-bit positions would, beside the 64-bit keys
+            keys, ranks = w.fresh(i64), w.fresh(i32)
             w.emit(f"{keys}, {ranks} = _sort_rows_by(tl.where(xrmask, {key}, {big}), "
-                   f"tl.where(xrmask, rindex, RBLOCK).to(tl.int64), XBLOCK, RBLOCK)")
+                   f"tl.where(xrmask, rindex, RBLOCK), XBLOCK, RBLOCK)")
             w.sorted_by[str(key)] = (keys, ranks)
         keys, ranks = w.sorted_by[str(key)]
         if positions:
-            return ranks
+            return w.cse(f"{ranks}.to(tl.int64)", i64)
         got = keys
     elif with_positions:
         packed = w.cse(f"tl.where(xrmask, ({key}.to(tl.int64) << 32) | rindex.to(tl.int64), 0x7FFFFFFFFFFFFFFF)", i64)
