@@ -98,12 +98,13 @@ def _kernel_lines(fn, args) -> list[str]:
             for line in k.source.split("@triton.jit\ndef triton")[-1].splitlines()]
 
 
-def test_a_relative_shift_hides_its_mixed_index_values_from_the_gpu_analysis():
+def test_a_relative_shift_hides_its_mixed_index_values_from_the_gpu_analysis(device):
     """A reduction kernel's index values that floor a sum of xindex and rindex go through
     `_opaque_index` (the GPU's axis analysis mis-derived such a value's comparison); its memory offsets
-    do not, and neither do the index values of a plain softmax."""
+    do not, and neither do the index values of a plain softmax. On the suite's device: a CUDA run
+    checks the GPU's values too."""
     torch._dynamo.reset()
-    scores, bias = torch.randn(2, 3, 12, 23), torch.randn(12, 12)
+    scores, bias = torch.randn(2, 3, 12, 23, device=device), torch.randn(12, 12, device=device)
     lines = _kernel_lines(_relative_shift_softmax, (scores, bias))
     hidden = [line for line in lines if "_opaque_index(" in line]
     assert hidden and all("//" in line or "%" in line for line in hidden)
