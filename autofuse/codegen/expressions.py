@@ -134,7 +134,7 @@ class ExpressionMixin:
         return tv
 
     def _needs_opaque_index(self, text: str) -> bool:
-        """Whether an index value (printed as `text`) is hidden from Triton's axis analysis
+        """Whether an index value (printed as `text`) is hidden from the GPU compiler's analyses
         (`_opaque_index`): one that floors or takes a remainder of a sum of both block dims of a
         two-dimensional kernel. Why: Triton 3.6 on sm_90 returned wrong lanes for a comparison of
         such a value (a relative-shift gather's bounds) while the same source is exact in the
