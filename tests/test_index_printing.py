@@ -123,20 +123,14 @@ def test_the_gpu_opaque_index_compiles_for_sm90(dtype, tmp_path):
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
     from autofuse.codegen.prelude import prelude
-    from autofuse.runtime.loader import interpret_env
-    import importlib.util
-    path = tmp_path / "opaque.py"
-    path.write_text(prelude(False) + f'''
+    from tests.test_precompile import compiling_module
+    mod = compiling_module("opaque", prelude(False) + f'''
 
 @triton.jit
 def kernel(out_ptr, XBLOCK: tl.constexpr):
     x = tl.arange(0, XBLOCK).to(tl.{dtype})
     tl.store(out_ptr + tl.arange(0, XBLOCK), _opaque_index((x + 5) % 7) < 3)
-''')
-    spec = importlib.util.spec_from_file_location("opaque_kernel", path)
-    mod = importlib.util.module_from_spec(spec)
-    with interpret_env(False):
-        spec.loader.exec_module(mod)
+''', tmp_path / dtype)
     src = ASTSource(mod.kernel, {"out_ptr": "*i1", "XBLOCK": "constexpr"}, constexprs={"XBLOCK": 64})
     compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 2})
     bits = "b64" if dtype == "int64" else "b32"

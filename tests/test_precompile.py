@@ -178,19 +178,26 @@ def _programs():
             (pools, (rand((2, 3, 11, 9)),)), (sort, (rand((6, 300)),))]
 
 
+def compiling_module(name, source, folder):
+    """The module of a kernel's source, imported so that its JITFunctions compile (not the
+    interpreter's), whatever mode the suite runs Triton in."""
+    import importlib.util
+    from autofuse.runtime.loader import interpret_env
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(f"{name}_{folder.name}", path)
+    mod = importlib.util.module_from_spec(spec)
+    with interpret_env(False):
+        spec.loader.exec_module(mod)
+    return mod
+
+
 def compiling_twin(step, info, folder, **changes):
     """The launch step with its kernel loaded from source as a JITFunction that compiles (not the
     interpreter's), for no device (a stand-in driver compiles it); `changes` replace step fields."""
     import dataclasses
-    import importlib.util
-    from autofuse.runtime.loader import interpret_env
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{info.fn_name}.py"
-    path.write_text(info.source)
-    spec = importlib.util.spec_from_file_location(f"{info.fn_name}_{folder.name}", path)
-    mod = importlib.util.module_from_spec(spec)
-    with interpret_env(False):
-        spec.loader.exec_module(mod)
+    mod = compiling_module(info.fn_name, info.source, folder)
     twin = dataclasses.replace(step, fn=getattr(mod, info.fn_name), device=None, **changes)
     twin._launch.enabled = True
     return twin

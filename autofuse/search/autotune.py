@@ -190,10 +190,8 @@ def searched_groups(groups: Sequence[Any], limit: int, pointwise: frozenset[int]
     elements (reduced, for a reduction), where identical kernels (the same nodes at the same sizes: a model's repeated
     layers) count as one kernel with their elements summed, since they share one measurement and
     the time it saves. A kernel that sorts rows keeps its default: each variant of a sorting network
-    takes seconds to compile (a 64-bit key-and-position network of 1024-element rows: 17-23 s for
-    sm_90 on the CPU machine; with its 7 variants measured, the first call of an int64 argsort takes
-    81 s on an H100: docs/defaults.md), and the default (one warp a row) is the measured best of the sort sweep
-    (docs/defaults.md); `autofuse tune` still searches them."""
+    takes seconds to compile, and the default (one warp a row) is the sort sweep's measured best
+    (docs/defaults.md, "Autotuning at compile"); `autofuse tune` still searches them."""
     weight: dict[tuple, int] = {}
     members: dict[tuple, list[int]] = {}
     for gi, g in enumerate(groups):

@@ -1,10 +1,13 @@
-"""Seconds to compile the int64 stable argsort's row-sort kernel (rows of 1024, keys and positions
-64-bit) for sm_90 on this host, no GPU needed (Triton's driver stood in for, as in
+"""Seconds to compile the int64 stable argsort's row-sort kernel (rows of 1024, int64 keys with
+their positions) for sm_90 on this host, no GPU needed (Triton's driver stood in for, as in
 tests/test_precompile.py). Run from the repository root: python3 PATH/compile_time.py"""
+import os
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp()   # an empty cache: the compile is timed, not a cache hit
 
 import torch
 
