@@ -14,7 +14,8 @@ layers, hidden 1536, GQA 12/2 heads, biased QKV, a 151 936-token vocabulary; 4 x
 (encoder-decoder, relative position buckets; 16 x 512 in, 16 x 128 out), a Mixtral-style mixture of
 experts (8 layers, 8 experts, 2 per token), a Gemma-2-style decoder (soft-capped logits,
 sliding-window layers) and torchvision's
-ConvNeXt-T, MobileNet v3 large, EfficientNet-B0 and Swin-T (32 images of 224²). "forward": bf16 inference, no grad. "train": one training step in f32 (forward
+ConvNeXt-T, MobileNet v3 large, EfficientNet-B0 and Swin-T (32 images of 224²); any other
+torchvision classifier as `torchvision:<builder>` (`torchvision:inception_v3`, 32 images of 224²). "forward": bf16 inference, no grad. "train": one training step in f32 (forward
 with the loss inside the compiled model, backward, an eager AdamW step) for the LLaMA-style decoder,
 GPT-2 (its token embedding tied to the LM head), BERT (with its masked-LM head), ViT (with its
 classification head) and ResNet-50.
@@ -69,6 +70,7 @@ MODELS = ("llama", "gpt2", "bert", "vit", "resnet50", "qwen2", "t5", "convnext",
           "shufflenet", "mixtral", "gemma2")
 VISION = ("resnet50", "convnext", "mobilenet_v3", "efficientnet", "swin", "densenet121", "regnet", "mobilenet_v2",
           "shufflenet")   # torchvision classifiers
+TORCHVISION = "torchvision:"   # any other torchvision classifier by its builder: torchvision:inception_v3
 TRAINABLE = ("llama", "gpt2", "bert", "vit", "resnet50")
 GENERATIVE = ("llama", "qwen2", "gpt2", "phi", "bloom", "opt", "gpt_neox", "mixtral", "gemma2")   # causal LMs: the generate mode
 NEW_TOKENS = 32          # tokens a generate call decodes after its prompt (tiny: 4)
@@ -158,7 +160,7 @@ def build(name: str, tiny: bool, train: bool, device: str) -> Built:
     inside the model (labels / targets among the inputs)."""
     gen = torch.Generator(device=device).manual_seed(0)
     torch.manual_seed(0)
-    if name in VISION:
+    if name in VISION or name.startswith(TORCHVISION):
         return _vision(name, tiny, train, device, gen)
     tf = transformers_module()
     if name in DECODERS:
@@ -259,12 +261,17 @@ def _vision(name: str, tiny: bool, train: bool, device: str, gen: torch.Generato
     classes = 10 if tiny else 1000
     if name == "resnet50" and tiny:
         net = ResNet(Bottleneck, [1, 1, 1, 1], num_classes=classes)
+    elif name.startswith(TORCHVISION):
+        builder = name[len(TORCHVISION):]
+        kw = {"aux_logits": False, "init_weights": True} if builder in ("inception_v3", "googlenet") else {}
+        net = torchvision.models.get_model(builder, weights=None, num_classes=classes, **kw)
     else:
         builder = {"resnet50": "resnet50", "convnext": "convnext_tiny", "mobilenet_v3": "mobilenet_v3_large",
                    "efficientnet": "efficientnet_b0", "swin": "swin_t", "densenet121": "densenet121",
                    "regnet": "regnet_y_1_6gf", "mobilenet_v2": "mobilenet_v2", "shufflenet": "shufflenet_v2_x1_0"}[name]
         net = getattr(torchvision.models, builder)(weights=None, num_classes=classes)
-    shape = (2, 3, 32, 32) if tiny else (32, 3, 224, 224)
+    side = 32 if name in VISION else 80   # the smallest many others accept (Inception's 75)
+    shape = (2, 3, side, side) if tiny else (32, 3, 224, 224)
     inputs: dict[str, Any] = {"pixel_values": torch.randn(shape, generator=gen, device=device)}
     if train:
         inputs["labels"] = torch.randint(0, classes, (shape[0],), generator=gen, device=device)
@@ -663,7 +670,7 @@ def _error(e: BaseException) -> str:
 def plan(opts: argparse.Namespace) -> list[tuple[str, str, str]]:
     """(model, mode, variant) in priority order: max-autotune after everything else."""
     jobs = [(m, mode) for m in opts.models for mode in opts.modes
-            if (mode != "train" or m in TRAINABLE) and (mode not in GENERATION or m in GENERATIVE)]
+            if (mode != "train" or m in TRAINABLE or m.startswith(TORCHVISION)) and (mode not in GENERATION or m in GENERATIVE)]
     first = [(m, mode, v) for m, mode in jobs for v in opts.variants if v != "inductor_max_autotune"]
     last = [(m, mode, v) for m, mode in jobs for v in opts.variants if v == "inductor_max_autotune"]
     return first + last
@@ -794,7 +801,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         opts.variants = [v for v in VARIANTS if v != "autofuse_tuned" or opts.db]
     else:
         opts.variants = [v for v in opts.variants.split(",") if v]
-    for bad, allowed in ((set(opts.models) - set(MODELS), MODELS), (set(opts.modes) - set(MODES), MODES),
+    models = {m for m in opts.models if not (m.startswith(TORCHVISION) and len(m) > len(TORCHVISION))}
+    for bad, allowed in ((models - set(MODELS), (*MODELS, f"{TORCHVISION}<builder>")), (set(opts.modes) - set(MODES), MODES),
                          (set(opts.variants) - set(VARIANTS), VARIANTS)):
         if bad:
             p.error(f"unknown {sorted(bad)}; choose from {', '.join(allowed)}")
