@@ -853,6 +853,19 @@ def test_convert_roundtrip_rounds(device, dtype):
           atol=0, rtol=0)
 
 
+
+@pytest.mark.parametrize("dtype", HALVES)
+def test_a_conversion_to_half_read_by_half_ops_is_rounded_only_where_stored(device, dtype):
+    # as in Inductor's kernels: t.to(half) * 3 is t * 3 in f32, rounded once by its store, where eager
+    # rounds t first; a batch norm's output cast before its SiLU is the case in real models
+    x = make((37, 19), F32, device) * 1.000123
+    with torch.no_grad():
+        gm = make_fx(lambda t: (t.to(dtype) * 3, t.to(dtype).float() * 3))(x)
+    out = CompiledGraph(gm, CompileOptions(strategy="inductor", poison=True, strict=True), "direct")([x])
+    assert torch.equal(out[0], (x * 3).to(dtype))
+    assert torch.equal(out[1], x.to(dtype).float() * 3)     # a half value converted back is the half value
+    assert not torch.equal(out[0], x.to(dtype) * 3)
+
 def test_convert_int_wraps(device):
     x = torch.randint(-300, 300, (13, 7), device=device)
     check(lambda t: (t.to(I8), t.to(U8), t.to(I8).to(I32), (t * 1000).to(I16), t.to(BOOL)), x)
