@@ -1701,6 +1701,19 @@ def test_aten_fallback_between_pointwise(device, case):
     assert any(k.kind != "fallback" for k in ks[:pos]) and any(k.kind != "fallback" for k in ks[pos + 1:]), kinds
 
 
+@pytest.mark.parametrize("shape,reps", [((0,), (0,)), ((0, 4), (3, 2)), ((3,), (2, 0))])
+def test_repeat_of_an_empty_tensor_or_zero_times(device, shape, reps):
+    check(lambda x: x.repeat(*reps) + 1, make(shape, F32, device), expect_kernel=False)
+
+
+def test_an_extern_output_sized_otherwise_than_its_meta_is_kept_as_the_kernel_made_it(device):
+    # embedding_bag's bookkeeping outputs in sum mode: empty from the CPU kernel, sized by the meta
+    w = make((10, 5), BF16, device)
+    i, offsets = torch.tensor([5, 1, 6, 5, 6], device=device), torch.tensor([0, 3], device=device)
+    p = make((5,), BF16, device)
+    check(lambda w, i, o, p: F.embedding_bag(i, w * 2, offsets=o, mode="sum", per_sample_weights=p) + 1,
+          w, i, offsets, p, allow_fallback=True)
+
 @pytest.mark.parametrize("case", ["2d", "new_dims", "transposed_size1"])
 def test_repeat_is_an_index_rewrite(case):
     fn, args = {

@@ -281,6 +281,13 @@ def test_scatter_reduce_modes(device, reduce, include_self, dtype):
     assert atomics_of(infos) == expected
 
 
+@pytest.mark.parametrize("reduce", ["sum", "amax", "amin"])
+def test_scatter_reduce_of_bool_values_runs_as_aten(device, reduce):
+    """There are no bool atomics: the op stays ATen's, between generated kernels."""
+    x, src = rand((13, 7), device=device) > 0, rand((30, 9), device=device) > 0
+    check(lambda x, i, s: (x | x).scatter_reduce(0, i, s, reduce, include_self=False),
+          [x, ids(13, 30, 7, device=device), src], fallback=True)
+
 @pytest.mark.parametrize("reduce", ["amax", "amin"])
 @pytest.mark.parametrize("include_self", [True, False])
 def test_scatter_reduce_extremum_keeps_nans(device, reduce, include_self):

@@ -220,6 +220,8 @@ def _scatter_reduce(g, x, dim, index, src, reduce, include_self=True):
         raise Unsupported(f"scatter_reduce {reduce}")
     out_dtype = g.out.dtype
     floating = out_dtype.is_floating_point
+    if out_dtype == torch.bool:
+        raise Unsupported("scatter_reduce of bool values (no bool atomics)")
     if reduce == "mean" and not floating:
         raise Unsupported("scatter_reduce mean of an integer dtype (floor division)")
     position = _along_checked(x, dim, index, src, "scatter_reduce")

@@ -258,7 +258,8 @@ def _repeat(g, x, repeats):
         out = []
         for k, (n, r) in enumerate(zip(size, reps)):
             i = idx[lead + k]
-            out.append(sympy.Integer(0) if n == 1 else i if r == 1 else ModIndex(i, n))
+            # an empty input dim makes the output empty: nothing reads the index
+            out.append(sympy.Integer(0) if n <= 1 else i if r == 1 else ModIndex(i, n))
         return out
     return _rewrite(g, x, fn)
 
