@@ -374,9 +374,9 @@ def _clamp(g, x, lo=None, hi=None):
 def _convert(g, x):
     """A dtype conversion. Converting to a half dtype inside a kernel rounds nothing, as in
     Inductor's kernels: the half value is computed in f32 and rounded where it is stored, so the ops
-    of a half graph fused after a conversion (a batch norm's SiLU) see more precision than eager's.
-    Converting a half value to another dtype converts the half value eager holds, so `x.to(half)
-    .float()` is x rounded (docs/design.md, "Half precision")."""
+    of a half graph that read it as it is (a residual add after a batch norm's output cast) see more
+    precision than eager's. Converting a half value to another dtype converts the half value eager
+    holds, so `x.to(half).float()` is x rounded (docs/design.md, "Half precision")."""
     if not hasattr(x, "size"):
         raise Unsupported("scalar convert")
     if g.out.device != x.device:
