@@ -288,9 +288,9 @@ def _extern(w: _Writer, step: Any) -> None:
 def _check_layout(w: _Writer, step: Any, slot: int) -> None:
     lay = step.out_layouts[slot]
     size, stride = tuple(lay.size), tuple(lay.stride)
-    # an output the op leaves undefined (None: a CUDA attention kernel's unused results) stays None, and
-    # so does one whose size the kernel decides otherwise than the op's meta function (embedding_bag's
-    # bookkeeping outputs in sum mode, empty on the CPU): only ATen ops read such outputs, as in eager
+    # an output the op leaves undefined (None: a CUDA attention kernel's unused results) stays None; one
+    # whose size the kernel decides otherwise than the op's meta function (embedding_bag's bookkeeping
+    # outputs in sum mode, empty on the CPU) is kept as the kernel made it: only ATen ops read those
     w.lines.append(f"if b{slot} is not None and b{slot}.stride() != {stride!r} and b{slot}.shape == {size!r}: "
                    f"b{slot} = _relayout(b{slot}, {size!r}, {stride!r})")
     w.known[slot] = Layout(lay.device, lay.dtype, size, stride, 0)
