@@ -238,9 +238,11 @@ def test_split_scans_equal_eager(monkeypatch, case):
     if case in ("cummax-values", "logcumsumexp"):
         x[1, 40, 2] = float("nan")
     bf16 = case.startswith("bf16")
-    # CUDA's eager cumsum over a middle dim adds in bf16, ours in f32 as on the CPU: f32 is the reference
+    # CUDA's eager cumsum over a middle dim adds in bf16, ours in f32 as on the CPU, of the values the
+    # conversion to bf16 leaves unrounded inside the kernel (docs/design.md, "Half precision"): an f32
+    # cumsum rounded once is the reference
     infos = check(SPLIT_SCANS[case], [x], atol=2e-2 if bf16 else None, rtol=2e-2 if bf16 else None,
-                  reference=(lambda x: x.bfloat16().float().cumsum(1).bfloat16()) if bf16 else None)
+                  reference=(lambda x: x.cumsum(1).bfloat16()) if bf16 else None)
     assert any(k.kind == "scan" and k.rnumel == 16 for k in infos), [(k.kind, k.rnumel) for k in infos]
 
 
