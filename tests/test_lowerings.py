@@ -853,7 +853,6 @@ def test_convert_roundtrip_rounds(device, dtype):
           atol=0, rtol=0)
 
 
-
 @pytest.mark.parametrize("dtype", HALVES)
 def test_a_conversion_to_half_read_by_half_ops_is_rounded_only_where_stored(device, dtype):
     # as in Inductor's kernels: t.to(half) * 3 is t * 3 in f32, rounded once by its store, where eager
@@ -865,6 +864,7 @@ def test_a_conversion_to_half_read_by_half_ops_is_rounded_only_where_stored(devi
     assert torch.equal(out[0], (x * 3).to(dtype))
     assert torch.equal(out[1], x.to(dtype).float() * 3)     # a half value converted back is the half value
     assert not torch.equal(out[0], x.to(dtype) * 3)
+
 
 def test_convert_int_wraps(device):
     x = torch.randint(-300, 300, (13, 7), device=device)
@@ -1713,6 +1713,7 @@ def test_an_extern_output_sized_otherwise_than_its_meta_is_kept_as_the_kernel_ma
     p = make((5,), BF16, device)
     check(lambda w, i, o, p: F.embedding_bag(i, w * 2, offsets=o, mode="sum", per_sample_weights=p) + 1,
           w, i, offsets, p, allow_fallback=True)
+
 
 @pytest.mark.parametrize("case", ["2d", "new_dims", "transposed_size1"])
 def test_repeat_is_an_index_rewrite(case):

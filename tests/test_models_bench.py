@@ -78,13 +78,13 @@ def test_plan_puts_max_autotune_last_and_trains_only_trainable_models():
     assert ("t5", "train", "eager") not in jobs and ("resnet50", "train", "eager") in jobs
 
 
-
 def test_any_torchvision_classifier_is_named_by_its_builder_and_trains():
     opts = parse(["--out", "x", "--models", "torchvision:inception_v3", "--variants", "eager"])
     assert plan(opts) == [("torchvision:inception_v3", "forward", "eager"),
                           ("torchvision:inception_v3", "train", "eager")]
     with pytest.raises(SystemExit):
         parse(["--out", "x", "--models", "torchvision:"])
+
 
 def test_markdown_shows_failures_and_ratios():
     res = {"device": "d", "torch": "t", "triton": "tr", "date": "x", "command": "c", "not_run": ["vit forward eager"],

@@ -288,6 +288,7 @@ def test_scatter_reduce_of_bool_values_runs_as_aten(device, reduce):
     check(lambda x, i, s: (x | x).scatter_reduce(0, i, s, reduce, include_self=False),
           [x, ids(13, 30, 7, device=device), src], fallback=True)
 
+
 @pytest.mark.parametrize("reduce", ["amax", "amin"])
 @pytest.mark.parametrize("include_self", [True, False])
 def test_scatter_reduce_extremum_keeps_nans(device, reduce, include_self):
