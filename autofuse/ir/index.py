@@ -65,13 +65,26 @@ class ModIndex(sympy.Function):
 def _split_divisible(expr: Expr, d: int) -> tuple[Expr, Expr]:
     """Split expr into (sum of terms divisible by d, divided by d; the other terms)."""
     pulled, rest = sympy.Integer(0), sympy.Integer(0)
-    for term in sympy.Add.make_args(sympy.expand(expr)):
+    for term in _sum_terms(expr):
         coeff, _ = term.as_coeff_Mul()
         if coeff.is_Integer and int(coeff) % d == 0:
             pulled += term / d
         else:
             rest += term
     return pulled, rest
+
+
+def _sum_terms(expr: Expr) -> list[Expr]:
+    """The terms of expr as a flat sum, leaving the arguments of divisions and remainders as they
+    are: a full `sympy.expand` rewrites every nested index again, and a chain of ten views (MaxViT's
+    window and grid partitions) nests ten deep, so it took most of that model's compile time."""
+    terms: list[Expr] = []
+    for term in sympy.Add.make_args(expr):
+        if term.is_Mul and any(a.is_Add for a in term.args):
+            terms.extend(sympy.Add.make_args(sympy.expand(term)))  # a product of sums: distribute it
+        else:
+            terms.append(term)
+    return terms
 
 
 def bounds(expr: Expr, ranges: Mapping[sympy.Symbol, int]) -> tuple[int, int] | None:

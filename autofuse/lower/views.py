@@ -16,7 +16,7 @@ import sympy
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from ..ir.index import ModIndex, contiguous_strides, is_dense, row_major_vars
+from ..ir.index import ModIndex, contiguous_strides, is_dense, make_vars, row_major_vars, simplify_index
 from ..ir.values import ComputedBuffer, Layout, Pointwise, PointwiseBody, ReinterpretView, strided_of
 from .common import norm_dim
 from .registry import LOWERINGS, Unsupported, register
@@ -49,8 +49,25 @@ def _strided_view(g: Any, x: Any, fout: Any = None) -> ReinterpretView | None:
 def _rewrite(g: Any, x: Any, index_fn, size: Sequence[int] | None = None) -> Pointwise:
     inner = x.loader()
     size = tuple(int(s) for s in (g.out.shape if size is None else size))
+    index_fn = _simplified_once(index_fn, size)
     return Pointwise(x.device, x.dtype, size, lambda ops, idx: inner(ops, index_fn(list(idx))),
                      getattr(x, "origins", frozenset()))
+
+
+def _simplified_once(index_fn, size: Sequence[int]):
+    """index_fn applied once to symbols of the view's ranges and simplified with them; each call
+    substitutes its indices. A chain of views otherwise nests every level's divisions and remainders
+    unsimplified into the next (MaxViT's window and grid partitions: indices of thousands of terms,
+    rebuilt at each of the many loads of the graph's analysis and code generation). A position outside
+    the ranges is only ever loaded under a mask, where its address is not used."""
+    syms = make_vars("v", len(size))
+    ranges = dict(zip(syms, size))
+    exprs = [simplify_index(sympy.sympify(e), ranges) for e in index_fn(list(syms))]
+
+    def fn(idx: list) -> list:
+        sub = {s: sympy.sympify(i) for s, i in zip(syms, idx)}
+        return [e.xreplace(sub) for e in exprs]
+    return fn
 
 
 def _non_overlapping(size: Sequence[int], stride: Sequence[int]) -> bool:
