@@ -210,6 +210,9 @@ class ProgramBuilder:
         for n in graph.nodes:
             if n.kind == "extern":
                 _walk(n.extern.outputs, lambda o: self.layouts.__setitem__(o.name, o.layout))
+        # every kernel's writer takes these: computed once, not once per kernel over every buffer
+        self.dtypes = {k: v.dtype for k, v in self.layouts.items()}
+        self.spans = {k: v.storage_span() for k, v in self.layouts.items()}
 
     def slot(self, name: str) -> int:
         if name not in self.slots:  # two names share a slot where a kernel stores into an input
@@ -351,9 +354,7 @@ class ProgramBuilder:
         # the source names the function without the site index, so identical kernels (a model's
         # repeated layers) have identical source: one module, one Triton compile
         fn_name = kernel_name(kernel_kind(g), config.persistent, origins, None)
-        dtypes = {k: v.dtype for k, v in self.layouts.items()}
-        spans = {k: v.storage_span() for k, v in self.layouts.items()}
-        writer = KernelWriter(fn_name, g.placements(), g.numel, g.rnumel, g.is_reduction, stored, dtypes, spans,
+        writer = KernelWriter(fn_name, g.placements(), g.numel, g.rnumel, g.is_reduction, stored, self.dtypes, self.spans,
                               config, interpret, lane_order(g, self.options.heuristics.persistent_rnumel_max))
         return config, writer, writer.generate()
 
