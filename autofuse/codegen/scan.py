@@ -33,10 +33,14 @@ from .printer import tl_dtype
 COMBINE_FNS = {"sum": "_sum_combine", "prod": "_prod_combine", "logaddexp": "_logaddexp_combine",
                "max": "_max_combine", "min": "_min_combine"}
 INDEX_COMBINE_FNS = {"argmax": "_cummax_index_combine", "argmin": "_cummin_index_combine"}
+# what tl.associative_scan is given for a sum or product: Triton's own combine functions (the same
+# `a + b`, `a * b`), which Triton's interpreter scans with numpy; it calls any other one per element
+SCAN_FNS = {"sum": "_fast_sum", "prod": "_fast_prod"}
 
 # jit helpers a scan kernel needs beyond the prelude (only scan kernels carry them, so every other
 # kernel's source, and the measurements keyed by it, stay as they are)
 SCAN_HELPERS = '''
+_fast_prod = tl.standard._prod_combine
 
 @triton.jit
 def _logaddexp_combine(a, b):
@@ -188,7 +192,8 @@ def scan_value(w: Any, node: Any) -> Any:
     if body.combine in INDEX_COMBINE_FNS:
         return _index_scan_value(w, node, v)
     fn = COMBINE_FNS[body.combine]
-    s = w.cse(f"tl.associative_scan({v}, 1, {fn}{', reverse=True' if body.reverse else ''})", acc)
+    scan_fn = SCAN_FNS.get(body.combine, fn)
+    s = w.cse(f"tl.associative_scan({v}, 1, {scan_fn}{', reverse=True' if body.reverse else ''})", acc)
     if w.persistent:
         return s
     carry = carry_name(node)
