@@ -675,6 +675,19 @@ def test_a_returned_view_of_an_expanded_value_keeps_eagers_stride_zero_layout():
         compile_and_compare(fn, [a])
 
 
+def test_a_returned_alias_of_an_expanded_value_keeps_eagers_stride_zero_layout():
+    """The graph returns an expand through `alias` (a full slice): the expanded value is stored once
+    along its broadcast dim and returned with eager's strides, as a returned view of it is."""
+    from tests.helpers import compile_and_compare
+
+    def fn(a):
+        v = a.unsqueeze(-1).expand(16, 5, 3)
+        return (v * torch.sigmoid(v)).unsqueeze(-1).expand(16, 5, 3, 4)[:, :, :, 0:4]
+    for a in (rand((16, 5)), rand((16, 5), noncontig=True)):
+        assert fn(a).stride()[-1] == 0
+        compile_and_compare(fn, [a])
+
+
 def test_the_soak_runner_counts_programs_and_reruns_its_failures(tmp_path):
     import json
     from benchmarks.soak import main

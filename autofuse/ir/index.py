@@ -269,6 +269,17 @@ def is_dense(size: Sequence[int], stride: Sequence[int]) -> bool:
     return True
 
 
+def non_overlapping(size: Sequence[int], stride: Sequence[int]) -> bool:
+    """True when no two positions of (size, stride) share an element (holes allowed)."""
+    dims = sorted((st, sz) for sz, st in zip(size, stride) if sz != 1)
+    end = 1
+    for st, sz in dims:
+        if st < end:
+            return False
+        end = st * sz
+    return True
+
+
 def make_vars(prefix: str, n: int) -> list[sympy.Symbol]:
     return list(_vars(prefix, n))
 

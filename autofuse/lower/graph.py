@@ -20,7 +20,7 @@ from torch._subclasses.fake_tensor import (
 )
 from torch.utils._pytree import tree_map
 
-from ..ir.index import contiguous_strides, is_dense, make_vars
+from ..ir.index import contiguous_strides, is_dense, make_vars, non_overlapping
 from ..ir.ops import analyze
 from ..ir.values import (
     Buffer, ComputedBuffer, ExternBuffer, ExternKernel, InputBuffer, Layout, Pointwise, PointwiseBody,
@@ -117,6 +117,19 @@ class GraphLowering:
             self.buffer_fx[name] = holders[0].name
         for n in holders:
             self.env[n] = stored
+
+    def realize_broadcast(self, value: Pointwise, stride: Sequence[int]) -> ReinterpretView | None:
+        """A value eager lays out expanded (stride 0 along broadcast dims), stored once along those
+        dims and viewed with eager's strides; None when no dim is broadcast or the other dims overlap."""
+        size = tuple(int(s) for s in value.size)
+        stride = tuple(int(s) for s in stride)
+        stored = tuple(1 if st == 0 else sz for sz, st in zip(size, stride))
+        if stored == size or not non_overlapping(stored, stride):
+            return None
+        layout = Layout(value.device, value.dtype, stored, stride, 0)
+        buf = self.add_computed(ComputedBuffer(self.new_name(), layout, PointwiseBody(stored, value.inner_fn),
+                                               value.origins))
+        return ReinterpretView(buf, Layout(value.device, value.dtype, size, stride, 0))
 
     def add_computed(self, buf: ComputedBuffer) -> ComputedBuffer:
         self.buffers.append(buf)
@@ -465,6 +478,9 @@ class GraphLowering:
             if k >= saved_from:  # read only by the backward graph: kept in the layout it was computed in
                 if isinstance(v, Pointwise):
                     v = self._realize_intermediate(v, fake)
+            elif isinstance(v, Pointwise) and isinstance(fake, torch.Tensor) and tuple(fake.shape) == tuple(v.size) \
+                    and (view := self.realize_broadcast(v, fake.stride())) is not None:
+                v = view  # returned expanded (through an alias of a view): eager's strides
             elif isinstance(v, Pointwise) and isinstance(o, torch.fx.Node) and len(o.users) == 1:
                 v = self._realize_output(v, fake)  # read by nothing else: free to pick its loop order
             elif isinstance(v, Pointwise):

@@ -16,7 +16,7 @@ import sympy
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from ..ir.index import ModIndex, contiguous_strides, is_dense, make_vars, row_major_vars, simplify_index
+from ..ir.index import ModIndex, contiguous_strides, is_dense, make_vars, non_overlapping, row_major_vars, simplify_index
 from ..ir.values import ComputedBuffer, Layout, Pointwise, PointwiseBody, ReinterpretView, strided_of
 from .common import norm_dim
 from .registry import LOWERINGS, Unsupported, register
@@ -70,16 +70,6 @@ def _simplified_once(index_fn, size: Sequence[int]):
     return fn
 
 
-def _non_overlapping(size: Sequence[int], stride: Sequence[int]) -> bool:
-    dims = sorted((st, sz) for sz, st in zip(size, stride) if sz != 1)
-    end = 1
-    for st, sz in dims:
-        if st < end:
-            return False
-        end = st * sz
-    return True
-
-
 def _returned_view_of_lazy(g: Any, x: Any, fakes: Sequence[Any]) -> Any:
     """A view the graph returns (directly or through getitem) whose eager layout is not dense: a lazy
     value would be realized contiguous, so realize the viewed value with the layout eager gives it
@@ -95,14 +85,13 @@ def _returned_view_of_lazy(g: Any, x: Any, fakes: Sequence[Any]) -> Any:
         return None
     fin = g.fake_arg(0)
     size, stride = tuple(int(s) for s in x.size), tuple(int(s) for s in fin.stride())
-    # an expanded value (stride 0) is stored once along its broadcast dims and viewed with eager's strides
-    stored = tuple(1 if st == 0 else sz for sz, st in zip(size, stride))
-    if tuple(fin.shape) != size or not _non_overlapping(stored, stride):
+    if tuple(fin.shape) != size:
         return None
-    if stored != size:
-        layout = Layout(x.device, x.dtype, stored, stride, 0)
-        buf = g.add_computed(ComputedBuffer(g.new_name(), layout, PointwiseBody(stored, x.inner_fn), x.origins))
-        return ReinterpretView(buf, Layout(x.device, x.dtype, size, stride, 0))
+    broadcast = g.realize_broadcast(x, stride)
+    if broadcast is not None:
+        return broadcast
+    if not non_overlapping(size, stride):
+        return None
     if is_dense(size, stride):
         return g.realize(x, fin)
     layout = Layout(x.device, x.dtype, size, stride, 0)
