@@ -285,6 +285,10 @@ def test_scatter_reduce_modes(device, reduce, include_self, dtype):
 def test_scatter_reduce_of_bool_values_runs_as_aten(device, reduce):
     """There are no bool atomics: the op stays ATen's, between generated kernels."""
     x, src = rand((13, 7), device=device) > 0, rand((30, 9), device=device) > 0
+    if device == "cuda" and reduce != "sum":
+        with pytest.raises(NotImplementedError):
+            x.scatter_reduce(0, ids(13, 30, 7, device=device), src, reduce, include_self=False)
+        pytest.skip("ATen's CUDA scatter_reduce has no bool amax / amin")
     check(lambda x, i, s: (x | x).scatter_reduce(0, i, s, reduce, include_self=False),
           [x, ids(13, 30, 7, device=device), src], fallback=True)
 
