@@ -118,11 +118,14 @@ class GraphLowering:
         for n in holders:
             self.env[n] = stored
 
-    def realize_broadcast(self, value: Pointwise, stride: Sequence[int]) -> ReinterpretView | None:
-        """A value eager lays out expanded (stride 0 along broadcast dims), stored once along those
-        dims and viewed with eager's strides; None when no dim is broadcast or the other dims overlap."""
+    def realize_broadcast(self, value: Pointwise, like: Any) -> ReinterpretView | None:
+        """A value eager lays out expanded (`like`: its FakeTensor, stride 0 along broadcast dims),
+        stored once along those dims and viewed with eager's strides; None when like is not a tensor
+        of the value's size, no dim is broadcast or the other dims overlap."""
         size = tuple(int(s) for s in value.size)
-        stride = tuple(int(s) for s in stride)
+        if not isinstance(like, torch.Tensor) or tuple(like.shape) != size:
+            return None
+        stride = tuple(int(s) for s in like.stride())
         stored = tuple(1 if st == 0 else sz for sz, st in zip(size, stride))
         if stored == size or not non_overlapping(stored, stride):
             return None
@@ -478,8 +481,7 @@ class GraphLowering:
             if k >= saved_from:  # read only by the backward graph: kept in the layout it was computed in
                 if isinstance(v, Pointwise):
                     v = self._realize_intermediate(v, fake)
-            elif isinstance(v, Pointwise) and isinstance(fake, torch.Tensor) and tuple(fake.shape) == tuple(v.size) \
-                    and (view := self.realize_broadcast(v, fake.stride())) is not None:
+            elif isinstance(v, Pointwise) and (view := self.realize_broadcast(v, fake)) is not None:
                 v = view  # returned expanded (through an alias of a view): eager's strides
             elif isinstance(v, Pointwise) and isinstance(o, torch.fx.Node) and len(o.users) == 1:
                 v = self._realize_output(v, fake)  # read by nothing else: free to pick its loop order

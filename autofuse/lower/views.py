@@ -87,7 +87,7 @@ def _returned_view_of_lazy(g: Any, x: Any, fakes: Sequence[Any]) -> Any:
     size, stride = tuple(int(s) for s in x.size), tuple(int(s) for s in fin.stride())
     if tuple(fin.shape) != size:
         return None
-    broadcast = g.realize_broadcast(x, stride)
+    broadcast = g.realize_broadcast(x, fin)
     if broadcast is not None:
         return broadcast
     if not non_overlapping(size, stride):
