@@ -56,12 +56,39 @@ def test_the_measured_best_reduction_config_is_used_and_pointwise_keeps_its_defa
     arts = compile_graph(gm, args, opts.with_(plan=plan))
     by_kind = {k.kind for k in arts.kernels}
     assert "reduction" in by_kind and "pointwise" in by_kind
+    fastest = min(timed, key=_prefer_looped)["config"]
     for k, dk in zip(arts.kernels, compile_graph(gm, args, opts).kernels):
         if k.kind == "reduction":
-            assert not k.config.persistent, k.config
+            assert k.config.to_json() == fastest and k.config != dk.config, k.config
         else:
             assert k.config == dk.config
     assert_close(arts.program(list(args)), list(fn(*args)))
+
+
+def test_inductors_configs_are_measured_whatever_the_ranking_and_the_fastest_is_used(tmp_path):
+    """A logsumexp down the columns of a transposed bf16 input (an outer reduction): the config
+    Inductor's heuristics give it (8 x 64 looped, 4 warps, at 1000 columns) is measured beside the ranked ones, and used
+    where it is the fastest."""
+    from autofuse.compiler import default_config, schedule
+    from autofuse.schedule.fusion import reduction_hint
+    from autofuse.search.reference import reference_configs
+
+    def fn(x):
+        return torch.logsumexp(x.t() * 1.5 + 0.25, dim=-1)
+    args = [rand((94, 1000), dtype=torch.bfloat16, device="cpu")]
+    gm = trace_aten(fn, args)
+    opts = _options(tmp_path)
+    red = [g for g in schedule(gm, args, opts).groups if g.is_reduction]
+    assert len(red) == 1 and reduction_hint(red[0]) == "outer"
+    refs = reference_configs(red[0], default_config(red[0], opts.heuristics, True), "outer")
+    assert [(c.XBLOCK, c.RBLOCK, c.num_warps, c.persistent) for c in refs] == [(8, 64, 4, False)]
+    want = refs[0].to_json()
+    fb = FakeBenchmarker(lambda rec: 5.0 if rec["config"] == want else 20.0)
+    plan = autotuned_plan(gm, args, opts, benchmarker=fb)
+    assert plan is not None and [k.config for k in plan.kernels if k.config.RBLOCK > 1] == [refs[0]]
+    assert want in [c["config"] for c in fb.calls]
+    arts = compile_graph(gm, args, opts.with_(plan=plan))
+    assert_close(arts.program(list(args)), [fn(*args)])
 
 
 def test_measurements_are_stored_and_the_next_compile_measures_nothing(tmp_path):
@@ -256,9 +283,12 @@ def test_the_driver_compiles_from_the_autotuned_plan(tmp_path, monkeypatch):
     asked = []
     real = at.autotuned
 
+    timers: list[FakeBenchmarker] = []
+
     def on_a_gpu(gm, a, options, benchmarker=None, settings=at.AUTOTUNE):
         asked.append(options.autotune)
-        return real(gm, a, options, benchmarker=FakeBenchmarker(_prefer_looped), settings=settings)
+        timers.append(FakeBenchmarker(_prefer_looped))
+        return real(gm, a, options, benchmarker=timers[-1], settings=settings)
     monkeypatch.setattr(at, "autotuned", on_a_gpu)
     from autofuse.lower.graph import GraphLowering
     lowered, run = [], GraphLowering.run
@@ -269,7 +299,8 @@ def test_the_driver_compiles_from_the_autotuned_plan(tmp_path, monkeypatch):
     monkeypatch.setattr(GraphLowering, "run", counted)
     rep = autofuse.explain(fn, args, options=_options(tmp_path))
     assert asked == [True] and "(autotuned)" in rep.strategy and len(lowered) == 1
-    assert all(not k.config.persistent for k in rep.kernels if k.kind == "reduction")
+    fastest = min((c for c in timers[0].calls if c.get("kind") == "reduction"), key=_prefer_looped)["config"]
+    assert [k.config.to_json() for k in rep.kernels if k.kind == "reduction"] == [fastest]
     from_plan = compile_graph(trace_aten(fn, args), args, _options(tmp_path).with_(plan=rep.plans[0]))
     assert [k.source for k in from_plan.kernels] == [k.source for k in rep.kernels]
     (outcome,) = json.loads(rep.to_json())["graph_outcomes"]
@@ -298,7 +329,8 @@ def test_a_read_only_db_is_read_not_written_and_the_autotune_goes_on(tmp_path):
     with pytest.warns(UserWarning, match="not stored in the tuning DB"):
         plan = autotuned_plan(gm, args, opts, benchmarker=fb)
     assert plan is not None and fb.calls and path.read_bytes() == before
-    assert all(not k.config.persistent for k in plan.kernels if k.config.RBLOCK > 1)
+    fastest = min((c for c in fb.calls if c.get("kind") == "reduction"), key=_prefer_looped)["config"]
+    assert [k.config.to_json() for k in plan.kernels if k.config.RBLOCK > 1] == [fastest]
 
 
 @pytest.mark.parametrize("dynamic", [False, True])

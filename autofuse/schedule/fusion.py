@@ -124,6 +124,24 @@ def is_outer_reduction(g: FusionGroup, persistent_max: int = 1024) -> bool:
     return False
 
 
+def reduction_hint(g: FusionGroup, persistent_max: int = 1024) -> str:
+    """How the group's first reduction reads its rows, as Inductor hints a reduction: "mixed" where
+    its tile reads include both r-contiguous and r-strided ones, else "outer" where
+    `is_outer_reduction` runs its lanes along x, else "inner"."""
+    for n in _row_nodes(g):
+        if n.kind != "reduction" or not n.rvars:
+            continue
+        inner_r = n.rvars[-1]
+        xvars = [v for v in n.vars if v is not inner_r]
+        tiles = [dep for dep in n.reads if not dep.is_indirect and dep.index.has(inner_r)
+                 and any(dep.index.has(v) for v in xvars)]
+        strided = {_strided_along_r(dep, inner_r, xvars) for dep in tiles}
+        if strided == {True, False}:
+            return "mixed"
+        break
+    return "outer" if is_outer_reduction(g, persistent_max) else "inner"
+
+
 def lane_order(g: FusionGroup, persistent_max: int = 1024) -> XOrder | None:
     """The x order an outer reduction's lanes take (`XOrder`), None to keep the logical one: the x
     digit that its largest tile read steps through memory by the least goes innermost, where that

@@ -5,9 +5,10 @@ Note: a graph without a stored plan gets the default plan, whose reduction confi
 rules that cannot see the kernel's arithmetic (a row of 1000 elements with tanh and sigmoid wants
 other warps than a plain sum of the same row). Inductor's default mode measures a handful of
 configs of every reduction kernel at its first call; autofuse does the same with the tuner's own
-machinery: the cost model ranks the kernel's legal configs, the default and the best-ranked few
-(then a few one-knob neighbours of the fastest) are measured in place, each checked against the
-default config's outputs. A pointwise kernel run as 2-D tiles (a transpose, a layout change) is
+machinery: the cost model ranks the kernel's legal configs, the default, the best-ranked few and
+the configs Inductor's heuristics would time for a reduction of its shape (then a few one-knob
+neighbours of the fastest) are measured in place, each checked against the default config's
+outputs. Inductor's few keep the floor where the model ranks an unfamiliar kernel badly. A pointwise kernel run as 2-D tiles (a transpose, a layout change) is
 measured too, since its best tile shape depends on both sides' strides, and Inductor's default mode
 times several tile shapes of such kernels; so is a pointwise kernel that reads one buffer through a
 window (a pooling window, a stencil: `windowed_groups`), and one whose reads are strided along the
@@ -46,11 +47,12 @@ from .kernels import KernelTuner
 from .records import device_traits
 from .settings import KernelTuneSettings
 
-# Per reduction, scan, tiled or windowed pointwise kernel: the default, the 3 best-ranked of 48 legal configs, then
-# up to 3 neighbours of the fastest: at most 7 variants compiled and timed (docs/defaults.md,
+# Per reduction, scan, tiled or windowed pointwise kernel: the default, the 3 best-ranked of 48 legal configs,
+# a reduction's configs that Inductor's default mode would time (1 to 6: search/reference.py), then up
+# to 3 neighbours of the fastest: at most 13 variants compiled and timed (docs/defaults.md,
 # "Autotuning at compile"). Which pointwise kernels: `searched_groups`.
 AUTOTUNE = KernelTuneSettings(top_k=3, explore=0.0, max_candidates=48, refine=3,
-                              kinds=("reduction", "scan", "pointwise"))
+                              kinds=("reduction", "scan", "pointwise"), reference=True)
 AUTOTUNE_REPS = 30
 # Per graph: the distinct reduction, scan, tiled and windowed pointwise kernels with the most elements, at most
 # AUTOTUNE_KERNELS of them, measured within AUTOTUNE_BUDGET_S seconds; the others keep their default

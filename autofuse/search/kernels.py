@@ -23,9 +23,11 @@ from ..measure.timing import Benchmarker, Timing
 from ..measure.verify import compare
 from ..plan.apply import node_id
 from ..runtime.precompile import compiler_prints_dropped, compiling_ahead
+from ..schedule.fusion import reduction_hint
 from .candidates import (best_config, candidate_configs, candidate_limit, interleave_families, legal_options,
                          neighbour_configs)
 from .records import group_key, kernel_key, kernel_record
+from .reference import reference_configs
 from .settings import KernelTuneSettings
 
 
@@ -107,9 +109,14 @@ class KernelTuner:
         self.check_deadline(f"kernel {info.name}")
         t0 = time.perf_counter()
         search = KernelSearch(self, builder, gi, launch, info, env, ids, gkey)
-        search.build_candidates(candidate_configs(group, info.config, self.interpret,
-                                                  limit=candidate_limit(self.settings, self.predictor)))
+        refs = reference_configs(group, info.config, reduction_hint(group)) \
+            if self.settings.reference and info.kind == "reduction" else []
+        ranked = candidate_configs(group, info.config, self.interpret,
+                                   limit=candidate_limit(self.settings, self.predictor))
+        search.build_candidates(ranked + [c for c in refs if c not in ranked])
         chosen = search.select()
+        if self.bench.measures:   # Inductor's own few: the floor whatever the ranking (search/reference.py)
+            chosen += [c for c in refs if c not in chosen and not isinstance(search.variants[c], str)]
         search.take_reference()
         with compiler_prints_dropped():
             with compiling_ahead(self.to_compile(chosen, search.variants)):   # compiles overlap the first timings

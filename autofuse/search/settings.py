@@ -20,6 +20,8 @@ class KernelTuneSettings:
     refine: int = 24               # then up to this many neighbours of the fastest measured (one knob each), best-first
     kinds: tuple[str, ...] | None = None  # the kernel kinds searched ("pointwise", "reduction", "scan"); None: all.
                                           # The others run their default config, untimed
+    reference: bool = False        # also measure the reduction configs Inductor's default mode would time
+                                   # for the kernel (search/reference.py)
 
 
 @dataclass(frozen=True)
