@@ -192,7 +192,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
                             resume=args.resume, progress=not args.no_progress,
                             kernel=KernelTuneSettings(top_k=args.top_k, explore=args.explore, seed=args.seed,
                                                       refine=KernelTuneSettings().refine if args.refine is None
-                                                      else args.refine))
+                                                      else args.refine, reference=True))
     import signal
 
     from .search.interrupts import clear_stop, interrupt, stop_requested

@@ -57,3 +57,31 @@ def test_a_whole_tensor_sum_keeps_its_split_and_a_wide_one_does_not():
     assert default.split > 1 and refs and all(r[4] == default.split for r in refs)
     g, default, _, refs = _reduction(lambda x: x.sum(-1), [rand((4096, 2048), device="cpu")])
     assert all(r[4] == 1 for r in refs)
+
+
+def test_a_tune_with_default_settings_measures_them_and_keeps_the_fastest(tmp_path):
+    """`autofuse tune`'s kernel search measures the references too, so a tuned plan never misses
+    what the default plan's compile-time autotune measured."""
+    import autofuse
+    from autofuse.measure.timing import FakeBenchmarker
+    from autofuse.search.settings import TuneSettings
+
+    def fn(x):
+        return x.sum(0)
+    args = [rand((100, 130), device="cpu")]
+    (ref,) = _reference_of(fn, args)
+    want = ref.to_json()
+    fb = FakeBenchmarker(lambda rec: 5.0 if rec["config"] == want else 20.0)
+    settings = TuneSettings(db=str(tmp_path / "t.db"), trials=2, progress=False, compare_torch_compile=False,
+                            finalists=1, runner_ups=0, rounds=1)
+    assert settings.kernel.reference
+    res = autofuse.tune(fn, args, settings=settings, benchmarker=fb)
+    assert want in [c["config"] for c in fb.calls if c.get("kind") == "reduction"]
+    (graph,) = res.graphs
+    assert [k.config for k in graph.plan.kernels if k.config.RBLOCK > 1] == [ref]
+
+
+def _reference_of(fn, args):
+    opts = CompileOptions(strict=True, use_db=False)
+    (g,) = [g for g in schedule(trace_aten(fn, args), args, opts).groups if g.is_reduction]
+    return reference_configs(g, default_config(g, opts.heuristics, True), reduction_hint(g))
