@@ -39,12 +39,13 @@ def reference_configs(group: Any, default: LaunchConfig, hint: str) -> list[Laun
     xmax, rfull = next_pow2(xnumel), next_pow2(rnumel)
     loads = len({dep.name for n in group.nodes for dep in n.reads})
     out: list[LaunchConfig] = []
-    for x, r, warps, persistent in _shapes(xnumel, rnumel, xmax, rfull, loads, hint):
+    for x, r, warps, persistent in _shapes(xnumel, xmax, rfull, loads, hint):
         x, r = _fitted(x, r, xmax, rfull)
         w = warps if warps is not None else _warps(x * r, 8 if persistent else 16)
         base = LaunchConfig(XBLOCK=x, RBLOCK=rfull if persistent else r, num_warps=w, persistent=persistent,
                             split=split, fast_tanh=default.fast_tanh, cache_hints=default.cache_hints)
-        for cfg in (base, replace(base, cache_hints=not base.cache_hints), replace(base, fast_tanh=False)):
+        plain = replace(base, cache_hints=False, fast_tanh=False)
+        for cfg in (base, replace(base, cache_hints=not base.cache_hints), replace(base, fast_tanh=False), plain):
             if check_config(cfg, group) is None:
                 if cfg not in out and cfg != default:
                     out.append(cfg)
@@ -59,7 +60,7 @@ def inductor_splits(xnumel: int, rnumel: int, device: DeviceFacts) -> bool:
     return xnumel < 2 * device.sm_count and rnumel > 8192
 
 
-def _shapes(xnumel: int, rnumel: int, xmax: int, rfull: int, loads: int, hint: str
+def _shapes(xnumel: int, xmax: int, rfull: int, loads: int, hint: str
             ) -> list[tuple[int, int, int | None, bool]]:
     """(XBLOCK, RBLOCK, num_warps or None for the tile's rule, persistent) for the hint."""
     if rfull <= PERSISTENT_ROW_MAX.get(hint, 64):
@@ -71,8 +72,8 @@ def _shapes(xnumel: int, rnumel: int, xmax: int, rfull: int, loads: int, hint: s
         elif hint == "outer":
             rows = rows[-1:]
         return [(x, rfull, None, True) for x in rows]
-    contiguous = (2 if rnumel <= LOOPED_R_MAX else 1, min(rfull, LOOPED_R_MAX), None, False)
-    tiny = (2 * (256 // rnumel) if rnumel <= 256 else 1, min(rfull, LOOPED_R_MAX), None, False)
+    contiguous = (2 if rfull <= LOOPED_R_MAX else 1, min(rfull, LOOPED_R_MAX), None, False)
+    tiny = (2 * (256 // rfull) if rfull <= 256 else 1, min(rfull, LOOPED_R_MAX), None, False)
     outer = _outer_tile(xmax, rfull, loads)
     if hint == "inner":
         return [contiguous]
