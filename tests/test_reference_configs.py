@@ -29,6 +29,12 @@ def test_a_few_short_rows_get_one_persistent_row_a_program():
     assert hint == "inner" and refs == [(1, 512, 4, True, 1)]
 
 
+def test_rows_under_256_elements_get_every_persistent_row_count():
+    _, default, hint, refs = _reduction(lambda x: x.sum(-1), [rand((1000, 60), device="cpu")])
+    shapes = {(1, 64, 2, True, 1), (8, 64, 4, True, 1), (32, 64, 8, True, 1)}
+    assert hint == "inner" and set(refs) == shapes - {(default.XBLOCK, 64, default.num_warps, True, 1)}
+
+
 def test_many_rows_of_a_few_hundred_also_get_several_rows_on_one_warp():
     _, _, hint, refs = _reduction(lambda x: x.sum(-1), [rand((2048, 300), device="cpu")])
     assert hint == "inner" and refs == [(2, 512, 1, True, 1), (1, 512, 4, True, 1)]

@@ -65,8 +65,8 @@ def _shapes(xnumel: int, xmax: int, rfull: int, loads: int, hint: str
     """(XBLOCK, RBLOCK, num_warps or None for the tile's rule, persistent) for the hint."""
     if rfull <= PERSISTENT_ROW_MAX.get(hint, 64):
         rows = [x for x in (1, 8, 32, 128) if x == 1 or (x * rfull <= PERSISTENT_BLOCK_MAX and x <= xnumel)]
-        if hint == "inner":
-            if 256 <= rfull <= 1024 and xnumel // 8 >= 128:   # a few short rows a program, one warp
+        if hint == "inner" and rfull >= 256:   # rows under 256 elements get every row count
+            if rfull <= 1024 and xnumel // 8 >= 128:   # a few rows a program, one warp
                 return [(min(1024 // rfull, 8), rfull, 1, True), (1, rfull, _warps(rfull, 8), True)]
             rows = rows[:1]
         elif hint == "outer":
