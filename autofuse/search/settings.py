@@ -37,7 +37,8 @@ class TuneSettings:
     finalists: int = 3                  # best distinct trials verified and timed end to end
     runner_ups: int = 2                 # and the best one with a kernel's close runner-up config (evaluate.runner_up_plans)
     rounds: int = 3                     # interleaved end-to-end timing rounds
-    kernel: KernelTuneSettings = KernelTuneSettings(reference=True)   # a tuned plan measures what the default's autotune does
+    # the references too: a tuned plan measures every config the default plan's autotune does
+    kernel: KernelTuneSettings = KernelTuneSettings(reference=True)
     heuristics: Heuristics = Heuristics()
     progress: bool = True
     compare_torch_compile: bool = True  # time eager and torch.compile for the closing table (GPU only)
