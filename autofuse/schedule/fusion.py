@@ -100,8 +100,7 @@ def is_outer_reduction(g: FusionGroup, persistent_max: int = 1024) -> bool:
         along_r = [dep for dep in n.reads if not dep.is_indirect and dep.index.has(inner_r)]
         # a read that moves with x too decides; one of r alone (a broadcast [R, 1] vector) is
         # small, and every lane reads the same address of it whichever way the lanes run
-        xvars = [v for v in n.vars if v is not inner_r]
-        tiles = [dep for dep in along_r if any(dep.index.has(v) for v in xvars)]
+        xvars, tiles = _tile_reads(n, inner_r)
         if not tiles:
             return bool(along_r) and all(dep.index.coeff(inner_r) != 1 for dep in along_r)
         strided = [_strided_along_r(dep, inner_r, xvars) for dep in tiles]
@@ -132,9 +131,7 @@ def reduction_hint(g: FusionGroup, persistent_max: int = 1024) -> str:
         if n.kind != "reduction" or not n.rvars:
             continue
         inner_r = n.rvars[-1]
-        xvars = [v for v in n.vars if v is not inner_r]
-        tiles = [dep for dep in n.reads if not dep.is_indirect and dep.index.has(inner_r)
-                 and any(dep.index.has(v) for v in xvars)]
+        xvars, tiles = _tile_reads(n, inner_r)
         strided = {_strided_along_r(dep, inner_r, xvars) for dep in tiles}
         if strided == {True, False}:
             return "mixed"
@@ -171,6 +168,13 @@ def lane_order(g: FusionGroup, persistent_max: int = 1024) -> XOrder | None:
         return None
     order = tuple(j for j in range(len(dims)) if j != k) + (k,)
     return XOrder(tuple(int(red.sizes[d]) for d in dims), order)
+
+
+def _tile_reads(n: SchedulerNode, inner_r: sympy.Symbol) -> tuple[list[sympy.Symbol], list[MemoryDep]]:
+    """The node's variables other than `inner_r`, and its direct reads that move with both."""
+    xvars = [v for v in n.vars if v is not inner_r]
+    return xvars, [dep for dep in n.reads if not dep.is_indirect and dep.index.has(inner_r)
+                   and any(dep.index.has(v) for v in xvars)]
 
 
 def _row_nodes(g: FusionGroup) -> list[SchedulerNode]:
