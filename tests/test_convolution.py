@@ -372,6 +372,37 @@ def test_activations_between_convolutions_keep_memory_order():
     assert between and all(not k.config.YBLOCK for k in between), [k.config for k in between]
 
 
+class _ResBlock(torch.nn.Module):
+    """A diffusion U-Net's residual block: GroupNorm, SiLU, conv, the time embedding added per
+    channel, GroupNorm, SiLU, conv, the input added."""
+
+    def __init__(self, c: int, groups: int, t: int) -> None:
+        super().__init__()
+        self.n1, self.c1 = torch.nn.GroupNorm(groups, c), torch.nn.Conv2d(c, c, 3, padding=1)
+        self.n2, self.c2 = torch.nn.GroupNorm(groups, c), torch.nn.Conv2d(c, c, 3, padding=1)
+        self.emb = torch.nn.Linear(t, c)
+
+    def forward(self, x, temb):
+        h = self.c1(F.silu(self.n1(x))) + self.emb(F.silu(temb))[:, :, None, None]
+        return x + self.c2(F.silu(self.n2(h)))
+
+
+def test_a_convolution_operand_iterates_as_the_buffer_it_reads():
+    """The second convolution's operand, SiLU of a group norm over the first convolution's output:
+    the norm's result is stored in memory order (N, H, W, C), so the operand's copy iterates in that
+    order too and both share one kernel; in logical order (the block's output is returned, so the
+    copy at the last convolution took the returned activation's order) they ran as two."""
+    torch.manual_seed(0)
+    x, temb = rand((2, 6, 7, 9)), rand((2, 11))
+    block = _ResBlock(6, 3, 11).eval().to(x.device)
+    with torch.no_grad():
+        compiled = _compile(block, (x, temb), "channels_last")
+        assert_close(list(compiled(x, temb)), [block(x, temb)], atol=1e-4, rtol=1e-4)
+    silu = [k for k in kernels_of(compiled) if k.kind == "pointwise" and "sigmoid" in k.aten_ops
+            and "convolution" in k.aten_ops]
+    assert len(silu) == 1 and {"add", "mul"} <= set(silu[0].aten_ops), [k.aten_ops for k in kernels_of(compiled)]
+
+
 @pytest.mark.parametrize("bias", [True, False])
 def test_a_1d_convolution_operand_computed_here_is_stored_row_major(bias):
     """A GLU of a transposed activation (a Conformer's convolution module) has eager's transposed

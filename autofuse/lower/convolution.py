@@ -55,9 +55,12 @@ def _to_channels_last(g: Any, value: Any) -> Any:
         return done[1]
     # the copy iterates in the channels-last memory order (N, *spatial, C), so its stores are
     # contiguous, and the convolution reads it as an N, C, *spatial view (or in logical order as
-    # 2-D tiles: Heuristics.channels_last_loops)
+    # 2-D tiles: Heuristics.channels_last_loops). No kernel consumes the copy, so one computed from
+    # a buffer filled in memory order (a norm's output before its SiLU) iterates as that buffer
+    # did, and shares its kernel.
+    order = "memory" if g.reads_memory_order(value) else None
     buf = g.realize_channels_last(value if isinstance(value, Pointwise) else Pointwise(
-        value.device, value.dtype, tuple(int(s) for s in value.size), value.loader()))
+        value.device, value.dtype, tuple(int(s) for s in value.size), value.loader()), order)
     g.layout_copies[id(value)] = (value, buf)  # one copy per value, however many convolutions read it
     return buf
 

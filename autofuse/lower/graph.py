@@ -340,8 +340,7 @@ class GraphLowering:
                 have, stride = tuple(int(d) for d in lay.size), tuple(lay.stride)
                 return len(have) == len(size) and (
                     (have[:2] == size[:2] and stride == channels_last_strides(have))
-                    # a buffer that `realize_in_order` filled in (N, *spatial, C) order
-                    or ((have[0], have[-1]) == size[:2] and stride == contiguous_strides(have)))
+                    or _filled_in_memory_order(lay, size))
             if any((lay := layouts.get(r)) is not None and channels_last_of_its_kind(lay) for r in set(reads)):
                 return self.realize_channels_last(value)
         return self.realize(value, fake_out if isinstance(fake_out, torch.Tensor) else None)
@@ -374,8 +373,19 @@ class GraphLowering:
         perm = tuple(sorted(range(len(size)), key=lambda d: (-stride[d], d)))
         return self.realize_in_order(value, perm, stride)
 
-    def realize_channels_last(self, value: TensorValue) -> Buffer | ReinterpretView:
-        """The value stored channels-last, computed in the order `Heuristics.channels_last_loops` says:
+    def reads_memory_order(self, value: TensorValue) -> bool:
+        """Does the value read a buffer that `realize_in_order` filled in channels-last memory order
+        (N, *spatial, C)? A copy of it computed in that order too can share the buffer's kernel."""
+        if not isinstance(value, Pointwise) or len(value.size) not in (4, 5):
+            return False
+        size = tuple(int(s) for s in value.size)
+        layouts = self._layouts_by_name()
+        reads = analyze(value.inner_fn, make_vars("i", len(size))).read_names
+        return any((lay := layouts.get(r)) is not None and _filled_in_memory_order(lay, size) for r in set(reads))
+
+    def realize_channels_last(self, value: TensorValue, order: str | None = None) -> Buffer | ReinterpretView:
+        """The value stored channels-last, computed in the order `order` or else
+        `Heuristics.channels_last_loops` says:
         in memory order (N, *spatial, C; loads and stores contiguous in one dim), or in logical order
         as 2-D tiles, which a consumer iterating N, C, *spatial (an NCHW output) can share. As with
         `realize`, the FX nodes bound to a lazy value read the stored one from then on: a ConvNeXt
@@ -384,7 +394,7 @@ class GraphLowering:
         the next MLP's expansion."""
         size = tuple(int(s) for s in value.size)
         want = channels_last_strides(size)
-        loops = self.heuristics.channels_last_loops
+        loops = order or self.heuristics.channels_last_loops
         logical = loops == "logical" or (loops == "auto" and self.node in self.feeds_returned_activation)
         if logical and isinstance(value, Pointwise):
             return self.realize(value, torch.empty_strided(size, want, device="meta"))
@@ -507,6 +517,13 @@ _OPERAND_VIEW_PACKETS = _VIEW_PACKETS | {_aten.expand}
 # every view op whose result, over a buffer, is a strided view of it (outputs keep eager's aliasing)
 _ALIAS_VIEW_PACKETS = _VIEW_PACKETS | {_aten.expand, _aten.squeeze, _aten.unsqueeze, _aten.slice, _aten.select,
                                        _aten.as_strided, _aten.diagonal, _aten.narrow, _aten.alias}
+
+
+def _filled_in_memory_order(lay: Layout, size: tuple[int, ...]) -> bool:
+    """Is `lay` a buffer that `realize_in_order` filled in (N, *spatial, C) order, for a value of
+    logical `size` (N, C, *spatial)?"""
+    have = tuple(int(d) for d in lay.size)
+    return len(have) == len(size) and (have[0], have[-1]) == size[:2] and tuple(lay.stride) == contiguous_strides(have)
 
 
 def _feeds_returned_activation(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
