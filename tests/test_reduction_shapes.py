@@ -95,7 +95,37 @@ def test_scalar_losses_split(dtype, loss):
         "l1": lambda a, b: F.l1_loss(a, b, reduction="sum"),
     }
     ks = compile_small(fns[loss], [a, b], **lowp_tol(dtype, 4.0 if loss == "l1" else 1.0))
-    assert any(s > 1 for s in splits(ks))
+    if loss == "kl":   # summed per row in the log-softmax's kernel, then the rows' sums totalled
+        assert [(k.kind, k.numel, k.rnumel) for k in ks] == [("reduction", 53, 97), ("reduction", 1, 53)]
+    else:
+        assert any(s > 1 for s in splits(ks))
+
+
+WHOLE_SUMS_OF_ROW_TERMS = {
+    "kl_sum": (lambda a, b: F.kl_div(torch.log_softmax(a, -1), b, reduction="sum"), (29, 301)),
+    "layer_norm_sum_keepdim": (lambda a, b: (F.layer_norm(a, (a.shape[-1],)) * b).sum((0, 1), keepdim=True),
+                               (29, 301)),
+    "softmax_3d_mean": (lambda a, b: (torch.softmax(a, -1) * b).mean(), (3, 7, 77)),
+}
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("case", sorted(WHOLE_SUMS_OF_ROW_TERMS))
+def test_whole_sum_of_row_normalized_terms_is_summed_in_the_rows_kernel(dtype, case):
+    """A sum over every element of terms that read their row's statistics (a KL divergence of a
+    log-softmax, a layer norm's output times a target) is summed row by row in the kernel that
+    computes the statistics (looped rows here), then the rows' sums are totalled: two kernels, the
+    statistics never stored. (A transposed target is correct too; at these shapes its row sums'
+    default config splits their rows, which keeps them apart.)"""
+    fn, shape = WHOLE_SUMS_OF_ROW_TERMS[case]
+    a, b = rand(shape, dtype), rand(shape, dtype)
+    compile_small(fn, [a, rand(shape, dtype, noncontig=True)], **lowp_tol(dtype, 4.0))
+    ks = compile_small(fn, [a, b], **lowp_tol(dtype, 4.0))
+    rows = 1
+    for n in shape[:-1]:
+        rows *= n
+    assert [(k.kind, k.numel, k.rnumel) for k in ks] == [("reduction", rows, shape[-1]), ("reduction", 1, rows)]
+    assert not ks[0].config.persistent
 
 
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.float16])

@@ -175,6 +175,16 @@ def reduce(g: Any, x: Any, dims: Sequence[int], keepdim: bool, rtype: str, acc_d
     if 0 in rsize:
         return _empty_reduction(x, out_size, rtype, store_dtype, g)
 
+    k = _rows_reduced_before(g, x, in_size, dims) if rtype == "sum" else None
+    if k is not None:   # per-row sums first (they share the rows' kernel), then their total
+        rows = reduce(g, x, list(range(k, len(in_size))), False, "sum", acc_dtype, map_fn)
+        total = reduce(g, rows, list(range(k)), False, "sum", acc_dtype, out_dtype=out_dtype)
+        if not keepdim:
+            return total
+        load_total = total.loader()
+        return Pointwise(x.device, total.dtype, out_size, lambda ops, idx: load_total(ops, []),
+                         origins_of(x) | g.current_origins())
+
     digits = _digit_orders(reads, in_size, dims) if rtype in ORDER_FREE else {}
 
     def inner(ops, idx, ridx):
@@ -204,6 +214,42 @@ def reduce(g: Any, x: Any, dims: Sequence[int], keepdim: bool, rtype: str, acc_d
     buf = ComputedBuffer(g.new_name(), layout, ReductionBody(out_size, rsize, rtype, inner, acc_dtype),
                          origins_of(x) | g.current_origins())
     return g.add_computed(buf)
+
+
+def _rows_reduced_before(g: Any, x: Any, in_size: tuple[int, ...], dims: Sequence[int]) -> int | None:
+    """k when a sum of every element of x reads a reduction over x's rows, the rows being x's first
+    k dims (a KL divergence of a log-softmax summed over the whole tensor: the log-softmax's row
+    statistics), else None. Summed row by row first, the terms are computed in the kernel that
+    computes the statistics (a later pass over the same rows) instead of a whole-tensor kernel
+    reading the rows again; the rows' sums are then totalled, as Inductor splits such a sum along
+    the reduction's existing rows."""
+    if len(in_size) < 2 or set(dims) != set(range(len(in_size))) or not isinstance(x, Pointwise):
+        return None
+    idx = make_vars("i", len(in_size))
+    loads = analyze(x.inner_fn, idx).loads
+    computed = {b.name: b for b in g.buffers if isinstance(b, ComputedBuffer)}
+    for k in range(1, len(in_size)):
+        rows, row = math.prod(in_size[:k]), math.prod(in_size[k:])
+        if rows == 1 or row == 1:
+            continue
+        for name, index in loads:   # one statistic per row: read at an index of the row dims alone
+            buf = computed.get(name)
+            if (buf is not None and math.prod(buf.body.size) == rows and _reduces_rows(buf, row, computed)
+                    and sympy.sympify(index).free_symbols <= set(idx[:k])):
+                return k
+    return None
+
+
+def _reduces_rows(buf: ComputedBuffer, row: int, computed: dict[str, ComputedBuffer], depth: int = 2) -> bool:
+    """Is buf a reduction over rows of `row` elements, or a pointwise of its size computed from one
+    (a layer norm's mean and reciprocal deviation after their sums)?"""
+    if isinstance(buf.body, ReductionBody):
+        return math.prod(buf.body.rsize) == row
+    if depth == 0 or not isinstance(buf.body, PointwiseBody):
+        return False
+    names = analyze(buf.body.inner_fn, make_vars("i", len(buf.body.size))).read_names
+    return any((b := computed.get(n)) is not None and math.prod(b.body.size) == math.prod(buf.body.size)
+               and _reduces_rows(b, row, computed, depth - 1) for n in set(names))
 
 
 def _unrolled(g: Any, x: Any, out_size: tuple[int, ...], rsize: tuple[int, ...], combine: str,
