@@ -9,8 +9,9 @@ machinery: the cost model ranks the kernel's legal configs, the default, the bes
 the configs Inductor's heuristics would time for a reduction of its shape (then a few one-knob
 neighbours of the fastest) are measured in place, each checked against the default config's
 outputs. Inductor's few keep the floor where the model ranks an unfamiliar kernel badly. A
-pointwise kernel run as 2-D tiles (a transpose, a layout change) is measured too, since its best tile shape depends on both sides' strides, and Inductor's default mode
-times several tile shapes of such kernels; so is a pointwise kernel that reads one buffer through a
+pointwise kernel run as 2-D tiles (a transpose, a layout change) is measured too, since its best
+tile shape depends on both sides' strides, and Inductor's default mode times several tile shapes
+of such kernels; so is a pointwise kernel that reads one buffer through a
 window (a pooling window, a stencil: `windowed_groups`), and one whose reads are strided along the
 innermost dim (`strided_groups`: the size rule's config for them wins on some and loses on others).
 Other 1-D pointwise kernels keep the size rule's config: Inductor times two configs of each, and
