@@ -169,6 +169,26 @@ def test_group_and_instance_norm(dtype):
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("looped", [False, True])
+def test_group_norm_apply_runs_in_its_statistics_kernel(dtype, looped):
+    """Groups of several channels ([N, C, H, W] normalized over [N, G, C/G * H * W]): the normalize,
+    the affine and the SiLU after it run in the statistics kernel, each node's channel dim cut across
+    the kernel's x (its group) and r (its channel within the group); rows held whole (the defaults)
+    or looped, read again in a second pass (small GPU defaults, not split)."""
+    x = rand((2, 12, 7, 9), dtype).permute(0, 1, 3, 2)   # non-contiguous spatial dims
+    w, b = rand((12,), dtype), rand((12,), dtype)
+    unsplit = replace(SmallGpuDefaults(), split_min_rnumel=1 << 30, split_outer_min_rnumel=1 << 30)
+    heur = unsplit if looped else Heuristics()
+    options = CompileOptions(strict=True, use_db=False, poison=True, heuristics=heur)
+    fn = lambda x, w, b: F.silu(F.group_norm(x, 4, w, b))
+    compiled = compile_traced(fn, [x, w, b], options)
+    for _ in range(2):
+        assert_close(compiled(x, w, b)[0], fn(x, w, b), **lowp_tol(dtype))
+    (kernel,) = kernels_of(compiled)
+    assert kernel.kind == "reduction" and kernel.config.persistent != looped
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
 def test_reduction_over_several_non_contiguous_dims(dtype):
     x = rand((7, 9, 11, 5), dtype).permute(2, 0, 3, 1)   # [11, 7, 5, 9], strides out of order
     compile_small(lambda x: (x.sum((1, 3)), x.mean((0, 2)), x.amax((1, 2))), [x], **lowp_tol(dtype))

@@ -19,7 +19,8 @@ overload keeps it). index_add is lowered as itself (lower/scatter.py): its decom
 the updated tensor into eager's contiguous layout before an accumulating index_put copies it again.
 Foreach ops become one op per list element (foreach.py). Two composites PyTorch keeps whole get
 rules of ours, each what eager computes: `angle` of a real tensor (pi below zero, NaN at NaN) and
-`rrelu` in eval mode (a leaky ReLU with the mean slope). masked_scatter stays ATen's: written as a
+`rrelu` in eval mode (a leaky ReLU with the mean slope); `native_group_norm` gets PyTorch's GPU rule
+on every device. masked_scatter stays ATen's: written as a
 running count of the mask over the whole tensor, it would be one scan row in one program, where
 ATen's scan spans the device.
 """
@@ -87,8 +88,27 @@ def _rrelu_eval_functional(x: torch.Tensor, noise: torch.Tensor, lower: float = 
     return _rrelu_eval(x, noise, lower, upper), noise.clone()   # eval leaves the noise alone
 
 
+def _group_norm(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, n: int, c: int,
+                hw: int, groups: int, eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """PyTorch's GPU rule on every device: (x - mean) * rstd over the [N, G, C / G, H * W] view, then
+    the affine per channel, one pointwise chain the statistics kernel can take in (its CPU rule first
+    stores a scale and a shift per channel, a realized [N, C] pair between the two), so the graph
+    and its kernels are the same on the CPU, where tests run, as on the GPU."""
+    acc = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+    grouped = x.to(acc).reshape(n, groups, c // groups, hw)
+    var, mean = torch.var_mean(grouped, dim=[2, 3], unbiased=False, keepdim=True)
+    rstd = torch.rsqrt(var + eps)
+    out = ((grouped - mean) * rstd).view(x.shape)
+    channel = [1, c] + [1] * (x.dim() - 2)
+    if weight is not None:
+        out = out * weight.reshape(channel)
+    if bias is not None:
+        out = out + bias.reshape(channel)
+    return out.to(x.dtype), mean.reshape(n, groups).to(x.dtype), rstd.reshape(n, groups).to(x.dtype)
+
+
 OWN_RULES = {"angle": _angle, "rrelu_with_noise": _rrelu_eval,
-             "rrelu_with_noise_functional": _rrelu_eval_functional}
+             "rrelu_with_noise_functional": _rrelu_eval_functional, "native_group_norm": _group_norm}
 
 
 @lru_cache(maxsize=1)

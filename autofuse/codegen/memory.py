@@ -58,6 +58,8 @@ class MemoryMixin:
         # a contiguous multi-dim index folds back to the flat xindex / rindex
         ranges = dict(zip(node.vars, node.sizes)) | dict(zip(node.rvars, node.rsizes))
         index = simplify_index(sympy.sympify(index), ranges)
+        if self.tile is None:
+            index = pl.viewed(node, index)
         kvars = tiled_vars(node, self.tile) if self.tile is not None else pl.kernel_vars(node)
         index = index.xreplace(kvars)
         if self.x_lanes is not None:

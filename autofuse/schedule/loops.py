@@ -30,33 +30,57 @@ class Placement:
     `split` is how many of the node's dims (in `order`) lie in the x loop.
     `order` lists the node's dims in kernel order, x dims first (None: as the node has them): a
     pointwise node whose sizes put the kernel's r extent before its x extent (the output of a
-    softmax over a leading dim) runs with its loops reordered, as Inductor reorders loops to fuse."""
+    softmax over a leading dim) runs with its loops reordered, as Inductor reorders loops to fuse.
+    `cut` (dim, inner): the node's dim `dim` (order None) straddles the kernel's x and r extents, its
+    outer `sizes[dim] // inner` values in x, its inner `inner` in r, as a group norm's output over
+    [N, C, H, W] in its statistics kernel over [N * G, C / G * H * W]; the dim's variable is then
+    `hi * inner + lo` (`viewed`), and `split` counts x dims of that view."""
 
     cls: str
     split: int
     order: tuple[int, ...] | None = None
+    cut: tuple[int, int] | None = None
 
-    def _dims(self, node: SchedulerNode) -> list[int]:
-        return list(self.order) if self.order is not None else list(range(len(node.sizes)))
+    def _view(self, node: SchedulerNode) -> tuple[list[sympy.Symbol], list[int]]:
+        """The node's variables and sizes in kernel order, a cut dim as its (hi, lo) pair."""
+        dims = list(self.order) if self.order is not None else list(range(len(node.sizes)))
+        syms, sizes = [node.vars[d] for d in dims], [int(node.sizes[d]) for d in dims]
+        if self.cut is None:
+            return syms, sizes
+        d, inner = self.cut
+        hi, lo = cut_vars(node.vars[d])
+        return syms[:d] + [hi, lo] + syms[d + 1:], sizes[:d] + [sizes[d] // inner, inner] + sizes[d + 1:]
+
+    def viewed(self, node: SchedulerNode, index: sympy.Expr) -> sympy.Expr:
+        """An index in the node's variables, in the variables of its view (`x_vars`, `r_vars`): a
+        cut dim's variable as `hi * inner + lo`, simplified with the view's ranges (a group's
+        statistics read at `c // inner` become `hi`); other placements leave it as it is."""
+        if self.cut is None:
+            return sympy.sympify(index)
+        d, inner = self.cut
+        hi, lo = cut_vars(node.vars[d])
+        syms, sizes = self._view(node)
+        ranges = dict(zip(syms, sizes)) | dict(zip(node.rvars, node.rsizes))
+        return simplify_index(sympy.sympify(index).xreplace({node.vars[d]: hi * inner + lo}), ranges)
 
     def x_sizes(self, node: SchedulerNode) -> tuple[int, ...]:
-        return tuple(node.sizes[d] for d in self._dims(node)[: self.split])
+        return tuple(self._view(node)[1][: self.split])
 
     def r_sizes(self, node: SchedulerNode) -> tuple[int, ...]:
         if self.cls == "red":
             return tuple(node.rsizes)
         if self.cls == "col":  # its columns; its rows are the kernel's x, split by program (kernel_vars)
             return tuple(node.sizes[1:])
-        return tuple(node.sizes[d] for d in self._dims(node)[self.split:])
+        return tuple(self._view(node)[1][self.split:])
 
     def x_vars(self, node: SchedulerNode) -> list[sympy.Symbol]:
-        return [node.vars[d] for d in self._dims(node)[: self.split]]
+        return self._view(node)[0][: self.split]
 
     def r_vars(self, node: SchedulerNode) -> list[sympy.Symbol]:
         if self.cls == "red":
             return list(node.rvars)
         if self.cls == "r":
-            return [node.vars[d] for d in self._dims(node)[self.split:]]
+            return self._view(node)[0][self.split:]
         if self.cls == "col":
             return list(node.vars[1:])
         return []
@@ -74,7 +98,12 @@ class Placement:
                     node.rvars[0]: xsym - XPID * node.rsizes[0]}
         xs = row_major_vars(xsym, self.x_sizes(node))
         rs = row_major_vars(rsym, self.r_sizes(node)) if self.cls in ("r", "red") else []
-        return dict(list(zip(self.x_vars(node), xs)) + list(zip(self.r_vars(node), rs)))
+        out = dict(list(zip(self.x_vars(node), xs)) + list(zip(self.r_vars(node), rs)))
+        if self.cut is not None:  # the cut dim's own variable too, for an index not yet `viewed`
+            d, inner = self.cut
+            hi, lo = cut_vars(node.vars[d])
+            out[node.vars[d]] = out[hi] * inner + out[lo]
+        return out
 
 
 @dataclass(frozen=True)
@@ -134,9 +163,34 @@ def placement(node: SchedulerNode, numel: int, rnumel: int, is_reduction_kernel:
                 acc *= node.sizes[k]
         if len(ways) == 1:
             return Placement("r", ways[0][1], ways[0][0])
+        cut = _cut(tuple(int(s) for s in node.sizes), numel, rnumel)
+        if cut is not None:
+            return Placement("r", cut[0] + 1, None, cut)
     if node.numel == numel:
         return Placement("x", len(node.sizes))
     return None
+
+
+def _cut(sizes: tuple[int, ...], numel: int, rnumel: int) -> tuple[int, int] | None:
+    """(dim, inner) where the row-major `sizes` meet the x / r boundary inside dim `dim`: the dims
+    before it times its outer `sizes[dim] // inner` make `numel`, its inner `inner` times the dims
+    after it `rnumel`; None where the boundary falls between dims or nowhere."""
+    acc = 1
+    for d, s in enumerate(sizes):
+        if numel % acc == 0 and 1 < numel // acc < s and s % (numel // acc) == 0:
+            inner = s // (numel // acc)
+            if inner * prod(sizes[d + 1:]) == rnumel:
+                return d, inner
+        acc *= s
+        if acc > numel:
+            return None
+    return None
+
+
+def cut_vars(v: sympy.Symbol) -> tuple[sympy.Symbol, sympy.Symbol]:
+    """The (outer, inner) variables of a dim cut across a kernel's x and r extents."""
+    return (sympy.Symbol(f"{v.name}_hi", integer=True, nonnegative=True),
+            sympy.Symbol(f"{v.name}_lo", integer=True, nonnegative=True))
 
 
 def reorderings(sizes: Sequence[int], numel: int, rnumel: int) -> list[tuple[tuple[int, ...], int]]:
@@ -230,8 +284,8 @@ def same_point(producer: SchedulerNode, pp: Placement, consumer: SchedulerNode, 
     p_zero = {v: sympy.Integer(0) for v, s in zip(p_vars, p_sizes) if s == 1}
     c_zero = {v: sympy.Integer(0) for v, s in zip(c_all_vars_x, c_sizes_x) if s == 1}
     c_zero.update({v: sympy.Integer(0) for v, s in zip(c_all_vars_r, c_sizes_r) if s == 1})
-    w = sympy.sympify(producer.write.index).xreplace(p_zero)
-    r = sympy.sympify(read.index).xreplace(c_zero)
+    w = pp.viewed(producer, producer.write.index).xreplace(p_zero)
+    r = cp.viewed(consumer, read.index).xreplace(c_zero)
     pxv = [v for v, s in zip(pp.x_vars(producer), pp.x_sizes(producer)) if s != 1]
     pxs = [s for s in pp.x_sizes(producer) if s != 1]
     cxv = [v for v, s in zip(c_all_vars_x, c_sizes_x) if s != 1]
