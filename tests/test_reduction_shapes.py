@@ -451,3 +451,16 @@ ZERO_DIM = {
 @pytest.mark.parametrize("name", list(ZERO_DIM))
 def test_reductions_of_a_zero_dim_tensor(name):
     compile_small(ZERO_DIM[name], [rand((), torch.float32)])
+
+
+def test_training_through_reductions_of_an_empty_tensor():
+    """Rows of zero elements beside a reduction kernel (a softmax's max over a narrowed-away batch):
+    placement meets a dim of size 0, and the step's output and gradient are empty as eager's."""
+    from autofuse.api import Recorder
+    from tests.randgraph_train import compare_training
+
+    def program(a):
+        v = F.leaky_relu(a.narrow(0, 0, 0), 0.1)
+        return v.amax(1, keepdim=True) + torch.arange(1, device=a.device), torch.exp(v - v.amax(1, keepdim=True))
+
+    compare_training(program, [rand((36, 23))], Recorder())

@@ -174,7 +174,9 @@ def placement(node: SchedulerNode, numel: int, rnumel: int, is_reduction_kernel:
 def _cut(sizes: tuple[int, ...], numel: int, rnumel: int) -> tuple[int, int] | None:
     """(dim, inner) where the row-major `sizes` meet the x / r boundary inside dim `dim`: the dims
     before it times its outer `sizes[dim] // inner` make `numel`, its inner `inner` times the dims
-    after it `rnumel`; None where the boundary falls between dims or nowhere."""
+    after it `rnumel`; None where the boundary falls between dims or nowhere (or a dim is empty)."""
+    if 0 in sizes or numel == 0:
+        return None
     acc = 1
     for d, s in enumerate(sizes):
         if numel % acc == 0 and 1 < numel // acc < s and s % (numel // acc) == 0:
