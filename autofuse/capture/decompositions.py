@@ -20,9 +20,8 @@ the updated tensor into eager's contiguous layout before an accumulating index_p
 Foreach ops become one op per list element (foreach.py). Two composites PyTorch keeps whole get
 rules of ours, each what eager computes: `angle` of a real tensor (pi below zero, NaN at NaN) and
 `rrelu` in eval mode (a leaky ReLU with the mean slope); `native_group_norm` gets PyTorch's GPU rule
-on every device. masked_scatter stays ATen's: written as a
-running count of the mask over the whole tensor, it would be one scan row in one program, where
-ATen's scan spans the device.
+on every device. masked_scatter stays ATen's: written as a running count of the mask over the
+whole tensor, it would be one scan row in one program, where ATen's scan spans the device.
 """
 from __future__ import annotations
 

@@ -214,7 +214,7 @@ def writes_along_r(g: FusionGroup) -> bool:
         if pl is None or pl.cls != "r" or n.write is None or (n.users and n.users <= inside):
             continue  # only nodes whose value leaves the kernel are stored
         rv = pl.r_vars(n)
-        if rv and sympy.expand(pl.viewed(n, n.write.index)).coeff(rv[-1]) == 1:
+        if rv and pl.viewed(n, n.write.index).coeff(rv[-1]) == 1:
             return True
     return False
 
@@ -454,7 +454,7 @@ def _read_directions(g: FusionGroup, name: str) -> set[str]:
         for dep in n.reads:
             if dep.name != name:
                 continue
-            index = sympy.expand(pl.viewed(n, dep.index))
+            index = pl.viewed(n, dep.index)
             if dep.is_indirect or not rv:
                 out.add("-")
             elif index.coeff(rv[-1]) == 1:
