@@ -148,7 +148,7 @@ class FakeCudaDriver:
 
 def _programs():
     """Kernels of several kinds: persistent and looped rows, a column sum, a scan, a transpose, a
-    reduction with a reordered consumer, pooling windows, a row sort."""
+    reduction with a reordered consumer, pooling windows, a row sort, a scatter's atomic adds."""
     def norm(x, w):
         return torch.nn.functional.layer_norm(x, (x.shape[-1],), w) * 2
 
@@ -173,9 +173,13 @@ def _programs():
     def pools(x):           # window loads masked at the padding (-inf, 0)
         return (torch.nn.functional.max_pool2d(torch.relu(x), 3, 2, 1),
                 torch.nn.functional.avg_pool2d(x, 3, 2, 1, count_include_pad=False))
+
+    def scatter_mean(x, i):  # atomic adds of values and of a constant count
+        return (x + 1).scatter_reduce(0, i, x * 2, "mean", include_self=False)
     return [(norm, (rand((33, 200)), rand((200,)))), (wide, (rand((5, 9000)),)), (columns, (rand((3000, 17)),)),
             (scan, (rand((6, 300)),)), (transpose, (rand((300, 70)),)), (softmax_first, (rand((37, 5, 9)),)),
-            (pools, (rand((2, 3, 11, 9)),)), (sort, (rand((6, 300)),))]
+            (pools, (rand((2, 3, 11, 9)),)), (sort, (rand((6, 300)),)),
+            (scatter_mean, (rand((30, 7)), torch.randint(0, 30, (30, 7))))]
 
 
 def compiling_module(name, source, folder):
@@ -227,6 +231,7 @@ def test_warm_up_compiles_every_generated_kernel_for_sm90(tmp_path, monkeypatch)
     assert len({t.warm_key() for t in twins}) == len(twins) >= 7
     assert any("_sort_rows(" in t.fn.src for t in twins)   # the row sort's network among them
     assert any("_sort_rows_by(tl.where" in t.fn.src for t in twins)
+    assert any("tl.atomic_add(" in t.fn.src for t in twins)
     monkeypatch.setattr(driver, "_active", FakeCudaDriver())   # restored after the test
     assert precompile(twins, threads=4) == len(twins)
     import triton

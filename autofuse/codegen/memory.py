@@ -224,6 +224,10 @@ class MemoryMixin:
         mask = "xmask" if (not self.reduction_kernel or pl.cls in ("x", "red")) else "xrmask"
         if node.is_scatter and node.buffer.body.reduce is not None:
             op = ATOMIC_OPS[node.buffer.body.reduce]
+            # the value as a whole block of its own: Triton 3.7-3.8's interpreter reads a value narrower
+            # than its addresses, or a broadcast view of one, as garbage (scatter_reduce's mean adds a
+            # constant count); the select is one instruction beside an atomic
+            v = f"tl.where({mask}, tl.broadcast_to({v}, {self._shape(shape_cls)}), 0)"
             self.emit(f"{op}(out_ptr_placeholder_{ptr} + ({idx}), {v}, {mask}, sem='relaxed')")
             return
         cm = ", cache_modifier='.cs'" if self.config.cache_hints and not self.reduction_kernel else ""
