@@ -57,3 +57,11 @@ def test_sensitive_to_every_program_change():
 
 def test_device_key_names_the_interpreter_on_cpu():
     assert device_key([X]) == "cpu:triton-interpreter"
+
+
+def test_sensitive_to_a_higher_order_ops_body():
+    """torch.cond's branches are subgraphs the graph names by attribute: their ops are hashed."""
+    def cond(branch):
+        return lambda x: torch.cond(x.sum() > 0, branch, torch.cos, (x,)) * 2
+    assert h(cond(torch.sin), X) == h(cond(torch.sin), torch.randn(6, 5))
+    assert h(cond(torch.sin), X) != h(cond(torch.exp), X)

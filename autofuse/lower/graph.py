@@ -193,6 +193,10 @@ class GraphLowering:
                 self._lower_call(node)
                 self._name_new_buffers(before, node.name)
             elif node.op == "get_attr":
+                sub = getattr(self.gm, node.target)
+                if isinstance(sub, torch.fx.GraphModule):   # a higher-order op's body (cond, flex_attention)
+                    self.env[node] = self.fake_env[node] = sub
+                    continue
                 # CompiledGraph lifts tensor constants to inputs first (capture/constants.py)
                 raise LoweringError(f"get_attr {node.target}: lift constant tensors to graph inputs "
                                     "(autofuse.capture.constants.lift_constants) before lowering")
@@ -222,8 +226,7 @@ class GraphLowering:
             self.env[node] = self._maybe_realize(node, item, self.fake_env[node]) if is_lazy else item
             return
         try:
-            with self.fake_mode:
-                fake_out = node.target(*fargs, **fkwargs)
+            fake_out = self._fake_call(node, fargs, fkwargs)
         except (DynamicOutputShapeException, DataDependentOutputException) as e:
             raise DataDependentError(
                 f"{node.target} ({node.name}): its output depends on the values of its inputs "
@@ -253,6 +256,25 @@ class GraphLowering:
             result = result.with_origins(self.current_origins())
             result = self._maybe_realize(node, result, fake_out)
         self.env[node] = result
+
+    def _fake_call(self, node: torch.fx.Node, fargs: Any, fkwargs: Any) -> Any:
+        """The op run on fakes. A higher-order op whose fake rule needs a symbolic shape environment
+        (`while_loop`; this mode has none, since shapes are concrete) takes the outputs the capture
+        recorded on the node instead."""
+        try:
+            with self.fake_mode:
+                return node.target(*fargs, **fkwargs)
+        except AttributeError:
+            recorded = node.meta.get("val")
+            if not isinstance(node.target, torch._ops.HigherOrderOperator) or recorded is None:
+                raise
+
+            def fake(t: Any) -> Any:
+                if not isinstance(t, torch.Tensor):
+                    return t
+                with self.fake_mode:
+                    return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
+            return tree_map(fake, recorded)
 
     def _realize_viewed_operands(self, node: torch.fx.Node) -> bool:
         """An extern op reading a view of a lazy value that is transposed (the backward's

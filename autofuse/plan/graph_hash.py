@@ -3,7 +3,8 @@ stored under (the tuning DB's key layout).
 
 Note: nodes are numbered by position, so names, Python ids and the process do not matter; what
 does — every op and overload, the argument structure, constants (floats exactly, via hex), input
-shapes, strides and dtypes, and the outputs — is all in the hashed text.
+shapes, strides and dtypes, the outputs, and the bodies of higher-order ops (`torch.cond`'s
+branches, a flex attention's score function) — is all in the hashed text.
 """
 from __future__ import annotations
 
@@ -57,6 +58,8 @@ def graph_hash(gm: torch.fx.GraphModule, args: Sequence[Any]) -> str:
         index[n] = i
         if n.op == "placeholder":
             lines.append(["in", _describe_input(next(inputs, None))])
+        elif n.op == "get_attr" and isinstance(sub := getattr(gm, n.target, None), torch.fx.GraphModule):
+            lines.append(["body", graph_hash(sub, [])])   # a higher-order op's body: its ops, not its name
         elif n.op in ("call_function", "call_method", "call_module", "get_attr"):
             lines.append([n.op, _target(n.target), _canon(n.args, index), _canon(n.kwargs, index)])
         elif n.op == "output":

@@ -1,0 +1,68 @@
+"""Higher-order ops (`torch.cond`, `while_loop`, flex attention) inside a compiled graph: the op runs as ATen's,
+its bodies passed to it as they are, between generated kernels for the rest of the graph; in a
+training step its backward does the same. Compared with eager on poisoned buffers."""
+import warnings
+
+import pytest
+import torch
+from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+import autofuse
+from autofuse.api import Recorder
+from tests.helpers import assert_close, compile_and_compare, kernels_of, rand
+
+
+def branchy(x):
+    """Both branches read x through a kernel before the op and feed one after it."""
+    return torch.cond(x.sum() > 0, lambda t: t.sin() * t, lambda t: t.cos() + 1, (x * 2,)) * 3
+
+
+@pytest.mark.parametrize("sign", [1, -1])
+def test_cond_runs_as_aten_between_generated_kernels(device, sign):
+    x = rand((7, 9), device=device).abs() * sign
+    kinds = [k.kind for k in kernels_of(compile_and_compare(branchy, [x]))]
+    assert kinds.count("fallback") == 1 and len(kinds) >= 3, kinds
+
+
+def test_cond_in_a_training_step(device):
+    x = rand((6, 10), device=device)
+    w = rand((10,), device=device).requires_grad_()
+    fn = lambda x, w: branchy(x * w).sum(0)  # noqa: E731
+    fn(x, w).pow(2).sum().backward()
+    expected, w.grad = w.grad, None
+    rec = Recorder()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        autofuse.compile(fn, strict=True, use_db=False, recorder=rec)(x, w).pow(2).sum().backward()
+    assert_close(w.grad, expected)
+    assert len(rec.graphs) == 2   # forward and backward, both compiled
+
+
+def test_flex_attention_with_a_score_function_and_a_block_mask(device):
+    q, k, v = (rand((2, 3, 40, 16), device=device) for _ in range(3))
+    mask = create_block_mask(lambda b, h, qi, ki: qi >= ki, None, None, 40, 40, device=device)
+
+    def fn(q, k, v):
+        a = flex_attention(q.relu(), k, v, score_mod=lambda s, b, h, qi, ki: s + (qi - ki) * 0.05)
+        return flex_attention(a * 2, k, v, block_mask=mask) + 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")    # eager flex attention warns that it is not fused
+        kinds = [k.kind for k in kernels_of(compile_and_compare(fn, [q, k, v], atol=1e-5, rtol=1e-4))]
+    assert kinds.count("fallback") == 2, kinds
+
+
+def test_while_loop_runs_as_aten(device):
+    """Its fake rule needs a symbolic shape environment: the outputs recorded at capture stand in."""
+    from torch._higher_order_ops.while_loop import while_loop
+
+    def fn(x):
+        steps = torch.zeros((), dtype=torch.int64, device=x.device)
+        return while_loop(lambda i, t: i < 3, lambda i, t: (i + 1, t * 2 - 1), (steps, x.sin()))[1] + 1
+    x = rand((5, 7), device=device)
+    rec = Recorder()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        actual = autofuse.compile(fn, strict=True, use_db=False, recorder=rec)(x)
+    assert_close(actual, fn(x))
+    kinds = [k.kind for _, _, art in rec.graphs for k in art.kernels]
+    assert "fallback" in kinds and len(kinds) >= 3, kinds
