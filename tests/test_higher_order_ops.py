@@ -1,6 +1,8 @@
-"""Higher-order ops (`torch.cond`, `while_loop`, flex attention) inside a compiled graph: the op runs as ATen's,
-its bodies passed to it as they are, between generated kernels for the rest of the graph; in a
-training step its backward does the same. Compared with eager on poisoned buffers."""
+"""Higher-order ops (`torch.cond`, `while_loop`, flex attention, a user Triton kernel's call) inside a
+compiled graph: the op runs as ATen's, its bodies passed to it as they are, between generated
+kernels for the rest of the graph; in a training step its backward does the same. Compared with
+eager on poisoned buffers."""
+import operator
 import warnings
 
 import pytest
@@ -8,7 +10,11 @@ import torch
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
 import autofuse
+from autofuse import CompileOptions
 from autofuse.api import Recorder
+from autofuse.capture.backend import CompiledGraph
+from autofuse.plan.graph_hash import graph_hash
+from autofuse.runtime.loader import interpret_env
 from tests.helpers import assert_close, compile_and_compare, kernels_of, rand
 
 
@@ -66,3 +72,54 @@ def test_while_loop_runs_as_aten(device):
     assert_close(actual, fn(x))
     kinds = [k.kind for _, _, art in rec.graphs for k in art.kernels]
     assert "fallback" in kinds and len(kinds) >= 3, kinds
+
+
+def tripling_kernel(device, scale=3.0):
+    """A user's Triton kernel (the interpreter's on the CPU), defined as a user module would."""
+    import triton
+    import triton.language as tl
+    with interpret_env(device != "cuda"):
+        @triton.jit
+        def triple(x_ptr, y_ptr, n, SCALE: tl.constexpr, BLOCK: tl.constexpr):
+            i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            m = i < n
+            tl.store(y_ptr + i, tl.load(x_ptr + i, m) * SCALE, m)
+    return triple
+
+
+def user_kernel_graph(kernel, n, scale=3.0):
+    """The graph Dynamo and AOTAutograd make of `y = empty_like(x + 1); kernel[grid](x + 1, y, ...);
+    relu(y)`: the kernel's functional wrapper over a clone of y, its result taken by name."""
+    from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table, triton_kernel_wrapper_functional
+    aten = torch.ops.aten
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    y = g.call_function(aten.add.Tensor, (x, 1))
+    e = g.call_function(aten.empty_like.default, (y,))
+    w = g.call_function(triton_kernel_wrapper_functional, (), dict(
+        kernel_idx=kernel_side_table.add_kernel(kernel),
+        constant_args_idx=kernel_side_table.add_constant_args({"n": n, "SCALE": scale, "BLOCK": 64}),
+        grid=[((n + 63) // 64, 1, 1)], tma_descriptor_metadata={}, kwargs={"x_ptr": y, "y_ptr": e},
+        tensors_to_clone=["y_ptr"]))
+    out = g.call_function(operator.getitem, (w, "y_ptr"))
+    g.output((g.call_function(aten.relu.default, (out,)),))
+    return torch.fx.GraphModule(torch.nn.Module(), g)
+
+
+def test_a_user_triton_kernel_runs_between_generated_kernels(device):
+    x = rand((300,), device=device)
+    gm = user_kernel_graph(tripling_kernel(device), 300)
+    compiled = CompiledGraph(gm, CompileOptions(strict=True, use_db=False, poison=True), "traced")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert_close(compiled([x])[0], ((x + 1) * 3).relu())
+    kinds = [k.kind for p in compiled.programs.values() for k in p.kernels]
+    assert kinds.count("fallback") == 1 and "pointwise" in kinds, kinds
+
+
+def test_a_user_kernels_hash_reads_its_source_and_constants_not_its_table_index():
+    x = torch.randn(300)
+    one = tripling_kernel("cpu")
+    first, again = graph_hash(user_kernel_graph(one, 300), [x]), graph_hash(user_kernel_graph(one, 300), [x])
+    assert first == again                          # registered twice: two indices, one key
+    assert graph_hash(user_kernel_graph(one, 300, scale=2.0), [x]) != first

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import operator
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import torch
@@ -52,6 +53,18 @@ def op_name(target: object) -> str:
     if isinstance(target, torch._ops.OpOverload):
         return target.overloadpacket.__name__.lstrip("_")
     return getattr(target, "__name__", str(target))
+
+
+@dataclass(frozen=True)
+class ValuesOf:
+    """An op that returns a dict (a user Triton kernel's wrapper returns the tensors it wrote by
+    argument name), called for the tuple of its values in `keys` order."""
+    op: Any
+    keys: tuple
+
+    def __call__(self, *args: Any, **kwargs: Any) -> tuple:
+        out = self.op(*args, **kwargs)
+        return tuple(out[k] for k in self.keys)
 
 
 class GraphLowering:
@@ -156,6 +169,10 @@ class GraphLowering:
         args = tree_map(prep, align_operands(self, target, args))
         kwargs = tree_map(prep, kwargs)
         fake_out = self._fake_for_layouts(target, args, kwargs, fake_out)
+        keys = None
+        if isinstance(fake_out, dict):   # outputs by name: the program's slots take them in key order
+            keys = tuple(fake_out)
+            target, fake_out = ValuesOf(target, keys), tuple(fake_out[k] for k in keys)
         name = self.new_name("extern")
         kernel = ExternKernel(name, target, args, kwargs, [], reads, self.current_origins())
         schema = getattr(target, "_schema", None)
@@ -169,7 +186,7 @@ class GraphLowering:
 
         kernel.outputs = tree_map(make_out, fake_out)
         self.buffers.append(kernel)
-        return kernel.outputs
+        return kernel.outputs if keys is None else dict(zip(keys, kernel.outputs))
 
     # ---- main loop ----------------------------------------------------------------------------
     def run(self) -> "GraphLowering":

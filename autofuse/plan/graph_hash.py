@@ -50,6 +50,20 @@ def _target(t: Any) -> str:
     return f"{getattr(t, '__module__', '')}.{getattr(t, '__qualname__', getattr(t, '__name__', repr(t)))}"
 
 
+def _user_kernel(n: torch.fx.Node) -> Any:
+    """A node's kwargs; for a user Triton kernel's call, its source and constant arguments in place
+    of its indices into torch's table of kernels (they count the kernels this process traced)."""
+    if not (isinstance(n.target, torch._ops.HigherOrderOperator) and n.target.name().startswith("triton_kernel_wrapper")):
+        return n.kwargs
+    from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table
+    kw = dict(n.kwargs)
+    kernel = kernel_side_table.get_kernel(kw["kernel_idx"])
+    src = getattr(kernel, "src", None) or getattr(getattr(kernel, "fn", None), "src", "") or ""
+    kw["kernel_idx"] = hashlib.sha256(src.encode()).hexdigest()[:16]
+    kw["constant_args_idx"] = kernel_side_table.get_constant_args(kw["constant_args_idx"])
+    return kw
+
+
 def graph_hash(gm: torch.fx.GraphModule, args: Sequence[Any]) -> str:
     index: dict[torch.fx.Node, int] = {}
     lines = []
@@ -61,7 +75,7 @@ def graph_hash(gm: torch.fx.GraphModule, args: Sequence[Any]) -> str:
         elif n.op == "get_attr" and isinstance(sub := getattr(gm, n.target, None), torch.fx.GraphModule):
             lines.append(["body", graph_hash(sub, [])])   # a higher-order op's body: its ops, not its name
         elif n.op in ("call_function", "call_method", "call_module", "get_attr"):
-            lines.append([n.op, _target(n.target), _canon(n.args, index), _canon(n.kwargs, index)])
+            lines.append([n.op, _target(n.target), _canon(n.args, index), _canon(_user_kernel(n), index)])
         elif n.op == "output":
             lines.append(["out", _canon(n.args, index)])
     text = repr(lines)
