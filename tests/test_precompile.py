@@ -148,7 +148,8 @@ class FakeCudaDriver:
 
 def _programs():
     """Kernels of several kinds: persistent and looped rows, a column sum, a scan, a transpose, a
-    reduction with a reordered consumer, pooling windows, a row sort, a scatter's atomic adds."""
+    reduction with a reordered consumer, pooling windows, a row sort, a scatter's atomic adds, float8
+    conversions."""
     def norm(x, w):
         return torch.nn.functional.layer_norm(x, (x.shape[-1],), w) * 2
 
@@ -174,12 +175,15 @@ def _programs():
         return (torch.nn.functional.max_pool2d(torch.relu(x), 3, 2, 1),
                 torch.nn.functional.avg_pool2d(x, 3, 2, 1, count_include_pad=False))
 
+    def float8(x):           # conversions to both float8 formats and a load of one
+        return (x * 3).to(torch.float8_e4m3fn), (x * 100).to(torch.float8_e5m2).float() + 1
+
     def scatter_mean(x, i):  # atomic adds of values and of a constant count
         return (x + 1).scatter_reduce(0, i, x * 2, "mean", include_self=False)
     return [(norm, (rand((33, 200)), rand((200,)))), (wide, (rand((5, 9000)),)), (columns, (rand((3000, 17)),)),
             (scan, (rand((6, 300)),)), (transpose, (rand((300, 70)),)), (softmax_first, (rand((37, 5, 9)),)),
             (pools, (rand((2, 3, 11, 9)),)), (sort, (rand((6, 300)),)),
-            (scatter_mean, (rand((30, 7)), torch.randint(0, 30, (30, 7))))]
+            (scatter_mean, (rand((30, 7)), torch.randint(0, 30, (30, 7)))), (float8, (rand((9, 70)),))]
 
 
 def compiling_module(name, source, folder):
@@ -232,6 +236,7 @@ def test_warm_up_compiles_every_generated_kernel_for_sm90(tmp_path, monkeypatch)
     assert any("_sort_rows(" in t.fn.src for t in twins)   # the row sort's network among them
     assert any("_sort_rows_by(tl.where" in t.fn.src for t in twins)
     assert any("tl.atomic_add(" in t.fn.src for t in twins)
+    assert any("_to_f8e5(" in t.fn.src for t in twins)
     monkeypatch.setattr(driver, "_active", FakeCudaDriver())   # restored after the test
     assert precompile(twins, threads=4) == len(twins)
     import triton

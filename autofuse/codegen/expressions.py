@@ -87,10 +87,16 @@ def literal(value: Any, dtype: torch.dtype) -> str:
     return str(int(value))
 
 
+# float8 conversions go through the prelude's helpers: torch's rounding and saturation, by hand
+FLOAT8_CONVERSIONS = {torch.float8_e4m3fn: "_to_f8e4", torch.float8_e5m2: "_to_f8e5"}
+
+
 def convert(text: str, dtype: torch.dtype) -> str:
     """Conversion of a value to dtype; bf16 goes through the prelude's correctly rounding helper."""
     if dtype == torch.bfloat16:
         return f"_to_bf16({text})"
+    if dtype in FLOAT8_CONVERSIONS:
+        return f"{FLOAT8_CONVERSIONS[dtype]}({text})"
     return f"{text}.to({tl_dtype(dtype)})"
 
 

@@ -27,11 +27,23 @@ from .tiling import tile_ranges, tiled_vars
 ATOMIC_OPS = {"sum": "tl.atomic_add", "amax": "tl.atomic_max", "amin": "tl.atomic_min"}
 
 
-def load_cast(dtype: torch.dtype) -> str:
-    """The cast after a load: half types compute in float32, bools as int1."""
+# stored narrower than they compute: loaded and computed in float32
+COMPUTED_IN_F32 = (torch.float16, torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2)
+
+
+def load_cast(text: str, dtype: torch.dtype) -> str:
+    """A loaded value as it computes: half and float8 types in float32 (float8 through the prelude's
+    helper), bools as int1."""
     if dtype == torch.bool:
-        return ".to(tl.int1)"
-    return ".to(tl.float32)" if dtype in (torch.float16, torch.bfloat16) else ""
+        return f"{text}.to(tl.int1)"
+    if dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+        return f"_from_f8{'e4' if dtype == torch.float8_e4m3fn else 'e5'}({text})"
+    return f"{text}.to(tl.float32)" if dtype in COMPUTED_IN_F32 else text
+
+
+def masked_other(dtype: torch.dtype) -> str:
+    """A masked load's `other`: a float for float8 (Triton's interpreter cannot cast an int to it)."""
+    return "other=0.0" if dtype in (torch.float8_e4m3fn, torch.float8_e5m2) else "other=0"
 
 
 class MemoryMixin:
@@ -118,7 +130,7 @@ class MemoryMixin:
             self.gathers.setdefault(name, {})[str(index)] = self.numel * (self.rnumel if pl.cls in ("r", "red", "col") else 1)
         else:
             self.direct_reads.add(name)
-        cdt = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+        cdt = torch.float32 if dtype in COMPUTED_IN_F32 else dtype
         hoisted = self._hoisted_load(ptr, index, dtype, cdt)
         if hoisted is not None:
             return hoisted
@@ -127,10 +139,10 @@ class MemoryMixin:
         offsets = self.index_str(index, pl.cls)
         issued = self.counter
         if self._varies_along_r_only(offsets, index):
-            text = f"tl.load({ptr} + ({offsets}), rmask, other=0{ep})"
-            return self._issued(name, offsets, issued, self.cse(text + load_cast(dtype), cdt))
-        text = f"tl.load({ptr} + ({self._full_shape(offsets, pl.cls)}), {self._mask(pl.cls)}, other=0{ep})"
-        tv = self._issued(name, offsets, issued, self.cse(text + load_cast(dtype), cdt))
+            text = f"tl.load({ptr} + ({offsets}), rmask, {masked_other(dtype)}{ep})"
+            return self._issued(name, offsets, issued, self.cse(load_cast(text, dtype), cdt))
+        text = f"tl.load({ptr} + ({self._full_shape(offsets, pl.cls)}), {self._mask(pl.cls)}, {masked_other(dtype)}{ep})"
+        tv = self._issued(name, offsets, issued, self.cse(load_cast(text, dtype), cdt))
         if self.mask_stack:
             self.masked_loads[tv.name] = frozenset(self.mask_stack)
         return tv
@@ -168,7 +180,7 @@ class MemoryMixin:
         text = self.index_str(index, "x")
         if "rindex" in text:
             return None
-        body = f"tl.load({ptr} + ({self.pointer_index(index, 'x')}), xmask, other=0){load_cast(dtype)}"
+        body = load_cast(f"tl.load({ptr} + ({self.pointer_index(index, 'x')}), xmask, {masked_other(dtype)})", dtype)
         name = self.inputs[int(ptr[len("in_ptr"):])]
         if not in_loop:  # a persistent block: the [XBLOCK, 1] load in place
             return self._issued(name, text, self.counter, self.cse(body, cdt))

@@ -143,6 +143,22 @@ def _randn(seed, offset):
     w0, w1 = _philox(seed, offset)
     u1 = tl.maximum(_uniform(w0), 1.0e-7)
     return tl.sqrt(-2.0 * tl.log(u1)) * tl.cos(6.283185307179586 * _uniform(w1))
+
+
+@triton.jit
+def _f8_rounded(x, MANT: tl.constexpr, BIAS: tl.constexpr, MAXV: tl.constexpr, MIN_NORMAL: tl.constexpr,
+                INF_FROM: tl.constexpr):
+    # x rounded as torch converts it to a float8 (MANT mantissa bits, exponent bias BIAS, smallest
+    # normal MIN_NORMAL): to nearest even, capped at MAXV (e4m3fn saturates), infinite from INF_FROM
+    # on (e5m2; NaN for none), NaN kept; an f32 that the float8 holds exactly, so any conversion then is exact
+    x = x.to(tl.float32)
+    a = tl.minimum(tl.abs(x), MAXV)
+    e = tl.maximum((a.to(tl.int32, bitcast=True) >> 23), 128 - BIAS) - MANT
+    q = (e << 23).to(tl.float32, bitcast=True)   # the quantum at a's exponent (subnormals: the smallest)
+    r = (a / q + 8388608.0 - 8388608.0) * q     # 2^23: the add rounds to an integer, to even
+    r = tl.where(tl.abs(x) >= INF_FROM, float("inf"), r)
+    r = tl.where(x.to(tl.int32, bitcast=True) < 0, -r, r)
+    return tl.where(x != x, x, r)
 '''
 
 GPU_MATH = '''
@@ -309,6 +325,28 @@ def _erfc(x):
 @triton.jit
 def _to_bf16(x):
     return x.to(tl.bfloat16)
+
+@triton.jit
+def _to_f8e4(x):
+    return _f8_rounded(x, 3, 7, 448.0, 0.015625, float("nan")).to(tl.float8e4nv)
+
+
+@triton.jit
+def _to_f8e5(x):
+    # e5m2 is float16's upper byte: its bits taken from the exact float16, whatever saturation the
+    # hardware conversion applies to infinities
+    h = _f8_rounded(x, 2, 15, 57344.0, 6.103515625e-05, 61440.0).to(tl.float16).to(tl.int16, bitcast=True)
+    return (h >> 8).to(tl.int8).to(tl.float8e5, bitcast=True)
+
+
+@triton.jit
+def _from_f8e4(x):
+    return x.to(tl.float32)
+
+
+@triton.jit
+def _from_f8e5(x):
+    return x.to(tl.float32)
 '''
 
 # Under the interpreter every helper must be accurate to a few f32 ulps (the tests compare with
@@ -583,6 +621,33 @@ def _to_bf16(x):
     rounded = bits + 0x7FFF + ((bits >> 16) & 1)
     hi = tl.where(x != x, 0x7FC0, rounded >> 16)
     return hi.to(tl.uint16).to(tl.bfloat16, bitcast=True)
+
+@triton.jit
+def _to_f8e4(x):
+    # rounded by hand: the interpreter's own conversion rounds wrongly, exact values it converts right;
+    # it takes the format for one with infinities, where NaN's bits (all ones) read 480
+    r = _f8_rounded(x, 3, 7, 448.0, 0.015625, float("nan"))
+    return tl.where(r != r, 480.0, r).to(tl.float8e4nv)
+
+
+@triton.jit
+def _to_f8e5(x):
+    return _f8_rounded(x, 2, 15, 57344.0, 6.103515625e-05, 61440.0).to(tl.float8e5)
+
+
+@triton.jit
+def _from_f8e4(x):
+    # the interpreter reads e4m3fn's NaN (exponent and mantissa all ones) as 480
+    v = x.to(tl.float32)
+    return tl.where(tl.abs(v) > 448.0, float("nan"), v)
+
+
+@triton.jit
+def _from_f8e5(x):
+    # the interpreter reads e5m2's all-ones exponent as 2^16: infinity, or NaN past it
+    v = x.to(tl.float32)
+    a = tl.abs(v)
+    return tl.where(a == 65536.0, v * float("inf"), tl.where(a > 65536.0, float("nan"), v))
 '''
 
 

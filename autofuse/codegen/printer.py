@@ -12,6 +12,7 @@ TL_DTYPES: dict[torch.dtype, str] = {
     torch.float32: "tl.float32", torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16",
     torch.float64: "tl.float64", torch.int8: "tl.int8", torch.int16: "tl.int16", torch.int32: "tl.int32",
     torch.int64: "tl.int64", torch.uint8: "tl.uint8", torch.bool: "tl.int1",
+    torch.float8_e4m3fn: "tl.float8e4nv", torch.float8_e5m2: "tl.float8e5",
 }
 
 
