@@ -146,16 +146,16 @@ def _randn(seed, offset):
 
 
 @triton.jit
-def _f8_rounded(x, MANT: tl.constexpr, BIAS: tl.constexpr, MAXV: tl.constexpr, MIN_NORMAL: tl.constexpr,
-                INF_FROM: tl.constexpr):
-    # x rounded as torch converts it to a float8 (MANT mantissa bits, exponent bias BIAS, smallest
-    # normal MIN_NORMAL): to nearest even, capped at MAXV (e4m3fn saturates), infinite from INF_FROM
-    # on (e5m2; NaN for none), NaN kept; an f32 that the float8 holds exactly, so any conversion then is exact
+def _f8_rounded(x, MANT: tl.constexpr, BIAS: tl.constexpr, MAXV: tl.constexpr, INF_FROM: tl.constexpr):
+    # x rounded as torch converts it to a float8 (MANT mantissa bits, exponent bias BIAS): to nearest
+    # even, capped at MAXV (e4m3fn saturates), infinite from INF_FROM on (e5m2; NaN for none), NaN
+    # kept; an f32 that the float8 holds exactly, so any conversion of it after is exact
     x = x.to(tl.float32)
     a = tl.minimum(tl.abs(x), MAXV)
+    # the quantum at a's exponent (subnormals: the smallest), as biased exponents of it and its inverse
     e = tl.maximum((a.to(tl.int32, bitcast=True) >> 23), 128 - BIAS) - MANT
-    q = (e << 23).to(tl.float32, bitcast=True)   # the quantum at a's exponent (subnormals: the smallest)
-    r = (a / q + 8388608.0 - 8388608.0) * q     # 2^23: the add rounds to an integer, to even
+    q, q_inv = (e << 23).to(tl.float32, bitcast=True), ((254 - e) << 23).to(tl.float32, bitcast=True)
+    r = (a * q_inv + 8388608.0 - 8388608.0) * q     # 2^23: the add rounds to an integer, to even
     r = tl.where(tl.abs(x) >= INF_FROM, float("inf"), r)
     r = tl.where(x.to(tl.int32, bitcast=True) < 0, -r, r)
     return tl.where(x != x, x, r)
@@ -328,14 +328,14 @@ def _to_bf16(x):
 
 @triton.jit
 def _to_f8e4(x):
-    return _f8_rounded(x, 3, 7, 448.0, 0.015625, float("nan")).to(tl.float8e4nv)
+    return _f8_rounded(x, 3, 7, 448.0, float("nan")).to(tl.float8e4nv)
 
 
 @triton.jit
 def _to_f8e5(x):
     # e5m2 is float16's upper byte: its bits taken from the exact float16, whatever saturation the
     # hardware conversion applies to infinities
-    h = _f8_rounded(x, 2, 15, 57344.0, 6.103515625e-05, 61440.0).to(tl.float16).to(tl.int16, bitcast=True)
+    h = _f8_rounded(x, 2, 15, 57344.0, 61440.0).to(tl.float16).to(tl.int16, bitcast=True)
     return (h >> 8).to(tl.int8).to(tl.float8e5, bitcast=True)
 
 
@@ -626,13 +626,13 @@ def _to_bf16(x):
 def _to_f8e4(x):
     # rounded by hand: the interpreter's own conversion rounds wrongly, exact values it converts right;
     # it takes the format for one with infinities, where NaN's bits (all ones) read 480
-    r = _f8_rounded(x, 3, 7, 448.0, 0.015625, float("nan"))
+    r = _f8_rounded(x, 3, 7, 448.0, float("nan"))
     return tl.where(r != r, 480.0, r).to(tl.float8e4nv)
 
 
 @triton.jit
 def _to_f8e5(x):
-    return _f8_rounded(x, 2, 15, 57344.0, 6.103515625e-05, 61440.0).to(tl.float8e5)
+    return _f8_rounded(x, 2, 15, 57344.0, 61440.0).to(tl.float8e5)
 
 
 @triton.jit
