@@ -65,3 +65,13 @@ def test_dequantize_then_matmul(device):
     x = rand((5, 64), device=device)
     compile_and_compare(lambda x, w, s: x @ (w.float() * s).t(), [x, w, rand((48, 1), device=device)],
                         atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("dt", FLOAT8)
+def test_a_conversion_read_back_in_the_same_kernel(device, dt):
+    """`x.to(float8).float()` inside one kernel: the rounded value, NaN and infinities included."""
+    x = special_values(device)
+    fn = lambda x: (x * 2).to(dt).float() + 1  # noqa: E731
+    compiled = compile_traced(fn, [x], CompileOptions(strict=True, use_db=False, poison=True))
+    same_values(compiled(x)[0], fn(x))
+    assert len(kernels_of(compiled)) == 1

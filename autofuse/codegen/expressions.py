@@ -87,8 +87,10 @@ def literal(value: Any, dtype: torch.dtype) -> str:
     return str(int(value))
 
 
-# float8 conversions go through the prelude's helpers: torch's rounding and saturation, by hand
+# float8 conversions go through the prelude's helpers: torch's rounding and saturation, by hand; and
+# float8 values are read (to float32) through them too: the interpreter reads NaN and infinity wrongly
 FLOAT8_CONVERSIONS = {torch.float8_e4m3fn: "_to_f8e4", torch.float8_e5m2: "_to_f8e5"}
+FLOAT8_READS = {torch.float8_e4m3fn: "_from_f8e4", torch.float8_e5m2: "_from_f8e5"}
 
 
 def convert(text: str, dtype: torch.dtype) -> str:
@@ -156,7 +158,8 @@ class ExpressionMixin:
         if dtype == torch.bool:
             truth = comparison_truth("ne", self.value_ranges.get(value.name), (0.0, 0.0))
             return self.cse(f"({value} != 0)", dtype) if truth is None else self._truth(truth)
-        tv = self.cse(convert(value.name, dtype), dtype)
+        src = f"{FLOAT8_READS[value.dtype]}({value.name})" if value.dtype in FLOAT8_READS else value.name
+        tv = self.cse(convert(src, dtype), dtype)
         known = self.known_truth.get(value.name)
         r = (float(known), float(known)) if known is not None else \
             cast_range(self.value_ranges.get(value.name), value.dtype, dtype)

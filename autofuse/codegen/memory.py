@@ -19,7 +19,7 @@ from ..schedule.nodes import SchedulerNode
 from .accesses import Access
 from .cache_hints import hint, varies_along_x
 from .emitter import TV
-from .expressions import convert
+from .expressions import FLOAT8_READS, convert
 from .printer import print_expr
 from .tiling import tile_ranges, tiled_vars
 
@@ -28,7 +28,7 @@ ATOMIC_OPS = {"sum": "tl.atomic_add", "amax": "tl.atomic_max", "amin": "tl.atomi
 
 
 # stored narrower than they compute: loaded and computed in float32
-COMPUTED_IN_F32 = (torch.float16, torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2)
+COMPUTED_IN_F32 = (torch.float16, torch.bfloat16, *FLOAT8_READS)
 
 
 def load_cast(text: str, dtype: torch.dtype) -> str:
@@ -36,14 +36,14 @@ def load_cast(text: str, dtype: torch.dtype) -> str:
     helper), bools as int1."""
     if dtype == torch.bool:
         return f"{text}.to(tl.int1)"
-    if dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
-        return f"_from_f8{'e4' if dtype == torch.float8_e4m3fn else 'e5'}({text})"
+    if dtype in FLOAT8_READS:
+        return f"{FLOAT8_READS[dtype]}({text})"
     return f"{text}.to(tl.float32)" if dtype in COMPUTED_IN_F32 else text
 
 
 def masked_other(dtype: torch.dtype) -> str:
     """A masked load's `other`: a float for float8 (Triton's interpreter cannot cast an int to it)."""
-    return "other=0.0" if dtype in (torch.float8_e4m3fn, torch.float8_e5m2) else "other=0"
+    return "other=0.0" if dtype in FLOAT8_READS else "other=0"
 
 
 class MemoryMixin:
