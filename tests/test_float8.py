@@ -37,6 +37,27 @@ def test_conversions_round_and_saturate_as_torch(device, src, dst):
     assert [k.kind for k in kernels_of(compiled)] == ["pointwise"]
 
 
+@pytest.mark.parametrize("overflow", ["nan", "saturate"])
+def test_e4m3_overflow_follows_the_torch_installed(device, overflow, monkeypatch):
+    """torch up to 2.11 converts |x| >= 480 (infinities too) to e4m3fn's NaN, later versions saturate
+    at 448: kernels do what the installed torch does, read off its conversion once."""
+    from autofuse.codegen import prelude as pre
+    monkeypatch.setattr(pre, "e4m3_overflow", lambda: '480.0, float("nan")' if overflow == "nan"
+                        else 'float("nan"), float("nan")')
+    pre.prelude.cache_clear()
+    try:
+        x = special_values(device)
+        fn = lambda x: (x * 4).to(torch.float8_e4m3fn)  # noqa: E731
+        compiled = compile_traced(fn, [x], CompileOptions(strict=True, use_db=False, poison=True))
+        y = x * 4
+        eager = y.to(torch.float8_e4m3fn).float()
+        saturated = torch.where(eager.isnan() & ~y.isnan(), 448.0 * y.sign(), eager)
+        expected = torch.where(y.abs() >= 480, float("nan"), saturated) if overflow == "nan" else saturated
+        same_values(compiled(x)[0], expected)
+    finally:
+        pre.prelude.cache_clear()
+
+
 @pytest.mark.parametrize("dt", FLOAT8)
 def test_loads_compute_in_float32(device, dt):
     """Infinities and NaN of the format read as themselves; a non-contiguous float8 input."""

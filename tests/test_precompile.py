@@ -8,6 +8,7 @@ import torch.nn as nn
 
 from autofuse.runtime.precompile import (THREADS_ENV, async_compile_mode, compile_threads, compiling_ahead,
                                          precompile)
+from tests import helpers
 from tests.helpers import assert_close, rand
 
 
@@ -183,7 +184,7 @@ def _programs():
     return [(norm, (rand((33, 200)), rand((200,)))), (wide, (rand((5, 9000)),)), (columns, (rand((3000, 17)),)),
             (scan, (rand((6, 300)),)), (transpose, (rand((300, 70)),)), (softmax_first, (rand((37, 5, 9)),)),
             (pools, (rand((2, 3, 11, 9)),)), (sort, (rand((6, 300)),)),
-            (scatter_mean, (rand((30, 7)), torch.randint(0, 30, (30, 7)))), (float8, (rand((9, 70)),))]
+            (scatter_mean, (rand((30, 7)), torch.randint(0, 30, (30, 7), device=helpers.DEFAULT_DEVICE))), (float8, (rand((9, 70)),))]
 
 
 def compiling_module(name, source, folder):

@@ -9,6 +9,8 @@ torch's NaN propagation themselves.
 """
 from __future__ import annotations
 
+import functools
+
 COMMON = '''
 import triton
 import triton.language as tl
@@ -146,17 +148,19 @@ def _randn(seed, offset):
 
 
 @triton.jit
-def _f8_rounded(x, MANT: tl.constexpr, BIAS: tl.constexpr, MAXV: tl.constexpr, INF_FROM: tl.constexpr):
+def _f8_rounded(x, MANT: tl.constexpr, BIAS: tl.constexpr, MAXV: tl.constexpr, OVER_FROM: tl.constexpr,
+                OVER: tl.constexpr):
     # x rounded as torch converts it to a float8 (MANT mantissa bits, exponent bias BIAS): to nearest
-    # even, capped at MAXV (e4m3fn saturates), infinite from INF_FROM on (e5m2; NaN for none), NaN
-    # kept; an f32 that the float8 holds exactly, so any conversion of it after is exact
+    # even, capped at MAXV, OVER from OVER_FROM on (e5m2: infinity from 61440; e4m3fn: NaN from 480
+    # or, where torch saturates, never: NaN), NaN kept; an f32 that the float8 holds exactly, so any
+    # conversion of it after is exact
     x = x.to(tl.float32)
     a = tl.minimum(tl.abs(x), MAXV)
     # the quantum at a's exponent (subnormals: the smallest), as biased exponents of it and its inverse
     e = tl.maximum((a.to(tl.int32, bitcast=True) >> 23), 128 - BIAS) - MANT
     q, q_inv = (e << 23).to(tl.float32, bitcast=True), ((254 - e) << 23).to(tl.float32, bitcast=True)
     r = (a * q_inv + 8388608.0 - 8388608.0) * q     # 2^23: the add rounds to an integer, to even
-    r = tl.where(tl.abs(x) >= INF_FROM, float("inf"), r)
+    r = tl.where(tl.abs(x) >= OVER_FROM, OVER, r)
     r = tl.where(x.to(tl.int32, bitcast=True) < 0, -r, r)
     return tl.where(x != x, x, r)
 '''
@@ -328,14 +332,14 @@ def _to_bf16(x):
 
 @triton.jit
 def _to_f8e4(x):
-    return _f8_rounded(x, 3, 7, 448.0, float("nan")).to(tl.float8e4nv)
+    return _f8_rounded(x, 3, 7, 448.0, E4M3_OVERFLOW).to(tl.float8e4nv)
 
 
 @triton.jit
 def _to_f8e5(x):
     # e5m2 is float16's upper byte: its bits taken from the exact float16, whatever saturation the
     # hardware conversion applies to infinities
-    h = _f8_rounded(x, 2, 15, 57344.0, 61440.0).to(tl.float16).to(tl.int16, bitcast=True)
+    h = _f8_rounded(x, 2, 15, 57344.0, 61440.0, float("inf")).to(tl.float16).to(tl.int16, bitcast=True)
     return (h >> 8).to(tl.int8).to(tl.float8e5, bitcast=True)
 
 
@@ -626,13 +630,13 @@ def _to_bf16(x):
 def _to_f8e4(x):
     # rounded by hand: the interpreter's own conversion rounds wrongly, exact values it converts right;
     # it takes the format for one with infinities, where NaN's bits (all ones) read 480
-    r = _f8_rounded(x, 3, 7, 448.0, float("nan"))
+    r = _f8_rounded(x, 3, 7, 448.0, E4M3_OVERFLOW)
     return tl.where(r != r, 480.0, r).to(tl.float8e4nv)
 
 
 @triton.jit
 def _to_f8e5(x):
-    return _f8_rounded(x, 2, 15, 57344.0, 61440.0).to(tl.float8e5)
+    return _f8_rounded(x, 2, 15, 57344.0, 61440.0, float("inf")).to(tl.float8e5)
 
 
 @triton.jit
@@ -651,5 +655,16 @@ def _from_f8e5(x):
 '''
 
 
+@functools.cache
+def e4m3_overflow() -> str:
+    """What torch makes of a value past e4m3fn's range, as _f8_rounded's last two arguments: torch
+    up to 2.11 converts |x| >= 480 (infinities too) to NaN, later versions saturate at 448. Read off
+    torch's own conversion (its one scalar routine, shared by the CPU and CUDA kernels)."""
+    import torch
+    nan = bool(torch.tensor([480.0]).to(torch.float8_e4m3fn).float().isnan().item())
+    return '480.0, float("nan")' if nan else 'float("nan"), float("nan")'
+
+
+@functools.cache
 def prelude(interpret: bool) -> str:
-    return COMMON + (INTERPRETER_MATH if interpret else GPU_MATH)
+    return COMMON + (INTERPRETER_MATH if interpret else GPU_MATH).replace("E4M3_OVERFLOW", e4m3_overflow())
