@@ -1,7 +1,7 @@
 """Soak run: many random programs through `autofuse.compile(strict=True)`, each compared with eager.
 
     python3 -m benchmarks.soak [--seed 0] [--programs 10000] [--time-budget SECONDS]
-        [--nonfinite 1.0] [--program-timeout 300] [--train] [--out benchmarks/results/soak.json]
+        [--nonfinite 1.0] [--program-timeout 300] [--train] [--device cpu|cuda] [--out benchmarks/results/soak.json]
     python3 -m benchmarks.soak --rerun OLD.json --out NEW.json    # the failed seeds of an earlier run again
 
 Programs come from the project's random program generator (`tests/randgraph.py`, the one the
@@ -109,12 +109,12 @@ def _error(seed: int, e: BaseException, bad_inputs: bool, seconds: float) -> Out
     return Outcome(seed, "error", False, bad_inputs, seconds, f"{type(e).__name__}: {str(e)[:500]}{where}")
 
 
-def run_training(seed: int, nonfinite: float, timeout_s: int) -> Outcome:
+def run_training(seed: int, nonfinite: float, timeout_s: int, device: str = "cpu") -> Outcome:
     """Draw training program `seed`, run its forward and backward compiled and eagerly, compare."""
     from tests.randgraph import make_training_case
     from tests.randgraph_train import Mismatch, compare_training
 
-    case = make_training_case(seed, nonfinite=nonfinite)
+    case = make_training_case(seed, device=device, nonfinite=nonfinite)
     if case is None:
         return Outcome(seed, "skipped", False, False, 0.0, "no draft with a well-conditioned backward")
     fn, args, _ = case
@@ -136,12 +136,12 @@ def run_training(seed: int, nonfinite: float, timeout_s: int) -> Outcome:
     return Outcome(seed, kind, graphs_ok, bad_inputs, time.perf_counter() - start, reason, backward)
 
 
-def run_program(seed: int, nonfinite: float, timeout_s: int) -> Outcome:
+def run_program(seed: int, nonfinite: float, timeout_s: int, device: str = "cpu") -> Outcome:
     """Draw program `seed`, compile it strictly, run it, compare with eager."""
     from tests.helpers import assert_close
     from tests.randgraph import make_case
 
-    fn, args, _ = make_case(seed, nonfinite=nonfinite)
+    fn, args, _ = make_case(seed, device=device, nonfinite=nonfinite)
     bad_inputs = _has_nonfinite(args)
     expected = fn(*args)
     start = time.perf_counter()
@@ -188,6 +188,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="run again the failed seeds of this earlier result (its --nonfinite and --train)")
     p.add_argument("--train", action="store_true",
                    help="check each program's forward and backward (test_random_graph_training's step)")
+    p.add_argument("--device", default="cpu",
+                   help="where programs run: cpu (Triton's interpreter) or cuda (kernels compiled for the GPU)")
     a = p.parse_args(argv)
     if a.programs < 0 or (a.time_budget is not None and a.time_budget < 0) or not 0 <= a.nonfinite <= 1:
         p.error("--programs and --time-budget must be >= 0, --nonfinite in [0, 1]")
@@ -205,7 +207,8 @@ def _soak(a: argparse.Namespace, argv: Sequence[str] | None) -> int:
     meta = {"command": "python3 -m benchmarks.soak " + " ".join(sys.argv[1:] if argv is None else argv),
             "seed": a.seed, "programs_requested": a.programs, "time_budget_s": a.time_budget,
             "nonfinite_share": a.nonfinite, "program_timeout_s": a.program_timeout, "train": a.train,
-            "torch": torch.__version__, "python": platform.python_version(), "host": platform.machine()}
+            "torch": torch.__version__, "python": platform.python_version(), "host": platform.machine(),
+            "device": torch.cuda.get_device_name() if a.device.startswith("cuda") else a.device}
     seeds: Sequence[int] = range(a.seed, a.seed + a.programs)
     if a.rerun:
         with open(a.rerun) as f:
@@ -218,7 +221,7 @@ def _soak(a: argparse.Namespace, argv: Sequence[str] | None) -> int:
         if a.time_budget is not None and time.perf_counter() - t0 > a.time_budget:
             stopped = "time budget"
             break
-        o = (run_training if a.train else run_program)(seed, a.nonfinite, a.program_timeout)
+        o = (run_training if a.train else run_program)(seed, a.nonfinite, a.program_timeout, a.device)
         tally.add(o)
         if not a.quiet and (o.kind not in ("equal", "skipped") or tally.programs % 50 == 0):
             print(f"[{time.perf_counter() - t0:7.0f}s] {tally.programs} programs: {tally.equal} equal, "

@@ -13,6 +13,10 @@ TOLERANCES = {
     torch.float64: (1e-7, 1e-7),
     torch.float16: (1e-2, 1e-2),
     torch.bfloat16: (4e-2, 4e-2),
+    # float8: one step of the format (3 and 2 mantissa bits; its smallest subnormal), where an f32
+    # value one ulp apart from eager's lands on the other side of a rounding boundary
+    torch.float8_e4m3fn: (0.125, 2.0 ** -9),
+    torch.float8_e5m2: (0.25, 2.0 ** -16),
 }
 
 

@@ -21,6 +21,8 @@ TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
     torch.float32: (1e-4, 1e-5),
     torch.bfloat16: (4e-2, 4e-2),
     torch.float16: (1e-2, 1e-2),
+    torch.float8_e4m3fn: (0.125, 2.0 ** -9),   # one step of the format
+    torch.float8_e5m2: (0.25, 2.0 ** -16),
 }
 
 

@@ -98,6 +98,26 @@ def _fp8_tensorwise(x):
     return y, scale.reciprocal()
 
 
+def _fp8_e4m3_tensorwise(x):
+    """The same scaling cast to float8_e4m3fn itself, as torchao's float8 training does before its
+    scaled GEMM."""
+    amax = x.abs().amax()
+    scale = 448.0 / torch.clamp(amax.float(), min=1e-12)
+    return (x.float() * scale).clamp(-448.0, 448.0).to(torch.float8_e4m3fn), scale.reciprocal()
+
+
+def _fp8_e4m3_rowwise(x):
+    """Row-wise scales, cast to float8_e4m3fn (the activation side of a row-wise scaled GEMM)."""
+    amax = x.abs().amax(dim=-1, keepdim=True).float()
+    scale = 448.0 / torch.clamp(amax, min=1e-12)
+    return (x.float() * scale).clamp(-448.0, 448.0).to(torch.float8_e4m3fn), scale.reciprocal()
+
+
+def _fp8_e5m2_dequant(q, scale):
+    """A float8_e5m2 tensor (a gradient's format) scaled back per row to bf16."""
+    return (q.float() * scale).to(torch.bfloat16)
+
+
 def _fp8_rowwise(x):
     """The row-wise variant: a scale per row, computed in f32 from bf16 activations."""
     amax = x.abs().amax(dim=-1, keepdim=True).float()
@@ -139,6 +159,10 @@ def quant() -> list[Program]:
         # the transposed operand, quantized row-wise for the backward's GEMM
         fn_program("fp8_scale_clamp_rowwise_transposed_bf16", "quant", _fp8_rowwise,
                    (In(("r", "c"), noncontig=True),), ROWS, TROWS, BF16),
+        fn_program("fp8_e4m3_cast_tensorwise_bf16", "quant", _fp8_e4m3_tensorwise, rows, ROWS, TROWS, BF16),
+        fn_program("fp8_e4m3_cast_rowwise_bf16", "quant", _fp8_e4m3_rowwise, rows, ROWS, TROWS, BF16),
+        fn_program("fp8_e5m2_dequant_rowwise_bf16", "quant", _fp8_e5m2_dequant,
+                   (In(("r", "c"), dtype=torch.float8_e5m2), In(("r", 1), "positive", dtype=F32)), ROWS, TROWS, BF16),
         sized("int4_unpack_group_dequant_bf16", "quant", _int4_unpack,
               (In(("n", "kh"), "int", dtype=U8, high=256), In(("n", "ng"), "positive")),
               {"n": 16384, "kh": 4096, "g": 128, "ng": 64}, {"n": 7, "kh": 27, "g": 6, "ng": 9}, BF16),

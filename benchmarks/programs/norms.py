@@ -141,6 +141,23 @@ def _scores(causal: bool, with_v: bool):
     return f
 
 
+class FlexAlibiCausal(nn.Module):
+    """flex_attention with a score_mod (ALiBi's per-head slope times the distance, causal by -inf):
+    the attention PyTorch generates a fused kernel for under torch.compile."""
+
+    def __init__(self, heads: int) -> None:
+        super().__init__()
+        self.register_buffer("slopes", torch.exp2(-8.0 * torch.arange(1, heads + 1) / heads))
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        from torch.nn.attention.flex_attention import flex_attention
+        slopes = self.slopes
+
+        def score_mod(score, b, h, qi, ki):
+            return torch.where(qi >= ki, score + slopes[h] * (ki - qi), float("-inf"))
+        return flex_attention(q, k, v, score_mod=score_mod)
+
+
 def attention() -> list[Program]:
     full, tiny = {"b": 8, "h": 16, "s": 1024, "d": 64}, {"b": 2, "h": 3, "s": 19, "d": 8}
     qk = (In(("b", "h", "s", "d")), In(("b", "h", "s", "d")))
@@ -153,6 +170,8 @@ def attention() -> list[Program]:
                    tolerances=tol),
         fn_program("attn_causal_pv_bf16", "attention", _scores(True, True), qk + (In(("b", "h", "s", "d")),),
                    full, tiny, BF16, tolerances=tol),
+        Program("flex_attn_alibi_causal_bf16", "attention", lambda s: FlexAlibiCausal(s["h"]), qk + (In(("b", "h", "s", "d")),),
+                full, {**tiny, "s": 32, "d": 16}, BF16, tolerances=tol),
     ]
 
 
