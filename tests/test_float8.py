@@ -39,10 +39,11 @@ def test_conversions_round_and_saturate_as_torch(device, src, dst):
 
 @pytest.mark.parametrize("overflow", ["nan", "saturate"])
 def test_e4m3_overflow_follows_the_torch_installed(device, overflow, monkeypatch):
-    """torch up to 2.11 converts |x| >= 480 (infinities too) to e4m3fn's NaN, later versions saturate
-    at 448: kernels do what the installed torch does, read off its conversion once."""
+    """torch's CUDA conversion up to 2.11 turns |x| >= 480 (infinities too) to e4m3fn's NaN, its CPU
+    one and later versions saturate at 448: kernels do what torch does on their device, read off
+    its conversion once."""
     from autofuse.codegen import prelude as pre
-    monkeypatch.setattr(pre, "e4m3_overflow", lambda: '480.0, float("nan")' if overflow == "nan"
+    monkeypatch.setattr(pre, "e4m3_overflow", lambda device: '480.0, float("nan")' if overflow == "nan"
                         else 'float("nan"), float("nan")')
     pre.prelude.cache_clear()
     try:

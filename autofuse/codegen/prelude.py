@@ -656,15 +656,19 @@ def _from_f8e5(x):
 
 
 @functools.cache
-def e4m3_overflow() -> str:
-    """What torch makes of a value past e4m3fn's range, as _f8_rounded's last two arguments: torch
-    up to 2.11 converts |x| >= 480 (infinities too) to NaN, later versions saturate at 448. Read off
-    torch's own conversion (its one scalar routine, shared by the CPU and CUDA kernels)."""
+def e4m3_overflow(device: str) -> str:
+    """What torch's conversion on `device` makes of a value past e4m3fn's range, as _f8_rounded's
+    last two arguments: NaN from 480 on (infinities too) or saturation at 448. Read off torch itself:
+    it differs between versions and, in torch 2.11, between devices (its CUDA kernel gives NaN, its
+    CPU kernel saturates). Without a GPU, GPU code follows the CPU's."""
     import torch
-    nan = bool(torch.tensor([480.0]).to(torch.float8_e4m3fn).float().isnan().item())
+    if device == "cuda" and not torch.cuda.is_available():
+        device = "cpu"
+    nan = bool(torch.tensor([480.0], device=device).to(torch.float8_e4m3fn).float().isnan().item())
     return '480.0, float("nan")' if nan else 'float("nan"), float("nan")'
 
 
 @functools.cache
 def prelude(interpret: bool) -> str:
-    return COMMON + (INTERPRETER_MATH if interpret else GPU_MATH).replace("E4M3_OVERFLOW", e4m3_overflow())
+    math = INTERPRETER_MATH if interpret else GPU_MATH
+    return COMMON + math.replace("E4M3_OVERFLOW", e4m3_overflow("cpu" if interpret else "cuda"))
