@@ -263,9 +263,11 @@ class ProgramBuilder:
                         step_of_group.append(len(steps) - 1)
                         continue
                 steps.append(self._extern_step(k, self._updates_in_place(k, gi, readers)))
+                generated = getattr(k.op, "generated_source", "")   # an op run by a kernel of ours (flex attention)
                 kernels.append(KernelInfo(k.name, "fallback", tuple(sorted(g.nodes[0].origins)),
                                           (g.nodes[0].name,), reads=tuple(sorted(g.nodes[0].read_names)),
-                                          writes=g.nodes[0].outputs))
+                                          writes=g.nodes[0].outputs, source=generated,
+                                          fn_name=getattr(k.op, "kernel_name", "") if generated else ""))
             else:
                 stored = self._stored_by(gi, readers)
                 for w in sorted(stored, key=lambda w: self.graph.by_name[w].order):

@@ -103,6 +103,8 @@ class Report:
                 lines.append(f"    reads {', '.join(k.reads) or '-'} ({_mib(k.bytes_read)}); "
                              f"writes {', '.join(k.writes) or '-'} ({_mib(k.bytes_written)})")
             else:
+                if k.fn_name:
+                    lines.append(f"    runs generated kernel {k.fn_name}")
                 lines.append(f"    reads {', '.join(k.reads) or '-'}; writes {', '.join(k.writes) or '-'}")
         if self.rejected:
             lines.append(f"  rejected fusions ({len(set(self.rejected))}):")

@@ -15,7 +15,7 @@ FLOAT8 = [torch.float8_e4m3fn, torch.float8_e5m2]
 def special_values(device):
     """Every boundary the formats have: saturation and overflow edges, ties at both ends of the
     subnormals, infinities, NaN, signed zeros; then random values over 40 binades."""
-    edges = torch.tensor([0.0, -0.0, 448.0, 460.0, 463.99, 464.0, 470.0, 500.0, 1e6, float("inf"), -float("inf"),
+    edges = torch.tensor([0.0, -0.0, 232.0, 232.5, 239.9, 448.0, 460.0, 463.99, 464.0, 470.0, 500.0, 1e6, float("inf"), -float("inf"),
                           float("nan"), 1e-9, 2.0 ** -9, 2.0 ** -10, 3 * 2.0 ** -11, 2.0 ** -6, 57344.0, 60000.0,
                           61439.0, 61440.0, -61440.0, 1e-8, 2.0 ** -16, 2.0 ** -17, 3 * 2.0 ** -18, 2.0 ** -14])
     g = torch.Generator().manual_seed(0)
@@ -39,11 +39,11 @@ def test_conversions_round_and_saturate_as_torch(device, src, dst):
 
 @pytest.mark.parametrize("overflow", ["nan", "saturate"])
 def test_e4m3_overflow_follows_the_torch_installed(device, overflow, monkeypatch):
-    """torch's CUDA conversion up to 2.11 turns |x| >= 480 (infinities too) to e4m3fn's NaN, its CPU
-    one and later versions saturate at 448: kernels do what torch does on their device, read off
-    its conversion once."""
+    """torch's CUDA conversion up to 2.11 turns |x| > 464 (what rounds to 480, infinities too) to
+    e4m3fn's NaN, its CPU one and later versions saturate at 448: kernels do what torch does on
+    their device, read off its conversion once."""
     from autofuse.codegen import prelude as pre
-    monkeypatch.setattr(pre, "e4m3_overflow", lambda device: '480.0, float("nan")' if overflow == "nan"
+    monkeypatch.setattr(pre, "e4m3_overflow", lambda device: '464.000030517578125, float("nan")' if overflow == "nan"
                         else 'float("nan"), float("nan")')
     pre.prelude.cache_clear()
     try:
@@ -53,7 +53,7 @@ def test_e4m3_overflow_follows_the_torch_installed(device, overflow, monkeypatch
         y = x * 4
         eager = y.to(torch.float8_e4m3fn).float()
         saturated = torch.where(eager.isnan() & ~y.isnan(), 448.0 * y.sign(), eager)
-        expected = torch.where(y.abs() >= 480, float("nan"), saturated) if overflow == "nan" else saturated
+        expected = torch.where(y.abs() > 464, float("nan"), saturated) if overflow == "nan" else saturated
         same_values(compiled(x)[0], expected)
     finally:
         pre.prelude.cache_clear()

@@ -1,7 +1,8 @@
 """Higher-order ops (`torch.cond`, `while_loop`, flex attention, a user Triton kernel's call) inside a
-compiled graph: the op runs as ATen's, its bodies passed to it as they are, between generated
+compiled graph: the op runs as one step, its bodies passed to it as they are, between generated
 kernels for the rest of the graph; in a training step its backward does the same. Compared with
-eager on poisoned buffers."""
+eager on poisoned buffers. (Flex attention's forward step runs a kernel of ours where it can:
+tests/test_flex_attention.py.)"""
 import operator
 import warnings
 

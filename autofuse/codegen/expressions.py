@@ -115,6 +115,22 @@ def reduction_default(rtype: str, dtype: torch.dtype) -> str:
     return str(info.min if lo else info.max)
 
 
+def exact_inverse(divisor: tuple[float, float] | None) -> str | None:
+    """The literal 1 / c for a constant divisor c whose inverse is exact in f32 (a power of two, or
+    a zero: an infinity), else None. Multiplying by it is IEEE division; Triton's f32 `/` on the
+    GPU is an approximation within 2 ulp, for which x / 1 need not be x: a variance over one
+    element, (x - x / 1)^2 / 0, read +inf there where eager's 0 / 0 is NaN."""
+    if divisor is None or divisor[0] != divisor[1]:
+        return None
+    c = divisor[0]
+    if c == 0:
+        return 'float("-inf")' if math.copysign(1.0, c) < 0 else 'float("inf")'
+    mantissa, exponent = math.frexp(abs(c))
+    if mantissa != 0.5 or not -120 < exponent < 120:
+        return None
+    return repr(1.0 / c)
+
+
 class ExpressionMixin:
     """KernelWriter's ops-handler methods other than load, and node evaluation (reads the
     writer's state, set in KernelWriter.__init__)."""
@@ -202,6 +218,10 @@ class ExpressionMixin:
         if name == "tanh" and self.config.fast_tanh and src == torch.float32:
             return self.cse(fast_tanh(args[0].name), dtype)
         text = template(name, src).format(*[a.name for a in args], T=tl_dtype(dtype))
+        if name == "truediv" and is_float(src):
+            inverse = exact_inverse(self.value_ranges.get(args[1].name))
+            if inverse is not None:
+                text = f"{args[0].name} * {inverse}"
         tv = self.cse(text, dtype)
         r = op_range(name, [self.value_ranges.get(a.name) for a in args], dtype)
         if r is not None:

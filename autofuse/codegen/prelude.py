@@ -151,7 +151,7 @@ def _randn(seed, offset):
 def _f8_rounded(x, MANT: tl.constexpr, BIAS: tl.constexpr, MAXV: tl.constexpr, OVER_FROM: tl.constexpr,
                 OVER: tl.constexpr):
     # x rounded as torch converts it to a float8 (MANT mantissa bits, exponent bias BIAS): to nearest
-    # even, capped at MAXV, OVER from OVER_FROM on (e5m2: infinity from 61440; e4m3fn: NaN from 480
+    # even, capped at MAXV, OVER from OVER_FROM on (e5m2: infinity from 61440; e4m3fn: NaN past 464
     # or, where torch saturates, never: NaN), NaN kept; an f32 that the float8 holds exactly, so any
     # conversion of it after is exact
     x = x.to(tl.float32)
@@ -658,14 +658,15 @@ def _from_f8e5(x):
 @functools.cache
 def e4m3_overflow(device: str) -> str:
     """What torch's conversion on `device` makes of a value past e4m3fn's range, as _f8_rounded's
-    last two arguments: NaN from 480 on (infinities too) or saturation at 448. Read off torch itself:
-    it differs between versions and, in torch 2.11, between devices (its CUDA kernel gives NaN, its
-    CPU kernel saturates). Without a GPU, GPU code follows the CPU's."""
+    last two arguments: NaN past 464 (what rounds to 480, infinities too) or saturation at 448.
+    Read off torch itself: it differs between versions and, in torch 2.11, between devices (its
+    CUDA kernel gives NaN, its CPU kernel saturates). Without a GPU, GPU code follows the CPU's."""
     import torch
     if device == "cuda" and not torch.cuda.is_available():
         device = "cpu"
     nan = bool(torch.tensor([480.0], device=device).to(torch.float8_e4m3fn).float().isnan().item())
-    return '480.0, float("nan")' if nan else 'float("nan"), float("nan")'
+    # torch's NaN rule rounds first: past 464 (the tie, kept at 448) a value rounds to NaN's bits
+    return '464.000030517578125, float("nan")' if nan else 'float("nan"), float("nan")'
 
 
 @functools.cache

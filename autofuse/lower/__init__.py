@@ -1,5 +1,5 @@
 """Lowering: functional ATen FX graph -> IR (buffers, lazy pointwise bodies, reductions, fallbacks)."""
-from . import bucketize, convolution, creation, indexing, matmul, mutation, pointwise, pooling, random, reductions, scans, scatter, sort, views  # noqa: F401  (register lowerings)
+from . import bucketize, convolution, creation, flex_attention, indexing, matmul, mutation, pointwise, pooling, random, reductions, scans, scatter, sort, views  # noqa: F401  (register lowerings)
 from .graph import GraphLowering, LoweringError
 from .registry import LOWERINGS, Unsupported
 

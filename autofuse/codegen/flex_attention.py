@@ -1,0 +1,246 @@
+"""A fused kernel for flex attention's forward: its score_mod and mask_mod written into an online
+softmax over key blocks.
+
+Note: `flex_attention` is a higher-order op whose bodies (score_mod over a score and its
+b, h, q_idx, kv_idx; mask_mod over the four indices) are small ATen graphs of 0-d values. Each body
+op becomes one Triton expression over a [BLOCK_M, BLOCK_N] tile of scores (q_idx a column, kv_idx
+a row, b and h the program's scalars), so the scores never reach memory: the kernel is the
+flash-attention loop (running max, rescaled sums, P @ V accumulated in f32), as Inductor's flex
+template is. A captured tensor the body indexes (`slopes[h]`, a bias table by q_idx and kv_idx) is
+loaded with its indices clamped to its sizes, so a tile's padded lanes read memory that exists;
+those lanes are masked out of the softmax. Every key block is visited and the mask applied in the
+kernel: the block mask's sparsity is not used, so a causal block mask costs the dense loop. A body
+op outside `BODY_OPS` raises `Unsupported` and the op runs as ATen's (unfused) implementation.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.fx
+
+from ..lower.registry import Unsupported
+from .expressions import convert
+from .printer import TL_DTYPES
+
+aten = torch.ops.aten
+
+_BINARY = {
+    "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "div": "({0} / {1})",
+    "maximum": "tl.maximum({0}, {1})", "minimum": "tl.minimum({0}, {1})",
+    "ge": "({0} >= {1})", "gt": "({0} > {1})", "le": "({0} <= {1})", "lt": "({0} < {1})",
+    "eq": "({0} == {1})", "ne": "({0} != {1})",
+    "logical_and": "({0} & {1})", "logical_or": "({0} | {1})", "bitwise_and": "({0} & {1})",
+    "bitwise_or": "({0} | {1})", "bitwise_xor": "({0} ^ {1})",
+    "remainder": "_flex_remainder({0}, {1})", "floor_divide": "_flex_floordiv({0}, {1})",
+}
+_UNARY = {
+    "neg": "(-{0})", "abs": "tl.abs({0})", "exp": "tl.exp({0})", "log": "tl.log({0})",
+    "sqrt": "tl.sqrt({0})", "rsqrt": "(1.0 / tl.sqrt({0}))", "sin": "tl.sin({0})", "cos": "tl.cos({0})",
+    "tanh": "(2.0 / (1.0 + tl.exp(-2.0 * {0})) - 1.0)", "sigmoid": "(1.0 / (1.0 + tl.exp(-{0})))",
+    "logical_not": "({0} == 0)", "bitwise_not": "(~{0})",
+}
+_COMPARISONS = ("ge", "gt", "le", "lt", "eq", "ne")
+_CASTS = (aten._to_copy.default, torch.ops.prims.convert_element_type.default)
+
+
+def _literal(v: Any) -> str:
+    if isinstance(v, bool):
+        return "True" if v else "False"
+    if isinstance(v, float):
+        return f'float("{v}")' if not math.isfinite(v) else repr(v)
+    if isinstance(v, int):
+        return str(v)
+    raise Unsupported(f"flex attention body constant {v!r}")
+
+
+def _compute_dtype(dtype: torch.dtype) -> str:
+    """Half values compute in f32 inside the kernel, as every generated kernel's do."""
+    if dtype.is_floating_point:
+        return "tl.float64" if dtype == torch.float64 else "tl.float32"
+    return TL_DTYPES[dtype]
+
+
+class BodyWriter:
+    """Triton lines for one body graph: `inputs` maps its leading placeholders to expressions,
+    `buffers` its captured tensors to (pointer name, sizes, strides)."""
+
+    def __init__(self, prefix: str, inputs: list[str], buffers: list[tuple[str, tuple, tuple]]) -> None:
+        self.prefix, self.inputs, self.buffers = prefix, inputs, buffers
+        self.lines: list[str] = []
+        self.names: dict[torch.fx.Node, str] = {}
+
+    def write(self, gm: torch.fx.GraphModule) -> str:
+        """The body's lines appended to self.lines; returns the name of its result."""
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        if len(placeholders) != len(self.inputs) + len(self.buffers):
+            raise Unsupported("flex attention body inputs")
+        for k, n in enumerate(placeholders):
+            self.names[n] = self.inputs[k] if k < len(self.inputs) else f"@{k - len(self.inputs)}"
+        result = None
+        for n in gm.graph.nodes:
+            if n.op == "call_function":
+                self.names[n] = self._op(n)
+            elif n.op == "output":
+                out = n.args[0]
+                out = out[0] if isinstance(out, (tuple, list)) else out
+                result = self.names[out]
+            elif n.op != "placeholder":
+                raise Unsupported(f"flex attention body node {n.op}")
+        if result is None or result.startswith("@"):
+            raise Unsupported("flex attention body result")
+        return result
+
+    def _arg(self, a: Any, dtype: str | None = None) -> str:
+        if isinstance(a, torch.fx.Node):
+            text = self.names[a]
+            if text.startswith("@"):
+                raise Unsupported("a captured tensor used other than by indexing")
+        else:
+            text = _literal(a)
+        return f"({text}).to({dtype})" if dtype and isinstance(a, torch.fx.Node) else text
+
+    def _emit(self, node: torch.fx.Node, text: str) -> str:
+        name = f"{self.prefix}{len(self.lines)}"
+        self.lines.append(f"{name} = {text}")
+        return name
+
+    def _op(self, n: torch.fx.Node) -> str:
+        val = n.meta.get("val")
+        if not isinstance(val, torch.Tensor) or val.dim() != 0:
+            raise Unsupported("flex attention body value")
+        out_t = _compute_dtype(val.dtype)
+        target = n.target
+        name = getattr(getattr(target, "overloadpacket", None), "__name__", "")
+        if target in _CASTS:
+            return self._emit(n, self._arg(n.args[0], out_t))
+        if target is aten.scalar_tensor.default or target is aten.full.default and list(n.args[0]) == []:
+            value = n.args[0] if target is aten.scalar_tensor.default else n.args[1]
+            return self._emit(n, f"tl.full([1, 1], {_literal(value)}, {out_t})")
+        if target is aten.index.Tensor:
+            return self._index(n, out_t)
+        if target is aten.where.self:
+            cond = self._arg(n.args[0])
+            return self._emit(n, f"tl.where({cond}, {self._arg(n.args[1], out_t)}, {self._arg(n.args[2], out_t)})")
+        if name in _BINARY and len(n.args) == 2 and all(k == "alpha" and v == 1 for k, v in n.kwargs.items()):
+            # operands promoted to the result's dtype; a comparison's to their common dtype
+            if name in _COMPARISONS:
+                types = [a.meta["val"].dtype for a in n.args if isinstance(a, torch.fx.Node)]
+                common = types[0] if len(types) == 1 else torch.promote_types(*types)
+                a, b = (self._arg(x, _compute_dtype(common)) for x in n.args)
+            elif name.startswith("logical"):
+                a, b = (f"({self._arg(x)} != 0)" for x in n.args)
+            elif name.startswith("bitwise"):
+                a, b = (self._arg(x) for x in n.args)
+            else:
+                a, b = (self._arg(x, out_t) for x in n.args)
+            if name == "div" and not val.dtype.is_floating_point:
+                raise Unsupported("integer division in a flex attention body")
+            return self._emit(n, _BINARY[name].format(a, b))
+        if name in _UNARY and len(n.args) == 1:
+            cast = out_t if val.dtype.is_floating_point else None
+            return self._emit(n, _UNARY[name].format(self._arg(n.args[0], cast)))
+        raise Unsupported(f"{target} in a flex attention body")
+
+    def _index(self, n: torch.fx.Node, out_t: str) -> str:
+        src, indices = n.args
+        ref = self.names.get(src, "") if isinstance(src, torch.fx.Node) else ""
+        if not ref.startswith("@"):
+            raise Unsupported("flex attention body indexes a computed value")
+        ptr, sizes, strides = self.buffers[int(ref[1:])]
+        if len(indices) != len(sizes) or any(i is None for i in indices):
+            raise Unsupported("flex attention body: partial indexing of a captured tensor")
+        offset = " + ".join(
+            f"tl.minimum(tl.maximum(({self._arg(i)}).to(tl.int64), 0), {size - 1}) * {stride}"
+            for i, size, stride in zip(indices, sizes, strides)) or "0"
+        return self._emit(n, f"tl.load({ptr} + {offset}).to({out_t})")
+
+
+KERNEL = '''
+
+@triton.jit
+def _flex_remainder(a, b):
+    r = a % b
+    return tl.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
+
+
+@triton.jit
+def _flex_floordiv(a, b):
+    q = a // b
+    return tl.where(((a % b) != 0) & ((a < 0) != (b < 0)), q - 1, q)
+
+
+@triton.jit
+def {name}(Q, K, V, OUT, LSE, MAXS, {buffer_args}
+           sqb, sqh, sqm, sqd, skb, skh, skn, skd, svb, svh, svn, svd, sob, soh, som, sod,
+           H, M, N, GROUP, KV_BATCH, scale,
+           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr, DV: tl.constexpr):
+    pid_m = tl.program_id(0)
+    bh = tl.program_id(1)
+    b = bh // H
+    h = bh % H
+    hk = h // GROUP
+    bk = b * KV_BATCH
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, D)
+    offs_dv = tl.arange(0, DV)
+    m_ok = offs_m < M
+    q = tl.load(Q + b * sqb + h * sqh + offs_m[:, None] * sqm + offs_d[None, :] * sqd, mask=m_ok[:, None],
+                other=0.0){operand_cast}
+    q_idx = offs_m[:, None]
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.full([BLOCK_M], 0.0, tl.float32)
+    acc = tl.full([BLOCK_M, DV], 0.0, tl.float32)
+    for start in range(0, N, BLOCK_N):
+        offs_n = start + tl.arange(0, BLOCK_N)
+        n_ok = offs_n < N
+        kt = tl.load(K + bk * skb + hk * skh + offs_n[None, :] * skn + offs_d[:, None] * skd, mask=n_ok[None, :],
+                     other=0.0){operand_cast}
+        score = tl.dot(q, kt{precision}) * scale
+        kv_idx = offs_n[None, :]
+{body}
+        s = tl.where(keep & n_ok[None, :] & m_ok[:, None], s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.reduce(s, 1, _max_combine))
+        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+        p = tl.exp(s - m_use[:, None])
+        alpha = tl.exp(m_i - m_use)
+        l_i = l_i * alpha + tl.reduce(p, 1, _fast_sum)
+        v = tl.load(V + bk * svb + hk * svh + offs_n[:, None] * svn + offs_dv[None, :] * svd, mask=n_ok[:, None],
+                    other=0.0){operand_cast}
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v{precision})
+        m_i = m_new
+    empty = l_i == 0.0
+    out = acc / tl.where(empty, 1.0, l_i)[:, None]
+    tl.store(OUT + b * sob + h * soh + offs_m[:, None] * som + offs_dv[None, :] * sod, {stored},
+             mask=m_ok[:, None])
+    # logsumexp and the row maximum in base 2, as the op returns them
+    lse = tl.where(empty, float("-inf"), m_i + tl.log(tl.where(empty, 1.0, l_i))) * {inv_ln2}
+    tl.store(LSE + bh * M + offs_m, lse, mask=m_ok)
+    tl.store(MAXS + bh * M + offs_m, m_i * {inv_ln2}, mask=m_ok)
+'''
+
+
+def kernel_source(name: str, prelude: str, score_mod: torch.fx.GraphModule, mask_mod: torch.fx.GraphModule | None,
+                  score_buffers: list[tuple[tuple, tuple]], mask_buffers: list[tuple[tuple, tuple]],
+                  precision: str | None, dtype: torch.dtype, interpret: bool) -> str:
+    """The module text of kernel `name`; buffers as (sizes, strides) in their body's order. Under
+    the interpreter the operands are multiplied in f32 (it has no 16-bit dot)."""
+    sb = [(f"SB{k}", s, st) for k, (s, st) in enumerate(score_buffers)]
+    mb = [(f"MB{k}", s, st) for k, (s, st) in enumerate(mask_buffers)]
+    w = BodyWriter("sm", ["score", "b", "h", "q_idx", "kv_idx"], sb)
+    s_name = w.write(score_mod)
+    lines = w.lines + [f"s = ({s_name}).to(tl.float32) + tl.full([BLOCK_M, BLOCK_N], 0.0, tl.float32)"]
+    if mask_mod is not None:
+        mw = BodyWriter("mm", ["b", "h", "q_idx", "kv_idx"], mb)
+        k_name = mw.write(mask_mod)
+        lines += mw.lines + [f"keep = ({k_name}) != 0"]
+    else:
+        lines.append("keep = q_idx >= 0")
+    body = "\n".join("        " + line for line in lines)
+    buffer_args = "".join(f"{p}, " for p, _, _ in sb + mb)
+    return prelude + KERNEL.format(name=name, buffer_args=buffer_args, body=body,
+                                   precision=f', input_precision="{precision}"' if precision else "",
+                                   operand_cast=".to(tl.float32)" if interpret else "",
+                                   stored=convert("out", dtype),
+                                   inv_ln2=repr(1.0 / math.log(2.0)))

@@ -1,0 +1,104 @@
+"""flex attention's forward as one generated kernel, called where the op's extern step calls it.
+
+Note: the object takes the op's own arguments (query, key, value, the bodies, the block mask, the
+scale, the kernel options, the captured tensors), so the program calls it as it would call the op.
+Its outputs are allocated in the layouts the op's fake rule gave at lowering: the attention output
+in the query's dim order, the base-2 logsumexp and row maximum row-major, as many outputs as the
+installed torch's op returns.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensor
+
+from ..codegen.flex_attention import kernel_source
+from ..codegen.prelude import prelude
+from .loader import load_kernel, warn_interpreter_once
+
+KERNEL_NAME = "triton_flex_attention_fwd"
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Tile sizes and launch settings: Inductor's flex forward defaults on the GPU (128 x 64 tiles,
+    4 warps, 3 stages for head dims up to 64; 8 warps for 128; narrower key steps in f32 and for 256)."""
+
+    block_m: int
+    block_n: int
+    num_warps: int
+    num_stages: int
+
+    @staticmethod
+    def pick(head_dim: int, dtype: torch.dtype, interpret: bool) -> "Launch":
+        if interpret:
+            return Launch(32, 32, 4, 1)
+        wide = dtype == torch.float32 or head_dim > 128
+        return Launch(128 if head_dim <= 128 else 64, 32 if wide else 64, 4 if head_dim <= 64 else 8,
+                      3 if head_dim <= 128 else 2)
+
+
+class FlexForward:
+    """Callable in the op's place: (query, key, value, score_mod, block_mask, scale, kernel_options,
+    score_mod_other_buffers, mask_mod_other_buffers) -> the op's outputs."""
+
+    def __init__(self, score_mod: torch.fx.GraphModule, mask_mod: torch.fx.GraphModule | None,
+                 query: torch.Tensor, value: torch.Tensor, outputs: Sequence[torch.Tensor],
+                 score_buffers: Sequence[torch.Tensor], mask_buffers: Sequence[torch.Tensor]) -> None:
+        self.interpret = query.device.type == "cpu"
+        precision = None
+        if query.dtype == torch.float32 and not self.interpret:
+            precision = "tf32" if torch.backends.cuda.matmul.allow_tf32 else "ieee"
+        self.buffer_layouts = [(tuple(b.shape), tuple(b.stride())) for b in (*score_buffers, *mask_buffers)]
+        layouts = [(tuple(b.shape), tuple(b.stride())) for b in score_buffers], \
+            [(tuple(b.shape), tuple(b.stride())) for b in mask_buffers]
+        self.source = kernel_source(KERNEL_NAME, prelude(self.interpret), score_mod, mask_mod, *layouts, precision,
+                                    query.dtype, self.interpret)
+        self.outputs = [(tuple(o.shape), tuple(o.stride()), o.dtype) for o in outputs]
+        self.launch = Launch.pick(query.shape[-1], query.dtype, self.interpret)
+        self.head_dims = (query.shape[-1], value.shape[-1])
+        self._kernel: Any = None
+
+    kernel_name = KERNEL_NAME
+
+    @property
+    def generated_source(self) -> str:
+        """What explain and the tests see of the step: the kernel's module text."""
+        return self.source
+
+    def __repr__(self) -> str:   # the wrapper's comments and logs name the step by it
+        return "flex_attention_fused"
+
+    def _buffer(self, t: torch.Tensor, layout: tuple[tuple, tuple]) -> torch.Tensor:
+        """A captured tensor in the layout its loads were written for (its strides are constants)."""
+        if tuple(t.stride()) == layout[1]:
+            return t
+        out = torch.empty_strided(layout[0], layout[1], dtype=t.dtype, device=t.device)
+        return out.copy_(t)
+
+    def __call__(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, score_mod: Any, block_mask: Any,
+                 scale: float, kernel_options: Any, score_mod_other_buffers: Sequence[torch.Tensor] = (),
+                 mask_mod_other_buffers: Sequence[torch.Tensor] = ()) -> tuple[torch.Tensor, ...]:
+        outs = tuple(torch.empty_strided(s, st, dtype=dt, device=query.device) for s, st, dt in self.outputs)
+        if isinstance(query, FakeTensor):
+            return outs
+        if self._kernel is None:
+            if self.interpret:
+                warn_interpreter_once()
+            self._kernel = load_kernel(KERNEL_NAME, self.source, self.interpret)
+        out, lse = outs[0], outs[1]
+        maxs = outs[2] if len(outs) > 2 else torch.empty_like(lse)
+        buffers = [self._buffer(t, lay) for t, lay in zip((*score_mod_other_buffers, *mask_mod_other_buffers),
+                                                           self.buffer_layouts)]
+        b, h, m, _ = query.shape
+        n = key.shape[2]
+        lc = self.launch
+        grid = (math.ceil(m / lc.block_m), b * h)
+        self._kernel[grid](query, key, value, out, lse, maxs, *buffers, *query.stride(), *key.stride(),
+                           *value.stride(), *out.stride(), h, m, n, h // key.shape[1], int(key.shape[0] == b),
+                           float(scale), BLOCK_M=lc.block_m, BLOCK_N=lc.block_n, D=self.head_dims[0],
+                           DV=self.head_dims[1], num_warps=lc.num_warps, num_stages=lc.num_stages)
+        return outs

@@ -1,0 +1,127 @@
+"""flex attention's forward as one generated kernel: its score_mod and mask_mod inside an online
+softmax over key blocks (codegen/flex_attention.py), compared with eager's flex attention on
+poisoned buffers; lengths that are not multiples of the tiles, grouped heads, a transposed query,
+captured tensors indexed by head and by position, the logsumexp it returns. What the kernel does
+not take (head dims that are not powers of two of at least 16) runs as ATen's op, still correct."""
+import warnings
+
+import pytest
+import torch
+from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+import autofuse
+from autofuse.api import Recorder
+from tests.helpers import assert_close, rand
+
+TOL = {torch.float32: dict(atol=2e-5, rtol=1e-4), torch.bfloat16: dict(atol=3e-2, rtol=3e-2)}
+
+
+def fused(kernels):
+    """For each flex attention step of the program: does it run the generated kernel?"""
+    steps = [k for k in kernels if "flex_attention" in k.aten_ops]
+    return [k.fn_name == "triton_flex_attention_fwd" for k in steps]
+
+
+def check(fn, args, dtype):
+    """fn compiled through Dynamo (as users compile it; the captured tensors a score_mod indexes
+    need Dynamo's capture), strict, on poisoned buffers, compared with eager; its kernels."""
+    rec = Recorder()
+    compiled = autofuse.compile(fn, strict=True, use_db=False, poison=True, recorder=rec)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")    # eager flex attention warns that it is not fused
+        expected = fn(*args)
+        actual = compiled(*args)
+    assert_close(actual, expected, **TOL[dtype])
+    return [k for _, _, artifacts in rec.graphs for k in artifacts.kernels]
+
+
+def qkv(device, dtype, heads=(3, 3), m=45, n=37, d=16, dv=32):
+    return (rand((2, heads[0], m, d), dtype, device), rand((2, heads[1], n, d), dtype, device),
+            rand((2, heads[1], n, dv), dtype, device))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_score_function_with_a_captured_tensor_per_head(device, dtype):
+    """ALiBi: a slope per head times the distance, causal by -inf; lengths not multiples of the tiles."""
+    q, k, v = qkv(device, dtype)
+    slopes = rand((3,), device=device)
+
+    def alibi(s, b, h, qi, ki):
+        return torch.where(qi >= ki, s + slopes[h] * (ki - qi), float("-inf"))
+
+    def fn(q, k, v):
+        return flex_attention(q, k, v, score_mod=alibi) * 2
+    assert fused(check(fn, [q, k, v], dtype)) == [True]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_bias_table_by_position_and_soft_capping(device, dtype):
+    q, k, v = qkv(device, dtype)
+    bias = rand((45, 37), device=device)
+    table = lambda s, b, h, qi, ki: s + bias[qi, ki]  # noqa: E731
+    capped = lambda s, b, h, qi, ki: torch.tanh(s / 20) * 20  # noqa: E731
+
+    def fn(q, k, v):
+        return flex_attention(q, k, v, score_mod=table) + flex_attention(q, k, v, score_mod=capped)
+    assert fused(check(fn, [q, k, v], dtype)) == [True, True]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_block_mask_with_a_sliding_window(device, dtype):
+    q, k, v = qkv(device, dtype, m=40, n=40)
+    mask = create_block_mask(lambda b, h, qi, ki: (qi >= ki) & (qi - ki < 9), None, None, 40, 40, device=device)
+    assert fused(check(lambda q, k, v: flex_attention(q, k, v, block_mask=mask), [q, k, v], dtype)) == [True]
+
+
+def test_grouped_heads_and_a_transposed_query(device):
+    q, k, v = qkv(device, torch.float32, heads=(4, 2))
+    qt = q.transpose(1, 2).contiguous().transpose(1, 2)   # [B, M, H, D] memory, [B, H, M, D] view
+    fn = lambda q, k, v: flex_attention(q, k, v, enable_gqa=True) + 1  # noqa: E731
+    assert fused(check(fn, [qt, k, v], torch.float32)) == [True]
+
+
+def test_logsumexp_returned(device):
+    q, k, v = qkv(device, torch.float32)
+    half = lambda s, b, h, qi, ki: s * 0.5  # noqa: E731
+
+    def fn(q, k, v):
+        out, lse = flex_attention(q, k, v, score_mod=half, return_lse=True)
+        return out, lse * 2
+    assert fused(check(fn, [q, k, v], torch.float32)) == [True]
+
+
+def test_fully_masked_rows_give_zeros(device):
+    """Rows whose every key is masked out: output 0 and logsumexp -inf, as eager's."""
+    q, k, v = qkv(device, torch.float32, m=40, n=40)
+    mask = create_block_mask(lambda b, h, qi, ki: qi >= 8, None, None, 40, 40, device=device)
+
+    def fn(q, k, v):
+        out, lse = flex_attention(q, k, v, block_mask=mask, return_lse=True)
+        return out, lse
+    assert fused(check(fn, [q, k, v], torch.float32)) == [True]
+
+
+def test_head_dim_the_kernel_does_not_take_runs_as_aten(device):
+    q, k, v = qkv(device, torch.float32, d=8, dv=8)
+    compiled = check(lambda q, k, v: flex_attention(q, k, v) - 1, [q, k, v], torch.float32)
+    assert fused(compiled) == [False]
+
+
+def test_training_step(device):
+    """The forward runs the kernel, the backward ATen's op on the logsumexp the kernel returned."""
+    if device == "cpu":
+        pytest.skip("eager flex attention has no backward on the CPU")
+    q, k, v = (t.requires_grad_() for t in qkv(device, torch.float32))
+    slopes = rand((3,), device=device)
+    alibi = lambda s, b, h, qi, ki: s + slopes[h] * (ki - qi)  # noqa: E731
+
+    def fn(q, k, v):
+        return flex_attention(q, k, v, score_mod=alibi).sum()
+    fn(q, k, v).backward()
+    expected = [t.grad.clone() for t in (q, k, v)]
+    for t in (q, k, v):
+        t.grad = None
+    compiled = autofuse.compile(fn, strict=True, use_db=False)
+    compiled(q, k, v).backward()
+    for got, want in zip((q.grad, k.grad, v.grad), expected):
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-3)
