@@ -69,3 +69,17 @@ def test_legal_options_tell_f32_and_bf16_groups_apart():
     assert ("fast_tanh", True) in bf16 and not any(name == "fast_tanh" for name, _ in f32)
     assert not any(name in ("split", "online") for name, _ in bf16 | f32)   # a pointwise kernel
     assert bf16 - f32 == {("fast_tanh", False), ("fast_tanh", True)}
+
+
+def test_division_by_a_constant_power_of_two_or_zero_multiplies_by_its_exact_inverse(device):
+    """Triton's f32 `/` is approximate on the GPU (x / 1 need not be x): a variance over one element,
+    (x - x / 1)^2 / 0, read +inf there, not eager's NaN. Division by 2^k or by 0 is multiplication
+    by 2^-k or by inf, which is IEEE division; other constants keep the division."""
+    x = rand((19, 1), device=device)
+    fn = lambda x: (x.var(-1, correction=1, keepdim=True), x / 4, x / 3, -x / -0.0)  # noqa: E731
+    compiled = compile_traced(fn, [x], CompileOptions(strict=True, use_db=False, poison=True))
+    for got, want in zip(compiled(x), fn(x)):
+        assert_close(got, want)
+    body = [line for k in kernels_of(compiled) for line in k.source.splitlines() if line.strip().startswith("tmp")]
+    assert any('* float("-inf")' in line for line in body) and any("* 0.25" in line for line in body)
+    assert sum(" / " in line for line in body) == 1   # x / 3
