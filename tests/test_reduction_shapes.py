@@ -467,3 +467,18 @@ def test_training_through_reductions_of_an_empty_tensor():
         return v.amax(1, keepdim=True) + torch.arange(1, device=a.device), torch.exp(v - v.amax(1, keepdim=True))
 
     compare_training(program, [rand((36, 23))], Recorder())
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_variance_over_one_element_is_written_out(dtype):
+    """var / std with correction 1 over one element: eager's m2 / 0 (NaN, or inf past a positive
+    m2) is written as a select, not left to (x - x)^2 / 0 surviving the GPU compile (on an H100 it
+    read +inf). The argmax over the NaN column is its first element."""
+    x = rand((19, 1), dtype)
+    x[3] = float("nan")
+    fn = lambda x: (x.var(-1, keepdim=True), x.std(-1), (x - x.var(-1, keepdim=True)).argmax(0))  # noqa: E731
+    compiled = compile_traced(fn, [x], CompileOptions(strict=True, use_db=False, poison=True))
+    for got, want in zip(compiled(x), fn(x)):
+        assert_close(got, want)
+    body = [line for k in kernels_of(compiled) for line in k.source.splitlines() if line.strip().startswith("tmp")]
+    assert not any(" / " in line or '* float("inf")' in line for line in body)
