@@ -471,9 +471,9 @@ def test_training_through_reductions_of_an_empty_tensor():
 
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_variance_over_one_element_is_written_out(dtype):
-    """var / std with correction 1 over one element: eager's m2 / 0 (NaN, or inf past a positive
-    m2) is written as a select, not left to (x - x)^2 / 0 surviving the GPU compile (on an H100 it
-    read +inf). The argmax over the NaN column is its first element."""
+    """var / std with correction 1 over one element: NaN, written so, not computed as (x - x)^2 / 0
+    (on an H100 the compile contracted x * r - (x * r) * 1 into an FMA, the variance read +inf).
+    The argmax over the NaN column is its first element."""
     x = rand((19, 1), dtype)
     x[3] = float("nan")
     fn = lambda x: (x.var(-1, keepdim=True), x.std(-1), (x - x.var(-1, keepdim=True)).argmax(0))  # noqa: E731

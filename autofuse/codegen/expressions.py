@@ -117,9 +117,9 @@ def reduction_default(rtype: str, dtype: torch.dtype) -> str:
 
 def exact_inverse(divisor: tuple[float, float] | None) -> str | None:
     """The literal 1 / c for a constant divisor c whose inverse is exact in f32 (a power of two, or
-    a zero: an infinity), else None. Multiplying by it is IEEE division; Triton's f32 `/` on the
-    GPU is an approximation within 2 ulp, for which x / 1 need not be x: a variance over one
-    element, (x - x / 1)^2 / 0, read +inf there where eager's 0 / 0 is NaN."""
+    a zero: an infinity), else None. Multiplying by it is IEEE division, as eager's is; Triton's f32
+    `/` on the GPU is an approximation within 2 ulp (a mean over 4 elements, sum / 4, need not be
+    eager's), and a multiplication costs less."""
     if divisor is None or divisor[0] != divisor[1]:
         return None
     c = divisor[0]

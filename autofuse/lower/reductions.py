@@ -622,15 +622,18 @@ def _var(g, x, dims, correction, keepdim, out):
 
     sq = Pointwise(x.device, acc, tuple(x.size), dev2, origins_of(x))
     ssq = reduce(g, sq, d, keepdim, "sum", acc, map_fn=lambda ops, v: v)
-    var = make_pointwise(g, [ssq], lambda ops, a: _over_count(ops, a, denom, acc), acc, out=out)
+    var = make_pointwise(g, [ssq], lambda ops, a: _over_count(ops, a, denom, acc, n), acc, out=out)
     return var, mean, acc
 
 
-def _over_count(ops: Any, m2: Any, denom: float, acc: torch.dtype) -> Any:
-    """m2 / denom, the sum of squared deviations over the corrected count. A count of 0 (one element,
-    correction 1) is eager's m2 / 0 written out: inf where m2 > 0, else NaN. As a division the
-    kernel's value rests on m2 = (x - x)^2 and 0 / 0 surviving the GPU compile, and on an H100 a
+def _over_count(ops: Any, m2: Any, denom: float, acc: torch.dtype, n: int) -> Any:
+    """m2 / denom, the sum of squared deviations over the corrected count. A count of 0 is eager's
+    m2 / 0 written out: NaN for one element, else inf where m2 > 0 and NaN where it is 0. As a
+    division the value rests on m2 being exactly 0, and the GPU compile contracts the deviation
+    x * r - (x * r) * 1 into an FMA whose result is the product's rounding error: on an H100 a
     one-element variance read +inf where eager reads NaN."""
+    if denom == 0 and n == 1:
+        return ops.constant(float("nan"), acc)   # (x - x)^2 / 0, whatever x
     if denom == 0:
         return ops.where(ops.gt(m2, ops.constant(0.0, acc)), ops.constant(float("inf"), acc),
                          ops.constant(float("nan"), acc))
@@ -677,7 +680,7 @@ def _var_shifted(g, x, d, n, denom, keepdim, out, acc):
         a = l1(ops, idx)
         m2 = ops.sub(l2(ops, idx), ops.mul(a, ops.truediv(a, ops.constant(float(n), acc))))
         m2 = ops.where(ops.lt(m2, ops.constant(0.0, acc)), ops.constant(0.0, acc), m2)  # rounding below 0
-        return _over_count(ops, m2, denom, acc)
+        return _over_count(ops, m2, denom, acc, n)
 
     mean = Pointwise(x.device, acc, keep, mean_fn, origins_of(x))
     var_keep = Pointwise(x.device, acc, keep, var_fn, origins_of(x))
