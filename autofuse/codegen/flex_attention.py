@@ -10,7 +10,7 @@ template is. A captured tensor the body indexes (`slopes[h]`, a bias table by q_
 loaded with its indices clamped to its sizes, so a tile's padded lanes read memory that exists;
 those lanes are masked out of the softmax. Every key block is visited and the mask applied in the
 kernel: the block mask's sparsity is not used, so a causal block mask costs the dense loop. A body
-op outside `BODY_OPS` raises `Unsupported` and the op runs as ATen's (unfused) implementation.
+op it cannot write raises `BodyUnsupported` and the op runs as ATen's (unfused) implementation.
 """
 from __future__ import annotations
 
@@ -20,11 +20,14 @@ from typing import Any
 import torch
 import torch.fx
 
-from ..lower.registry import Unsupported
 from .expressions import convert
 from .printer import TL_DTYPES
 
 aten = torch.ops.aten
+
+
+class BodyUnsupported(Exception):
+    """A body op or value the kernel cannot write; the lowering then keeps ATen's op."""
 
 _BINARY = {
     "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "div": "({0} / {1})",
@@ -52,7 +55,7 @@ def _literal(v: Any) -> str:
         return f'float("{v}")' if not math.isfinite(v) else repr(v)
     if isinstance(v, int):
         return str(v)
-    raise Unsupported(f"flex attention body constant {v!r}")
+    raise BodyUnsupported(f"flex attention body constant {v!r}")
 
 
 def _compute_dtype(dtype: torch.dtype) -> str:
@@ -75,7 +78,7 @@ class BodyWriter:
         """The body's lines appended to self.lines; returns the name of its result."""
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         if len(placeholders) != len(self.inputs) + len(self.buffers):
-            raise Unsupported("flex attention body inputs")
+            raise BodyUnsupported("flex attention body inputs")
         for k, n in enumerate(placeholders):
             self.names[n] = self.inputs[k] if k < len(self.inputs) else f"@{k - len(self.inputs)}"
         result = None
@@ -87,16 +90,16 @@ class BodyWriter:
                 out = out[0] if isinstance(out, (tuple, list)) else out
                 result = self.names[out]
             elif n.op != "placeholder":
-                raise Unsupported(f"flex attention body node {n.op}")
+                raise BodyUnsupported(f"flex attention body node {n.op}")
         if result is None or result.startswith("@"):
-            raise Unsupported("flex attention body result")
+            raise BodyUnsupported("flex attention body result")
         return result
 
     def _arg(self, a: Any, dtype: str | None = None) -> str:
         if isinstance(a, torch.fx.Node):
             text = self.names[a]
             if text.startswith("@"):
-                raise Unsupported("a captured tensor used other than by indexing")
+                raise BodyUnsupported("a captured tensor used other than by indexing")
         else:
             text = _literal(a)
         return f"({text}).to({dtype})" if dtype and isinstance(a, torch.fx.Node) else text
@@ -109,7 +112,7 @@ class BodyWriter:
     def _op(self, n: torch.fx.Node) -> str:
         val = n.meta.get("val")
         if not isinstance(val, torch.Tensor) or val.dim() != 0:
-            raise Unsupported("flex attention body value")
+            raise BodyUnsupported("flex attention body value")
         out_t = _compute_dtype(val.dtype)
         target = n.target
         name = getattr(getattr(target, "overloadpacket", None), "__name__", "")
@@ -136,21 +139,21 @@ class BodyWriter:
             else:
                 a, b = (self._arg(x, out_t) for x in n.args)
             if name == "div" and not val.dtype.is_floating_point:
-                raise Unsupported("integer division in a flex attention body")
+                raise BodyUnsupported("integer division in a flex attention body")
             return self._emit(n, _BINARY[name].format(a, b))
         if name in _UNARY and len(n.args) == 1:
             cast = out_t if val.dtype.is_floating_point else None
             return self._emit(n, _UNARY[name].format(self._arg(n.args[0], cast)))
-        raise Unsupported(f"{target} in a flex attention body")
+        raise BodyUnsupported(f"{target} in a flex attention body")
 
     def _index(self, n: torch.fx.Node, out_t: str) -> str:
         src, indices = n.args
         ref = self.names.get(src, "") if isinstance(src, torch.fx.Node) else ""
         if not ref.startswith("@"):
-            raise Unsupported("flex attention body indexes a computed value")
+            raise BodyUnsupported("flex attention body indexes a computed value")
         ptr, sizes, strides = self.buffers[int(ref[1:])]
         if len(indices) != len(sizes) or any(i is None for i in indices):
-            raise Unsupported("flex attention body: partial indexing of a captured tensor")
+            raise BodyUnsupported("flex attention body: partial indexing of a captured tensor")
         offset = " + ".join(
             f"tl.minimum(tl.maximum(({self._arg(i)}).to(tl.int64), 0), {size - 1}) * {stride}"
             for i, size, stride in zip(indices, sizes, strides)) or "0"

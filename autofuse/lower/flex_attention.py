@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from ..codegen.flex_attention import BodyUnsupported
 from ..runtime.flex_attention import FlexForward
 from .registry import Unsupported, register
 
@@ -50,7 +51,10 @@ def _flex_attention(g: Any, query: Any, key: Any, value: Any, score_mod: Any, bl
     fmb = tuple(fargs[8]) if len(fargs) > 8 else ()
     if not all(isinstance(t, torch.Tensor) for t in (*fsb, *fmb)):
         raise Unsupported("flex attention captured values")
-    fwd = FlexForward(score_mod, mask_mod, fq, fv, g.out, fsb, fmb)
+    try:
+        fwd = FlexForward(score_mod, mask_mod, fq, fv, g.out, fsb, fmb)
+    except BodyUnsupported as e:
+        raise Unsupported(str(e)) from e
     args = (query, key, value, score_mod, block_mask, scale, kernel_options,
             tuple(score_mod_other_buffers), tuple(mask_mod_other_buffers))
     return g.fallback(fwd, args, {}, g.out)
