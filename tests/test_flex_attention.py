@@ -125,3 +125,11 @@ def test_training_step(device):
     compiled(q, k, v).backward()
     for got, want in zip((q.grad, k.grad, v.grad), expected):
         torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-3)
+
+
+def test_explain_names_the_generated_kernel(device):
+    q, k, v = qkv(device, torch.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = autofuse.explain(lambda q, k, v: flex_attention(q, k, v) * 3, [q, k, v], use_db=False)
+    assert "runs generated kernel triton_flex_attention_fwd" in str(report)

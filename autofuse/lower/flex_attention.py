@@ -21,12 +21,14 @@ def _pow2_head(d: int) -> bool:
 
 def check(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, outputs: Any) -> None:
     """Raise Unsupported for what the kernel does not take: other dtypes or ranks, head dims that
-    are not powers of two in [16, 256] (tl.dot's tiles), heads or batches that do not broadcast as
+    are not powers of two in [16, 256] (tl.dot's tiles; f32 up to 128), heads or batches that do not broadcast as
     grouped-query attention does, outputs not laid out as the kernel writes them."""
     if not all(isinstance(t, torch.Tensor) and t.dim() == 4 and t.dtype == query.dtype for t in (query, key, value)):
         raise Unsupported("flex attention operands")
     if query.dtype not in _DTYPES or not (_pow2_head(query.shape[-1]) and _pow2_head(value.shape[-1])):
         raise Unsupported("flex attention dtype or head dims")
+    if query.dtype == torch.float32 and max(query.shape[-1], value.shape[-1]) > 128:
+        raise Unsupported("f32 flex attention over heads past 128 (its tiles outgrow shared memory)")
     b, h, m, d = query.shape
     bk, hk, n, dk = key.shape
     if dk != d or tuple(value.shape[:3]) != (bk, hk, n) or h % hk or bk not in (b, 1):
