@@ -133,3 +133,12 @@ def test_explain_names_the_generated_kernel(device):
         warnings.simplefilter("ignore")
         report = autofuse.explain(lambda q, k, v: flex_attention(q, k, v) * 3, [q, k, v], use_db=False)
     assert "runs generated kernel triton_flex_attention_fwd" in str(report)
+
+
+def test_mask_by_floor_division_and_remainder(device):
+    """A block-diagonal mask (documents of 8 tokens) and a strided one: the prelude's floor division
+    and remainder, as eager's for negative operands too."""
+    q, k, v = qkv(device, torch.float32, m=40, n=40)
+    docs = create_block_mask(lambda b, h, qi, ki: ((qi - 20) // 8 == (ki - 20) // 8) | ((qi - ki) % 5 == 0),
+                             None, None, 40, 40, device=device)
+    assert fused(check(lambda q, k, v: flex_attention(q, k, v, block_mask=docs), [q, k, v], torch.float32)) == [True]

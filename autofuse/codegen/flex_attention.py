@@ -36,7 +36,7 @@ _BINARY = {
     "eq": "({0} == {1})", "ne": "({0} != {1})",
     "logical_and": "({0} & {1})", "logical_or": "({0} | {1})", "bitwise_and": "({0} & {1})",
     "bitwise_or": "({0} | {1})", "bitwise_xor": "({0} ^ {1})",
-    "remainder": "_flex_remainder({0}, {1})", "floor_divide": "_flex_floordiv({0}, {1})",
+    "remainder": "_remainder_{kind}({0}, {1})", "floor_divide": "_floordiv{suffix}({0}, {1})",
 }
 _UNARY = {
     "neg": "(-{0})", "abs": "tl.abs({0})", "exp": "tl.exp({0})", "log": "tl.log({0})",
@@ -123,6 +123,12 @@ class BodyWriter:
             return self._emit(n, f"tl.full([1, 1], {_literal(value)}, {out_t})")
         if target is aten.index.Tensor:
             return self._index(n, out_t)
+        if name == "div" and n.kwargs.get("rounding_mode") in ("floor", "trunc") and len(n.args) == 2:
+            f = val.dtype.is_floating_point
+            a, b = (self._arg(x, out_t) for x in n.args)
+            if n.kwargs["rounding_mode"] == "floor":
+                return self._emit(n, f"_floordiv{'_float' if f else ''}({a}, {b})")
+            return self._emit(n, f"_trunc({a} / {b})" if f else f"({a} // {b})")   # Triton's int // truncates
         if target is aten.where.self:
             cond = self._arg(n.args[0])
             return self._emit(n, f"tl.where({cond}, {self._arg(n.args[1], out_t)}, {self._arg(n.args[2], out_t)})")
@@ -140,7 +146,8 @@ class BodyWriter:
                 a, b = (self._arg(x, out_t) for x in n.args)
             if name == "div" and not val.dtype.is_floating_point:
                 raise BodyUnsupported("integer division in a flex attention body")
-            return self._emit(n, _BINARY[name].format(a, b))
+            f = val.dtype.is_floating_point   # the prelude's floor division and remainder, as eager's
+            return self._emit(n, _BINARY[name].format(a, b, kind="float" if f else "int", suffix="_float" if f else ""))
         if name in _UNARY and len(n.args) == 1:
             cast = out_t if val.dtype.is_floating_point else None
             return self._emit(n, _UNARY[name].format(self._arg(n.args[0], cast)))
@@ -161,18 +168,6 @@ class BodyWriter:
 
 
 KERNEL = '''
-
-@triton.jit
-def _flex_remainder(a, b):
-    r = a % b
-    return tl.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
-
-
-@triton.jit
-def _flex_floordiv(a, b):
-    q = a // b
-    return tl.where(((a % b) != 0) & ((a < 0) != (b < 0)), q - 1, q)
-
 
 @triton.jit
 def {name}(Q, K, V, OUT, LSE, MAXS, {buffer_args}
