@@ -58,7 +58,7 @@ def test_score_function_with_a_captured_tensor_per_head(device, dtype):
 def test_bias_table_by_position_and_soft_capping(device, dtype):
     q, k, v = qkv(device, dtype)
     bias = rand((45, 37), device=device)
-    table = lambda s, b, h, qi, ki: s + bias[qi, ki]  # noqa: E731
+    table = lambda s, b, h, qi, ki: s + bias[qi, ki - 36]  # noqa: E731   (negative columns count from the end)
     capped = lambda s, b, h, qi, ki: torch.tanh(s / 20) * 20  # noqa: E731
 
     def fn(q, k, v):

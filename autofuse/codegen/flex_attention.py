@@ -161,9 +161,12 @@ class BodyWriter:
         ptr, sizes, strides = self.buffers[int(ref[1:])]
         if len(indices) != len(sizes) or any(i is None for i in indices):
             raise BodyUnsupported("flex attention body: partial indexing of a captured tensor")
-        offset = " + ".join(
-            f"tl.minimum(tl.maximum(({self._arg(i)}).to(tl.int64), 0), {size - 1}) * {stride}"
-            for i, size, stride in zip(indices, sizes, strides)) or "0"
+        terms = []
+        for i, size, stride in zip(indices, sizes, strides):
+            k = self._emit(n, f"({self._arg(i)}).to(tl.int64)")
+            k = self._emit(n, f"tl.where({k} < 0, {k} + {size}, {k})")   # a negative index counts from the end
+            terms.append(f"tl.minimum(tl.maximum({k}, 0), {size - 1}) * {stride}")
+        offset = " + ".join(terms) or "0"
         return self._emit(n, f"tl.load({ptr} + {offset}).to({out_t})")
 
 
