@@ -9,7 +9,9 @@ flash-attention loop (running max, rescaled sums, P @ V accumulated in f32), as 
 template is. A captured tensor the body indexes (`slopes[h]`, a bias table by q_idx and kv_idx) is
 loaded with its indices clamped to its sizes, so a tile's padded lanes read memory that exists;
 those lanes are masked out of the softmax. Every key block is visited and the mask applied in the
-kernel: the block mask's sparsity is not used, so a causal block mask costs the dense loop. A body
+kernel: the block mask's sparsity is not used, so a causal block mask costs the dense loop. The
+key length is a compile-time constant, the loop's bound (shapes are static; Triton 3.6's interpreter
+cannot loop to a bound passed at run time). A body
 op it cannot write raises `BodyUnsupported` and the op runs as ATen's (unfused) implementation.
 """
 from __future__ import annotations
@@ -175,8 +177,8 @@ KERNEL = '''
 @triton.jit
 def {name}(Q, K, V, OUT, LSE, MAXS, {buffer_args}
            sqb, sqh, sqm, sqd, skb, skh, skn, skd, svb, svh, svn, svd, sob, soh, som, sod,
-           H, M, N, GROUP, KV_BATCH, scale,
-           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr, DV: tl.constexpr):
+           H, M, GROUP, KV_BATCH, scale,
+           N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr, DV: tl.constexpr):
     pid_m = tl.program_id(0)
     bh = tl.program_id(1)
     b = bh // H

@@ -49,20 +49,26 @@ class FlexForward:
                  query: torch.Tensor, value: torch.Tensor, outputs: Sequence[torch.Tensor],
                  score_buffers: Sequence[torch.Tensor], mask_buffers: Sequence[torch.Tensor]) -> None:
         self.interpret = query.device.type == "cpu"
-        precision = None
-        if query.dtype == torch.float32 and not self.interpret:
-            precision = "tf32" if torch.backends.cuda.matmul.allow_tf32 else "ieee"
         self.buffer_layouts = [(tuple(b.shape), tuple(b.stride())) for b in (*score_buffers, *mask_buffers)]
-        layouts = [(tuple(b.shape), tuple(b.stride())) for b in score_buffers], \
-            [(tuple(b.shape), tuple(b.stride())) for b in mask_buffers]
-        self.source = kernel_source(KERNEL_NAME, prelude(self.interpret), score_mod, mask_mod, *layouts, precision,
-                                    query.dtype, self.interpret)
+        self._bodies = (score_mod, mask_mod, self.buffer_layouts[:len(score_buffers)],
+                        self.buffer_layouts[len(score_buffers):], query.dtype)
+        self.source = self.source_for(self.interpret)
         self.outputs = [(tuple(o.shape), tuple(o.stride()), o.dtype) for o in outputs]
         self.launch = Launch.pick(query.shape[-1], query.dtype, self.interpret)
         self.head_dims = (query.shape[-1], value.shape[-1])
         self._kernel: Any = None
 
     kernel_name = KERNEL_NAME
+
+    def source_for(self, interpret: bool) -> str:
+        """The kernel's module text for the interpreter or for the GPU (f32 products in TF32 where
+        torch's matmul setting allows it, as eager's f32 matmul would)."""
+        score_mod, mask_mod, score_layouts, mask_layouts, dtype = self._bodies
+        precision = None
+        if dtype == torch.float32 and not interpret:
+            precision = "tf32" if torch.backends.cuda.matmul.allow_tf32 else "ieee"
+        return kernel_source(KERNEL_NAME, prelude(interpret), score_mod, mask_mod, score_layouts, mask_layouts,
+                             precision, dtype, interpret)
 
     @property
     def generated_source(self) -> str:
@@ -98,7 +104,7 @@ class FlexForward:
         lc = self.launch
         grid = (math.ceil(m / lc.block_m), b * h)
         self._kernel[grid](query, key, value, out, lse, maxs, *buffers, *query.stride(), *key.stride(),
-                           *value.stride(), *out.stride(), h, m, n, h // key.shape[1], int(key.shape[0] == b),
-                           float(scale), BLOCK_M=lc.block_m, BLOCK_N=lc.block_n, D=self.head_dims[0],
+                           *value.stride(), *out.stride(), h, m, h // key.shape[1], int(key.shape[0] == b),
+                           float(scale), N=n, BLOCK_M=lc.block_m, BLOCK_N=lc.block_n, D=self.head_dims[0],
                            DV=self.head_dims[1], num_warps=lc.num_warps, num_stages=lc.num_stages)
         return outs
