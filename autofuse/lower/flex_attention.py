@@ -21,8 +21,8 @@ def _pow2_head(d: int) -> bool:
 
 def check(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, outputs: Any) -> None:
     """Raise Unsupported for what the kernel does not take: other dtypes or ranks, head dims that
-    are not powers of two in [16, 256] (tl.dot's tiles; f32 up to 128), heads or batches that do not broadcast as
-    grouped-query attention does, outputs not laid out as the kernel writes them."""
+    are not powers of two in [16, 256] (tl.dot's tiles; f32 up to 128), heads or batches that do
+    not broadcast as grouped-query attention does, outputs not laid out as the kernel writes them."""
     if not all(isinstance(t, torch.Tensor) and t.dim() == 4 and t.dtype == query.dtype for t in (query, key, value)):
         raise Unsupported("flex attention operands")
     if query.dtype not in _DTYPES or not (_pow2_head(query.shape[-1]) and _pow2_head(value.shape[-1])):

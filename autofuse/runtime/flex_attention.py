@@ -24,8 +24,9 @@ KERNEL_NAME = "triton_flex_attention_fwd"
 
 @dataclass(frozen=True)
 class Launch:
-    """Tile sizes and launch settings: Inductor's flex forward defaults on the GPU (128 x 64 tiles,
-    4 warps, 3 stages for head dims up to 64; 8 warps for 128; narrower key steps in f32 and for 256)."""
+    """Tile sizes and launch settings, fixed (not searched): on the GPU 128 queries by 64 keys, 4 warps
+    and 3 stages for head dims up to 64, 8 warps for 128, narrower key steps in f32 and for 256
+    (what a tile of each fits in shared memory); small tiles under the interpreter."""
 
     block_m: int
     block_n: int
@@ -45,6 +46,8 @@ class FlexForward:
     """Callable in the op's place: (query, key, value, score_mod, block_mask, scale, kernel_options,
     score_mod_other_buffers, mask_mod_other_buffers) -> the op's outputs."""
 
+    kernel_name = KERNEL_NAME
+
     def __init__(self, score_mod: torch.fx.GraphModule, mask_mod: torch.fx.GraphModule | None,
                  query: torch.Tensor, value: torch.Tensor, outputs: Sequence[torch.Tensor],
                  score_buffers: Sequence[torch.Tensor], mask_buffers: Sequence[torch.Tensor]) -> None:
@@ -57,8 +60,6 @@ class FlexForward:
         self.launch = Launch.pick(query.shape[-1], query.dtype, self.interpret)
         self.head_dims = (query.shape[-1], value.shape[-1])
         self._kernel: Any = None
-
-    kernel_name = KERNEL_NAME
 
     def source_for(self, interpret: bool) -> str:
         """The kernel's module text for the interpreter or for the GPU (f32 products in TF32 where
