@@ -31,6 +31,7 @@ aten = torch.ops.aten
 class BodyUnsupported(Exception):
     """A body op or value the kernel cannot write; the lowering then keeps ATen's op."""
 
+
 _BINARY = {
     "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "div": "({0} / {1})",
     "maximum": "tl.maximum({0}, {1})", "minimum": "tl.minimum({0}, {1})",
@@ -106,7 +107,7 @@ class BodyWriter:
             text = _literal(a)
         return f"({text}).to({dtype})" if dtype and isinstance(a, torch.fx.Node) else text
 
-    def _emit(self, node: torch.fx.Node, text: str) -> str:
+    def _emit(self, text: str) -> str:
         name = f"{self.prefix}{len(self.lines)}"
         self.lines.append(f"{name} = {text}")
         return name
@@ -119,21 +120,21 @@ class BodyWriter:
         target = n.target
         name = getattr(getattr(target, "overloadpacket", None), "__name__", "")
         if target in _CASTS:
-            return self._emit(n, self._arg(n.args[0], out_t))
+            return self._emit(self._arg(n.args[0], out_t))
         if target is aten.scalar_tensor.default or target is aten.full.default and list(n.args[0]) == []:
             value = n.args[0] if target is aten.scalar_tensor.default else n.args[1]
-            return self._emit(n, f"tl.full([1, 1], {_literal(value)}, {out_t})")
+            return self._emit(f"tl.full([1, 1], {_literal(value)}, {out_t})")
         if target is aten.index.Tensor:
             return self._index(n, out_t)
         if name == "div" and n.kwargs.get("rounding_mode") in ("floor", "trunc") and len(n.args) == 2:
             f = val.dtype.is_floating_point
             a, b = (self._arg(x, out_t) for x in n.args)
             if n.kwargs["rounding_mode"] == "floor":
-                return self._emit(n, f"_floordiv{'_float' if f else ''}({a}, {b})")
-            return self._emit(n, f"_trunc({a} / {b})" if f else f"({a} // {b})")   # Triton's int // truncates
+                return self._emit(f"_floordiv{'_float' if f else ''}({a}, {b})")
+            return self._emit(f"_trunc({a} / {b})" if f else f"({a} // {b})")   # Triton's int // truncates
         if target is aten.where.self:
             cond = self._arg(n.args[0])
-            return self._emit(n, f"tl.where({cond}, {self._arg(n.args[1], out_t)}, {self._arg(n.args[2], out_t)})")
+            return self._emit(f"tl.where({cond}, {self._arg(n.args[1], out_t)}, {self._arg(n.args[2], out_t)})")
         if name in _BINARY and len(n.args) == 2 and all(k == "alpha" and v == 1 for k, v in n.kwargs.items()):
             # operands promoted to the result's dtype; a comparison's to their common dtype
             if name in _COMPARISONS:
@@ -146,13 +147,11 @@ class BodyWriter:
                 a, b = (self._arg(x) for x in n.args)
             else:
                 a, b = (self._arg(x, out_t) for x in n.args)
-            if name == "div" and not val.dtype.is_floating_point:
-                raise BodyUnsupported("integer division in a flex attention body")
             f = val.dtype.is_floating_point   # the prelude's floor division and remainder, as eager's
-            return self._emit(n, _BINARY[name].format(a, b, kind="float" if f else "int", suffix="_float" if f else ""))
+            return self._emit(_BINARY[name].format(a, b, kind="float" if f else "int", suffix="_float" if f else ""))
         if name in _UNARY and len(n.args) == 1:
             cast = out_t if val.dtype.is_floating_point else None
-            return self._emit(n, _UNARY[name].format(self._arg(n.args[0], cast)))
+            return self._emit(_UNARY[name].format(self._arg(n.args[0], cast)))
         raise BodyUnsupported(f"{target} in a flex attention body")
 
     def _index(self, n: torch.fx.Node, out_t: str) -> str:
@@ -165,11 +164,11 @@ class BodyWriter:
             raise BodyUnsupported("flex attention body: partial indexing of a captured tensor")
         terms = []
         for i, size, stride in zip(indices, sizes, strides):
-            k = self._emit(n, f"({self._arg(i)}).to(tl.int64)")
-            k = self._emit(n, f"tl.where({k} < 0, {k} + {size}, {k})")   # a negative index counts from the end
+            k = self._emit(f"({self._arg(i)}).to(tl.int64)")
+            k = self._emit(f"tl.where({k} < 0, {k} + {size}, {k})")   # a negative index counts from the end
             terms.append(f"tl.minimum(tl.maximum({k}, 0), {size - 1}) * {stride}")
         offset = " + ".join(terms) or "0"
-        return self._emit(n, f"tl.load({ptr} + {offset}).to({out_t})")
+        return self._emit(f"tl.load({ptr} + {offset}).to({out_t})")
 
 
 KERNEL = '''

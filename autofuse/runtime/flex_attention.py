@@ -17,6 +17,7 @@ from torch._subclasses.fake_tensor import FakeTensor
 
 from ..codegen.flex_attention import kernel_source
 from ..codegen.prelude import prelude
+from .launcher import FastLauncher
 from .loader import load_kernel, warn_interpreter_once
 
 KERNEL_NAME = "triton_flex_attention_fwd"
@@ -49,7 +50,7 @@ class FlexForward:
     kernel_name = KERNEL_NAME
 
     def __init__(self, score_mod: torch.fx.GraphModule, mask_mod: torch.fx.GraphModule | None,
-                 query: torch.Tensor, value: torch.Tensor, outputs: Sequence[torch.Tensor],
+                 query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, outputs: Sequence[torch.Tensor],
                  score_buffers: Sequence[torch.Tensor], mask_buffers: Sequence[torch.Tensor]) -> None:
         self.interpret = query.device.type == "cpu"
         self.buffer_layouts = [(tuple(b.shape), tuple(b.stride())) for b in (*score_buffers, *mask_buffers)]
@@ -57,9 +58,14 @@ class FlexForward:
                         self.buffer_layouts[len(score_buffers):], query.dtype)
         self.source = self.source_for(self.interpret)
         self.outputs = [(tuple(o.shape), tuple(o.stride()), o.dtype) for o in outputs]
-        self.launch = Launch.pick(query.shape[-1], query.dtype, self.interpret)
-        self.head_dims = (query.shape[-1], value.shape[-1])
-        self._kernel: Any = None
+        # shapes are static: the grid, the size arguments and the constexprs are fixed at lowering
+        self.launch = lc = Launch.pick(query.shape[-1], query.dtype, self.interpret)
+        b, h, m, d = query.shape
+        self.grid = (math.ceil(m / lc.block_m), b * h)
+        self.sizes = (h, m, h // key.shape[1], int(key.shape[0] == b))   # H, M, GROUP, KV_BATCH
+        self.constexprs = {"N": key.shape[2], "BLOCK_M": lc.block_m, "BLOCK_N": lc.block_n, "D": d,
+                           "DV": value.shape[-1]}
+        self._launcher: FastLauncher | None = None
 
     def source_for(self, interpret: bool) -> str:
         """The kernel's module text for the interpreter or for the GPU (f32 products in TF32 where
@@ -92,20 +98,15 @@ class FlexForward:
         outs = tuple(torch.empty_strided(s, st, dtype=dt, device=query.device) for s, st, dt in self.outputs)
         if isinstance(query, FakeTensor):
             return outs
-        if self._kernel is None:
+        if self._launcher is None:   # the project's launcher: the JIT once, then its compiled launcher
             if self.interpret:
                 warn_interpreter_once()
-            self._kernel = load_kernel(KERNEL_NAME, self.source, self.interpret)
+            self._launcher = FastLauncher(load_kernel(KERNEL_NAME, self.source, self.interpret), query.device)
         out, lse = outs[0], outs[1]
         maxs = outs[2] if len(outs) > 2 else torch.empty_like(lse)
         buffers = [self._buffer(t, lay) for t, lay in zip((*score_mod_other_buffers, *mask_mod_other_buffers),
                                                            self.buffer_layouts)]
-        b, h, m, _ = query.shape
-        n = key.shape[2]
-        lc = self.launch
-        grid = (math.ceil(m / lc.block_m), b * h)
-        self._kernel[grid](query, key, value, out, lse, maxs, *buffers, *query.stride(), *key.stride(),
-                           *value.stride(), *out.stride(), h, m, h // key.shape[1], int(key.shape[0] == b),
-                           float(scale), N=n, BLOCK_M=lc.block_m, BLOCK_N=lc.block_n, D=self.head_dims[0],
-                           DV=self.head_dims[1], num_warps=lc.num_warps, num_stages=lc.num_stages)
+        args = (query, key, value, out, lse, maxs, *buffers, *query.stride(), *key.stride(), *value.stride(),
+                *out.stride(), *self.sizes, float(scale))
+        self._launcher.launch(self.grid, args, self.constexprs, self.launch.num_warps, self.launch.num_stages)
         return outs
