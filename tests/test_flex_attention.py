@@ -142,3 +142,51 @@ def test_mask_by_floor_division_and_remainder(device):
     docs = create_block_mask(lambda b, h, qi, ki: ((qi - 20) // 8 == (ki - 20) // 8) | ((qi - ki) % 5 == 0),
                              None, None, 40, 40, device=device)
     assert fused(check(lambda q, k, v: flex_attention(q, k, v, block_mask=docs), [q, k, v], torch.float32)) == [True]
+
+
+def sparse(kernels):
+    """For each generated flex attention kernel: does it visit only the block mask's listed blocks?"""
+    return ["KV_IDX" in k.source for k in kernels if k.fn_name == "triton_flex_attention_fwd"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_causal_block_mask_visits_only_listed_blocks(device, dtype):
+    """Blocks smaller than the sequences: partial blocks (the diagonal) with mask_mod, full blocks
+    without, blocks above the diagonal skipped; lengths not multiples of the blocks."""
+    q, k, v = qkv(device, dtype, m=70, n=70)
+    mask = create_block_mask(lambda b, h, qi, ki: qi >= ki, None, None, 70, 70, device=device, BLOCK_SIZE=16)
+    kernels = check(lambda q, k, v: flex_attention(q, k, v, block_mask=mask), [q, k, v], dtype)
+    assert fused(kernels) == [True] and sparse(kernels) == [True]
+
+
+def test_block_mask_per_head_with_unequal_blocks_and_grouped_heads(device):
+    """A window that differs per head, query blocks of 32 and key blocks of 16, a key length that is
+    a multiple of the key tile (unmasked key loads), grouped heads, a score_mod on top."""
+    q, k, v = qkv(device, torch.float32, heads=(4, 2), m=50, n=64)
+    window = lambda b, h, qi, ki: (ki <= qi + 4) & (qi - ki < 8 + 8 * h)  # noqa: E731
+    mask = create_block_mask(window, 2, 4, 50, 64, device=device, BLOCK_SIZE=(32, 16))
+    half = lambda s, b, h, qi, ki: s * 0.5 + h  # noqa: E731
+
+    def fn(q, k, v):
+        return flex_attention(q, k, v, score_mod=half, block_mask=mask, enable_gqa=True)
+    kernels = check(fn, [q, k, v], torch.float32)
+    assert fused(kernels) == [True] and sparse(kernels) == [True]
+
+
+def test_block_mask_without_full_blocks_and_query_blocks_with_no_keys(device):
+    """A block mask built from its partial blocks alone (mask_mod applied to every listed block),
+    and a query block that lists no key block: its rows give 0 and logsumexp -inf, as eager's."""
+    from torch.nn.attention.flex_attention import BlockMask
+    q, k, v = qkv(device, torch.float32, m=48, n=48)
+    late = lambda b, h, qi, ki: (qi >= 20) & (ki <= qi)  # noqa: E731
+    dense = create_block_mask(late, None, None, 48, 48, device=device, BLOCK_SIZE=16)
+    counts = dense.kv_num_blocks + dense.full_kv_num_blocks
+    indices = torch.sort(torch.where(torch.arange(3, device=device)[None, None, None, :] < counts[..., None],
+                                     torch.arange(3, device=device, dtype=torch.int32), 99), dim=-1).values
+    mask = BlockMask.from_kv_blocks(counts.int(), indices.int().clamp(max=2).contiguous(), BLOCK_SIZE=16,
+                                    mask_mod=late, seq_lengths=(48, 48))
+
+    def fn(q, k, v):
+        return flex_attention(q, k, v, block_mask=mask, return_lse=True)
+    kernels = check(fn, [q, k, v], torch.float32)
+    assert fused(kernels) == [True] and sparse(kernels) == [True]

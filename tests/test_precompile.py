@@ -266,7 +266,8 @@ def test_compiler_prints_are_dropped_while_the_tuner_compiles_candidates(capsys)
 def test_flex_attention_kernel_compiles_for_sm90(tmp_path, monkeypatch):
     """The fused flex attention forward's GPU source (its bodies: a captured tensor indexed by head
     and by a negative position, floor division and remainder in the mask) compiles for sm_90, in
-    bf16 and f32, with the tiles the GPU launch uses."""
+    bf16 and f32, with the tiles the GPU launch uses; and its loop over a causal block mask's
+    listed blocks (bound loaded at run time)."""
     import warnings
 
     import autofuse
@@ -278,25 +279,32 @@ def test_flex_attention_kernel_compiles_for_sm90(tmp_path, monkeypatch):
     slopes, bias = torch.rand(4), torch.rand(40, 40)
     mask = create_block_mask(lambda b, h, qi, ki: (qi // 8 >= ki // 8) | ((qi - ki) % 5 == 0), None, None, 40, 40,
                              device="cpu")
-    score = lambda s, b, h, qi, ki: s * slopes[h] + bias[qi, ki - 39]  # noqa: E731
+    causal = create_block_mask(lambda b, h, qi, ki: qi >= ki, None, 4, 256, 256, device="cpu")
+    score = lambda s, b, h, qi, ki: s * slopes[h] + bias[qi % 40, ki - 39]  # noqa: E731
     steps = []
-    for dtype, d in ((torch.bfloat16, 64), (torch.float32, 32)):
-        q = torch.rand(2, 4, 40, d, dtype=dtype)
+    for dtype, d, n, block_mask in ((torch.bfloat16, 64, 40, mask), (torch.float32, 32, 40, mask),
+                                    (torch.bfloat16, 128, 256, causal)):
+        q = torch.rand(2, 4, n, d, dtype=dtype)
         torch._dynamo.reset()
         rec = autofuse.api.Recorder()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            autofuse.compile(lambda q: flex_attention(q, q, q, score_mod=score, block_mask=mask), strict=True,
+            autofuse.compile(lambda q: flex_attention(q, q, q, score_mod=score, block_mask=block_mask), strict=True,
                              use_db=False, recorder=rec)(q)
-        steps += [(s.op, dtype, d) for _, _, art in rec.graphs for s in art.program.steps
+        steps += [(s.op, dtype, d, n) for _, _, art in rec.graphs for s in art.program.steps
                   if isinstance(s, ExternCall) and isinstance(s.op, FlexForward)]
-    assert len(steps) == 2
+    assert len(steps) == 3 and steps[2][0].sparsity is not None   # the causal mask's blocks are followed
     monkeypatch.setattr(driver, "_active", FakeCudaDriver())   # restored after the test
-    for k, (fwd, dtype, d) in enumerate(steps):
+    for k, (fwd, dtype, d, n) in enumerate(steps):
         fn = getattr(compiling_module(fwd.kernel_name, fwd.source_for(False), tmp_path / f"flex{k}"), fwd.kernel_name)
-        lc = Launch.pick(d, dtype, False)
+        sp = fwd.sparsity
+        lc = Launch.pick(d, dtype, False, sp)
         tensors = [dtype] * 4 + [torch.float32] * 2 + [torch.float32] * 2   # q, k, v, out, lse, max; two tables
-        strides = [40 * 4 * d, 40 * d, d, 1] * 4
-        compiled = fn.warmup(*tensors, *strides, 4, 40, 1, 1, 0.125, grid=(1, 8), N=40, BLOCK_M=lc.block_m,
-                             BLOCK_N=lc.block_n, D=d, DV=d, num_warps=lc.num_warps, num_stages=lc.num_stages)
+        strides = [n * 4 * d, n * d, d, 1] * 4
+        constexprs = dict(N=n, BLOCK_M=lc.block_m, BLOCK_N=lc.block_n, D=d, DV=d)
+        if sp is not None:   # counts and indices of partial and full blocks; their sizes and blocks'
+            tensors += [torch.int32] * 4
+            constexprs.update(sp.constexprs(lc.block_n))
+        compiled = fn.warmup(*tensors, *strides, 4, n, 1, 1, 0.125, grid=(1, 8),
+                             num_warps=lc.num_warps, num_stages=lc.num_stages, **constexprs)
         assert "cubin" in compiled.asm

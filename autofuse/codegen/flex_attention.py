@@ -8,11 +8,13 @@ a row, b and h the program's scalars), so the scores never reach memory: the ker
 flash-attention loop (running max, rescaled sums, P @ V accumulated in f32), as Inductor's flex
 template is. A captured tensor the body indexes (`slopes[h]`, a bias table by q_idx and kv_idx) is
 loaded with its indices clamped to its sizes, so a tile's padded lanes read memory that exists;
-those lanes are masked out of the softmax. Every key block is visited and the mask applied in the
-kernel: the block mask's sparsity is not used, so a causal block mask costs the dense loop. The
-key length is a compile-time constant, the loop's bound (shapes are static; Triton 3.6's interpreter
-cannot loop to a bound passed at run time). A body
-op it cannot write raises `BodyUnsupported` and the op runs as ATen's (unfused) implementation.
+those lanes are masked out of the softmax. With a block mask whose blocks tile the kernel's
+(`sparse`), only the key blocks it lists are visited: its partial blocks with mask_mod applied, its
+full blocks without, as Inductor's template does; a causal block mask then costs about half the
+dense loop. Otherwise every key block is visited and mask_mod applied to each. The key length is a
+compile-time constant (shapes are static), so a length that is a multiple of the key tile loads
+keys unmasked. A body op it cannot write raises `BodyUnsupported` and the op runs as ATen's
+(unfused) implementation.
 """
 from __future__ import annotations
 
@@ -171,13 +173,13 @@ class BodyWriter:
         return self._emit(f"tl.load({ptr} + {offset}).to({out_t})")
 
 
-KERNEL = '''
+HEAD = """
 
 @triton.jit
-def {name}(Q, K, V, OUT, LSE, MAXS, {buffer_args}
+def {name}(Q, K, V, OUT, LSE, MAXS, {buffer_args}{sparse_args}
            sqb, sqh, sqm, sqd, skb, skh, skn, skd, svb, svh, svn, svd, sob, soh, som, sod,
            H, M, GROUP, KV_BATCH, scale,
-           N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr, DV: tl.constexpr):
+           N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr, DV: tl.constexpr{sparse_constexprs}):
     pid_m = tl.program_id(0)
     bh = tl.program_id(1)
     b = bh // H
@@ -194,25 +196,25 @@ def {name}(Q, K, V, OUT, LSE, MAXS, {buffer_args}
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.full([BLOCK_M], 0.0, tl.float32)
     acc = tl.full([BLOCK_M, DV], 0.0, tl.float32)
-    for start in range(0, N, BLOCK_N):
-        offs_n = start + tl.arange(0, BLOCK_N)
-        n_ok = offs_n < N
-        kt = tl.load(K + bk * skb + hk * skh + offs_n[None, :] * skn + offs_d[:, None] * skd, mask=n_ok[None, :],
-                     other=0.0){operand_cast}
-        score = tl.dot(q, kt{precision}) * scale
-        kv_idx = offs_n[None, :]
+"""
+
+# one key block: scores, the bodies, the online softmax update (rows past M are computed, never stored)
+STEP = """offs_n = start + tl.arange(0, BLOCK_N)
+n_ok = offs_n < N
+kt = tl.load(K + bk * skb + hk * skh + offs_n[None, :] * skn + offs_d[:, None] * skd{k_mask}){operand_cast}
+score = tl.dot(q, kt{precision}) * scale
+kv_idx = offs_n[None, :]
 {body}
-        s = tl.where(keep & n_ok[None, :] & m_ok[:, None], s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.reduce(s, 1, _max_combine))
-        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
-        p = tl.exp(s - m_use[:, None])
-        alpha = tl.exp(m_i - m_use)
-        l_i = l_i * alpha + tl.reduce(p, 1, _fast_sum)
-        v = tl.load(V + bk * svb + hk * svh + offs_n[:, None] * svn + offs_dv[None, :] * svd, mask=n_ok[:, None],
-                    other=0.0){operand_cast}
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v{precision})
-        m_i = m_new
-    empty = l_i == 0.0
+m_new = tl.maximum(m_i, tl.reduce(s, 1, _fast_max))
+m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+p = tl.exp(s - m_use[:, None])
+alpha = tl.exp(m_i - m_use)
+l_i = l_i * alpha + tl.reduce(p, 1, _fast_sum)
+v = tl.load(V + bk * svb + hk * svh + offs_n[:, None] * svn + offs_dv[None, :] * svd{v_mask}){operand_cast}
+acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v{precision})
+m_i = m_new"""
+
+TAIL = """    empty = l_i == 0.0
     out = acc / tl.where(empty, 1.0, l_i)[:, None]
     tl.store(OUT + b * sob + h * soh + offs_m[:, None] * som + offs_dv[None, :] * sod, {stored},
              mask=m_ok[:, None])
@@ -220,29 +222,68 @@ def {name}(Q, K, V, OUT, LSE, MAXS, {buffer_args}
     lse = tl.where(empty, float("-inf"), m_i + tl.log(tl.where(empty, 1.0, l_i))) * {inv_ln2}
     tl.store(LSE + bh * M + offs_m, lse, mask=m_ok)
     tl.store(MAXS + bh * M + offs_m, m_i * {inv_ln2}, mask=m_ok)
-'''
+"""
+
+
+def _indent(text: str, n: int) -> str:
+    return "\n".join(" " * n + line if line else line for line in text.split("\n"))
 
 
 def kernel_source(name: str, prelude: str, score_mod: torch.fx.GraphModule, mask_mod: torch.fx.GraphModule | None,
                   score_buffers: list[tuple[tuple, tuple]], mask_buffers: list[tuple[tuple, tuple]],
-                  precision: str | None, dtype: torch.dtype, interpret: bool) -> str:
+                  precision: str | None, dtype: torch.dtype, interpret: bool, sparse: tuple[bool, bool] | None = None,
+                  n_divisible: bool = False) -> str:
     """The module text of kernel `name`; buffers as (sizes, strides) in their body's order. Under
-    the interpreter the operands are multiplied in f32 (it has no 16-bit dot)."""
+    the interpreter the operands are multiplied in f32 (it has no 16-bit dot). `sparse` is None for
+    the dense loop over every key block, else (has partial blocks, has full blocks) of the block
+    mask whose listed blocks alone are visited; `n_divisible`: the key length is a multiple of
+    BLOCK_N, so key loads need no mask."""
     sb = [(f"SB{k}", s, st) for k, (s, st) in enumerate(score_buffers)]
     mb = [(f"MB{k}", s, st) for k, (s, st) in enumerate(mask_buffers)]
     w = BodyWriter("sm", ["score", "b", "h", "q_idx", "kv_idx"], sb)
     s_name = w.write(score_mod)
-    lines = w.lines + [f"s = ({s_name}).to(tl.float32) + tl.full([BLOCK_M, BLOCK_N], 0.0, tl.float32)"]
+    score_lines = w.lines + [f"s = ({s_name}).to(tl.float32) + tl.full([BLOCK_M, BLOCK_N], 0.0, tl.float32)"]
+    mask_lines: list[str] = []
     if mask_mod is not None:
         mw = BodyWriter("mm", ["b", "h", "q_idx", "kv_idx"], mb)
         k_name = mw.write(mask_mod)
-        lines += mw.lines + [f"keep = ({k_name}) != 0"]
+        mask_lines = mw.lines + [f"keep = ({k_name}) != 0"]
+    cast = ".to(tl.float32)" if interpret else ""
+    prec = f', input_precision="{precision}"' if precision else ""
+
+    def step(masked: bool) -> str:
+        """One key block's text; `masked`: mask_mod applies (a full block of a block mask skips it)."""
+        conds = (["keep"] if masked and mask_lines else []) + ([] if n_divisible else ["n_ok[None, :]"])
+        lines = score_lines + (mask_lines if masked else [])
+        if conds:
+            lines = lines + [f"s = tl.where({' & '.join(conds)}, s, float(\"-inf\"))"]
+        return STEP.format(body="\n".join(lines), operand_cast=cast, precision=prec,
+                           k_mask="" if n_divisible else ", mask=n_ok[None, :], other=0.0",
+                           v_mask="" if n_divisible else ", mask=n_ok[:, None], other=0.0")
+
+    if sparse is None:
+        loop = "    for start in range(0, N, BLOCK_N):\n" + _indent(step(True), 8) + "\n"
     else:
-        lines.append("keep = q_idx >= 0")
-    body = "\n".join("        " + line for line in lines)
+        # the block mask's listed key blocks alone: its partial ones with mask_mod, its full ones
+        # without, MULT key steps a block; the interpreter loops to the most steps a row can list
+        # (Triton 3.6's cannot loop to a loaded bound)
+        loop = "    row = ((b % SPARSE_B) * SPARSE_H + h % SPARSE_H) * QB + (pid_m * BLOCK_M) // Q_BLOCK\n"
+        for num, idx, masked, present in (("KV_NUM", "KV_IDX", True, sparse[0]),
+                                          ("FULL_NUM", "FULL_IDX", False, sparse[1])):
+            if not present:
+                continue
+            inner = (f"start = tl.load({idx} + row * KB + j // MULT) * KV_BLOCK + (j % MULT) * BLOCK_N\n"
+                     + step(masked))
+            loop += f"    steps = tl.load({num} + row) * MULT\n"
+            if interpret:
+                loop += "    for j in range(0, KB * MULT):\n        if j < steps:\n" + _indent(inner, 12) + "\n"
+            else:
+                loop += "    for j in range(0, steps):\n" + _indent(inner, 8) + "\n"
+    sparse_args = "KV_NUM, KV_IDX, FULL_NUM, FULL_IDX, " if sparse is not None else ""
+    sparse_constexprs = "".join(f", {c}: tl.constexpr" for c in ("SPARSE_B", "SPARSE_H", "QB", "KB", "Q_BLOCK",
+                                                                    "KV_BLOCK", "MULT")) if sparse is not None else ""
     buffer_args = "".join(f"{p}, " for p, _, _ in sb + mb)
-    return prelude + KERNEL.format(name=name, buffer_args=buffer_args, body=body,
-                                   precision=f', input_precision="{precision}"' if precision else "",
-                                   operand_cast=".to(tl.float32)" if interpret else "",
-                                   stored=convert("out", dtype),
-                                   inv_ln2=repr(1.0 / math.log(2.0)))
+    head = HEAD.format(name=name, buffer_args=buffer_args, sparse_args=sparse_args,
+                       sparse_constexprs=sparse_constexprs, operand_cast=cast)
+    tail = TAIL.format(stored=convert("out", dtype), inv_ln2=repr(1.0 / math.log(2.0)))
+    return prelude + head + loop + tail

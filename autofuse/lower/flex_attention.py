@@ -54,7 +54,7 @@ def _flex_attention(g: Any, query: Any, key: Any, value: Any, score_mod: Any, bl
     if not all(isinstance(t, torch.Tensor) for t in (*fsb, *fmb)):
         raise Unsupported("flex attention captured values")
     try:
-        fwd = FlexForward(score_mod, mask_mod, fq, fk, fv, g.out, fsb, fmb)
+        fwd = FlexForward(score_mod, mask_mod, fq, fk, fv, g.out, fsb, fmb, fargs[4])
     except BodyUnsupported as e:
         raise Unsupported(str(e)) from e
     args = (query, key, value, score_mod, block_mask, scale, kernel_options,
