@@ -158,6 +158,18 @@ class FlexAlibiCausal(nn.Module):
         return flex_attention(q, k, v, score_mod=score_mod)
 
 
+class FlexCausalBlockMask(nn.Module):
+    """flex_attention under a causal block mask built in the forward (128-token blocks; 16 for the
+    CPU's short sequences): the key blocks above the diagonal are skipped, the diagonal's masked."""
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+        block = 128 if q.shape[2] >= 256 else 16
+        mask = create_block_mask(lambda b, h, qi, ki: qi >= ki, None, None, q.shape[2], k.shape[2],
+                                 device=q.device, BLOCK_SIZE=block)
+        return flex_attention(q, k, v, block_mask=mask)
+
+
 def attention() -> list[Program]:
     full, tiny = {"b": 8, "h": 16, "s": 1024, "d": 64}, {"b": 2, "h": 3, "s": 19, "d": 8}
     qk = (In(("b", "h", "s", "d")), In(("b", "h", "s", "d")))
@@ -172,6 +184,8 @@ def attention() -> list[Program]:
                    full, tiny, BF16, tolerances=tol),
         Program("flex_attn_alibi_causal_bf16", "attention", lambda s: FlexAlibiCausal(s["h"]), qk + (In(("b", "h", "s", "d")),),
                 full, {**tiny, "s": 32, "d": 16}, BF16, tolerances=tol),
+        Program("flex_attn_causal_block_mask_bf16", "attention", lambda s: FlexCausalBlockMask(),
+                qk + (In(("b", "h", "s", "d")),), full, {**tiny, "s": 40, "d": 16}, BF16, tolerances=tol),
     ]
 
 
