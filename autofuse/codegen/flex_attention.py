@@ -231,12 +231,12 @@ def _indent(text: str, n: int) -> str:
 
 def kernel_source(name: str, prelude: str, score_mod: torch.fx.GraphModule, mask_mod: torch.fx.GraphModule | None,
                   score_buffers: list[tuple[tuple, tuple]], mask_buffers: list[tuple[tuple, tuple]],
-                  precision: str | None, dtype: torch.dtype, interpret: bool, sparse: tuple[bool, bool] | None = None,
-                  n_divisible: bool = False) -> str:
+                  precision: str | None, dtype: torch.dtype, interpret: bool, sparse: bool = False,
+                  full_blocks: bool = False, n_divisible: bool = False) -> str:
     """The module text of kernel `name`; buffers as (sizes, strides) in their body's order. Under
-    the interpreter the operands are multiplied in f32 (it has no 16-bit dot). `sparse` is None for
-    the dense loop over every key block, else (has partial blocks, has full blocks) of the block
-    mask whose listed blocks alone are visited; `n_divisible`: the key length is a multiple of
+    the interpreter the operands are multiplied in f32 (it has no 16-bit dot). `sparse`: only the
+    block mask's listed key blocks are visited (`full_blocks`: it lists full blocks apart from its
+    partial ones), else every key block; `n_divisible`: the key length is a multiple of
     BLOCK_N, so key loads need no mask."""
     sb = [(f"SB{k}", s, st) for k, (s, st) in enumerate(score_buffers)]
     mb = [(f"MB{k}", s, st) for k, (s, st) in enumerate(mask_buffers)]
@@ -261,15 +261,15 @@ def kernel_source(name: str, prelude: str, score_mod: torch.fx.GraphModule, mask
                            k_mask="" if n_divisible else ", mask=n_ok[None, :], other=0.0",
                            v_mask="" if n_divisible else ", mask=n_ok[:, None], other=0.0")
 
-    if sparse is None:
+    if not sparse:
         loop = "    for start in range(0, N, BLOCK_N):\n" + _indent(step(True), 8) + "\n"
     else:
         # the block mask's listed key blocks alone: its partial ones with mask_mod, its full ones
         # without, MULT key steps a block; the interpreter loops to the most steps a row can list
         # (Triton 3.6's cannot loop to a loaded bound)
         loop = "    row = ((b % SPARSE_B) * SPARSE_H + h % SPARSE_H) * QB + (pid_m * BLOCK_M) // Q_BLOCK\n"
-        for num, idx, masked, present in (("KV_NUM", "KV_IDX", True, sparse[0]),
-                                          ("FULL_NUM", "FULL_IDX", False, sparse[1])):
+        for num, idx, masked, present in (("KV_NUM", "KV_IDX", True, True),
+                                          ("FULL_NUM", "FULL_IDX", False, full_blocks)):
             if not present:
                 continue
             inner = (f"start = tl.load({idx} + row * KB + j // MULT) * KV_BLOCK + (j % MULT) * BLOCK_N\n"
@@ -279,9 +279,9 @@ def kernel_source(name: str, prelude: str, score_mod: torch.fx.GraphModule, mask
                 loop += "    for j in range(0, KB * MULT):\n        if j < steps:\n" + _indent(inner, 12) + "\n"
             else:
                 loop += "    for j in range(0, steps):\n" + _indent(inner, 8) + "\n"
-    sparse_args = "KV_NUM, KV_IDX, FULL_NUM, FULL_IDX, " if sparse is not None else ""
+    sparse_args = "KV_NUM, KV_IDX, FULL_NUM, FULL_IDX, " if sparse else ""
     sparse_constexprs = "".join(f", {c}: tl.constexpr" for c in ("SPARSE_B", "SPARSE_H", "QB", "KB", "Q_BLOCK",
-                                                                    "KV_BLOCK", "MULT")) if sparse is not None else ""
+                                                                    "KV_BLOCK", "MULT")) if sparse else ""
     buffer_args = "".join(f"{p}, " for p, _, _ in sb + mb)
     head = HEAD.format(name=name, buffer_args=buffer_args, sparse_args=sparse_args,
                        sparse_constexprs=sparse_constexprs, operand_cast=cast)

@@ -131,7 +131,8 @@ class FlexForward:
             precision = "tf32" if torch.backends.cuda.matmul.allow_tf32 else "ieee"
         sp = self.sparsity
         return kernel_source(KERNEL_NAME, prelude(interpret), score_mod, mask_mod, score_layouts, mask_layouts,
-                             precision, dtype, interpret, None if sp is None else (True, sp.has_full), n_divisible)
+                             precision, dtype, interpret, sp is not None, sp is not None and sp.has_full,
+                             n_divisible)
 
     @property
     def generated_source(self) -> str:
