@@ -69,10 +69,11 @@ class Sparsity:
 
 @dataclass(frozen=True)
 class Launch:
-    """Tile sizes and launch settings, fixed (not searched): on the GPU 128 queries by 64 keys, 4 warps
-    and 3 stages for head dims up to 64, 8 warps for 128, narrower key steps in f32 and for 256
-    (what a tile of each fits in shared memory); small tiles under the interpreter. Under a block
-    mask the tiles are at most its blocks."""
+    """Tile sizes and launch settings, fixed (not searched). On the GPU, 16-bit data with head dims up
+    to 128: 64 queries by 64 keys, 4 warps, 3 stages, the fastest of twelve settings on each of six
+    H100 cases (docs/design.md); f32 and head dims of 256: 128 (64) queries by 32 keys, 4 warps up to
+    64 and 8 beyond, what a tile of each fits in shared memory (not measured). Small tiles under
+    the interpreter. Under a block mask the tiles are at most its blocks."""
 
     block_m: int
     block_n: int
@@ -83,10 +84,10 @@ class Launch:
     def pick(head_dim: int, dtype: torch.dtype, interpret: bool, sparsity: Sparsity | None = None) -> "Launch":
         if interpret:
             lc = Launch(32, 32, 4, 1)
+        elif dtype == torch.float32 or head_dim > 128:
+            lc = Launch(128 if head_dim <= 128 else 64, 32, 4 if head_dim <= 64 else 8, 3 if head_dim <= 128 else 2)
         else:
-            wide = dtype == torch.float32 or head_dim > 128
-            lc = Launch(128 if head_dim <= 128 else 64, 32 if wide else 64, 4 if head_dim <= 64 else 8,
-                        3 if head_dim <= 128 else 2)
+            lc = Launch(64, 64, 4, 3)
         if sparsity is None:
             return lc
         return Launch(min(lc.block_m, sparsity.q_block), min(lc.block_n, sparsity.kv_block), lc.num_warps,
