@@ -19,7 +19,6 @@ keys unmasked. A body op it cannot write raises `BodyUnsupported` and the op run
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 import torch
@@ -73,21 +72,15 @@ def _compute_dtype(dtype: torch.dtype) -> str:
 
 class BodyWriter:
     """Triton lines for one body graph: `inputs` maps its leading placeholders to expressions,
-    `buffers` its captured tensors to (pointer name, sizes, strides). A line that reads none of the
-    `varying` inputs (the score and kv_idx change with each key block; b, h and q_idx do not) goes
-    to `hoisted`, written once before the loop over key blocks (a bias by head loaded once, not
-    at every block); the others go to `lines`."""
+    `buffers` its captured tensors to (pointer name, sizes, strides)."""
 
-    def __init__(self, prefix: str, inputs: list[str], buffers: list[tuple[str, tuple, tuple]],
-                 varying: tuple[str, ...] = ("score", "kv_idx")) -> None:
+    def __init__(self, prefix: str, inputs: list[str], buffers: list[tuple[str, tuple, tuple]]) -> None:
         self.prefix, self.inputs, self.buffers = prefix, inputs, buffers
         self.lines: list[str] = []
-        self.hoisted: list[str] = []
-        self.varying = set(varying)
         self.names: dict[torch.fx.Node, str] = {}
 
     def write(self, gm: torch.fx.GraphModule) -> str:
-        """The body's lines appended to self.lines and self.hoisted; returns its result's name."""
+        """The body's lines appended to self.lines; returns the name of its result."""
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         if len(placeholders) != len(self.inputs) + len(self.buffers):
             raise BodyUnsupported("flex attention body inputs")
@@ -117,12 +110,8 @@ class BodyWriter:
         return f"({text}).to({dtype})" if dtype and isinstance(a, torch.fx.Node) else text
 
     def _emit(self, text: str) -> str:
-        name = f"{self.prefix}{len(self.lines) + len(self.hoisted)}"
-        if self.varying.intersection(re.findall(r"[A-Za-z_]\w*", text)):
-            self.varying.add(name)
-            self.lines.append(f"{name} = {text}")
-        else:
-            self.hoisted.append(f"{name} = {text}")
+        name = f"{self.prefix}{len(self.lines)}"
+        self.lines.append(f"{name} = {text}")
         return name
 
     def _op(self, n: torch.fx.Node) -> str:
@@ -297,5 +286,4 @@ def kernel_source(name: str, prelude: str, score_mod: torch.fx.GraphModule, mask
     head = HEAD.format(name=name, buffer_args=buffer_args, sparse_args=sparse_args,
                        sparse_constexprs=sparse_constexprs, operand_cast=cast)
     tail = TAIL.format(stored=convert("out", dtype), inv_ln2=repr(1.0 / math.log(2.0)))
-    hoisted = "".join(f"    {line}\n" for line in w.hoisted + (mw.hoisted if mask_mod is not None else []))
-    return prelude + head + hoisted + loop + tail
+    return prelude + head + loop + tail
