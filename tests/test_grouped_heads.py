@@ -12,10 +12,10 @@ import autofuse
 from autofuse.api import Recorder
 from autofuse.capture.backend import make_backend
 from autofuse.capture.decompositions import decomposition_table
-from autofuse.capture.grouped_heads import GROUPED_KERNELS, read_grouped_heads
+from autofuse.capture.grouped_heads import GROUPED_KERNELS, group_matmul_heads, read_grouped_heads
 
 from .helpers import assert_close, rand
-from .test_regions import _instances
+from .test_regions import _compiled, _instances
 
 aten = torch.ops.aten
 
@@ -156,3 +156,76 @@ def test_a_grouped_query_decoder_in_bf16_equals_eager(device, monkeypatch):
             assert_close(got, want, rtol=5e-2, atol=5e-2)
     att = [n for g in made for n in g.eager_gm.graph.nodes if n.target in GROUPED_KERNELS]
     assert not any(_reads_copies(n) for n in att)
+
+
+def eager_gqa(q, k, v, group, rep=repeat_kv):
+    """transformers' eager attention: products over the repeated heads, a softmax between."""
+    scores = q @ rep(k, group).transpose(2, 3) * 0.25
+    return torch.softmax(scores, dim=-1) @ rep(v, group)
+
+
+def _interleave(x, group):
+    return x.repeat_interleave(group, dim=1)
+
+
+def _bmms(gm) -> int:
+    return sum(1 for n in gm.graph.nodes if n.target is aten.bmm.default)
+
+
+@pytest.mark.parametrize("query", ["contiguous", "transposed", "one_row"])
+@pytest.mark.parametrize("rep", [repeat_kv, _interleave], ids=["repeat_kv", "repeat_interleave"])
+def test_eager_attention_products_read_grouped_heads(query, rep):
+    """Both products of an eager grouped-query attention read the unrepeated key and value, with the
+    same result; a query whose heads and rows cannot be one batch's rows is copied once instead."""
+    rows = 1 if query == "one_row" else 5
+    shapes = [(2, 6, rows, 16), (2, 2, 7, 16), (2, 2, 7, 16)]
+    if query == "transposed":   # heads of a projection: [b, rows, h, d] seen as [b, h, rows, d]
+        fn = lambda q, k, v: eager_gqa(q.transpose(1, 2), k, v, 3, rep)   # noqa: E731
+        shapes[0] = (2, rows, 6, 16)
+    else:
+        fn = lambda q, k, v: eager_gqa(q, k, v, 3, rep)   # noqa: E731
+    args = [torch.randn(s) for s in shapes]
+    gm = make_fx(fn, tracing_mode="fake", decomposition_table=decomposition_table())(*args)
+    copied = 1 if query == "transposed" else 0   # matmul itself copies such a query
+    assert _clones(gm) == 2 + copied and _bmms(gm) == 2
+    assert group_matmul_heads(gm) == 2
+    assert _bmms(gm) == 2 and _clones(gm) == copied
+    assert_close(gm(*args), fn(*args), rtol=1e-5, atol=1e-5)
+
+
+def test_products_over_unrepeated_or_broadcast_heads_are_left():
+    """A product whose operand is not a repeat along a new dim 2 (the heads broadcast by matmul
+    itself, or a batch expanded too) keeps its graph."""
+    def fn(q, k, v):
+        kb = k[:, :, None].expand(2, 2, 3, 7, 16).reshape(2, 6, 7, 16)   # batch of 1 expanded to 2
+        return (q @ kb.transpose(2, 3)) @ v
+    gm = _trace(fn, (2, 6, 5, 16), (1, 2, 7, 16), (2, 6, 7, 16))
+    before = _clones(gm)
+    assert group_matmul_heads(gm) == 0 and _clones(gm) == before > 0
+
+
+def decode_step(x, k_cache, v_cache, wq, wk, wv):
+    """One decoding step of eager grouped-query attention over a growing cache (4 query heads, 2
+    key/value heads): the new key and value concatenated to the cache, attention over all of it."""
+    b = x.shape[0]
+    q = (x @ wq).view(b, 1, 4, 8).transpose(1, 2)
+    k = torch.cat([k_cache, (x @ wk).view(b, 1, 2, 8).transpose(1, 2)], dim=2)
+    v = torch.cat([v_cache, (x @ wv).view(b, 1, 2, 8).transpose(1, 2)], dim=2)
+    o = eager_gqa(q, k, v, 2)
+    return o.transpose(1, 2).reshape(b, 1, 32), k, v
+
+
+def test_decoding_steps_over_a_growing_cache_read_grouped_heads(monkeypatch):
+    """Steps at three cache lengths (the length symbolic from the second) equal eager, and no
+    compiled graph copies the cache per query head."""
+    made = _instances(monkeypatch)
+    f = _compiled(decode_step, Recorder())
+    w = [rand((32, n), low=-0.3, high=0.3) for n in (32, 16, 16)]
+    for length in (5, 6, 11):
+        x = rand((3, 1, 32), low=-1, high=1)
+        kc, vc = rand((3, 2, length, 8)), rand((3, 2, length, 8), noncontig=True)
+        with torch.no_grad():
+            got, want = f(x, kc, vc, *w), decode_step(x, kc, vc, *w)
+        for g, e in zip(got, want):
+            assert_close(g, e, rtol=1e-4, atol=1e-4)
+    assert made and all(_clones(g.eager_gm) == 0 for g in made)

@@ -15,7 +15,8 @@ import autofuse
 from autofuse.api import Recorder
 from autofuse.capture import backend as backend_mod
 from autofuse.capture.backend import make_backend
-from autofuse.capture.regions import RegionsBySize, split_levels, worth_splitting
+from autofuse.capture.decompositions import decomposition_table
+from autofuse.capture.regions import RegionsBySize, _softmaxes, split_levels, worth_splitting
 
 from .helpers import assert_close, rand
 
@@ -75,9 +76,10 @@ def test_a_growing_cache_compiles_its_static_regions_once(device, monkeypatch, c
     # by name: an op runs as its torch binding where that binding resolves to this overload alone
     aten_ops = {n.target.overloadpacket.__name__ if isinstance(n.target, torch._ops.OpOverload) else n.target.__name__
                 for n in split[0].regions.gm.graph.nodes if n.op == "call_function"}
-    assert {"cat", "bmm"} <= aten_ops
+    # the decomposed softmax runs as ATen's softmax, one call where it was five
+    assert {"cat", "bmm", "softmax"} <= aten_ops and not {"amax", "exp"} & aten_ops
     _levels_are_acyclic(split[0].gm)
-    assert any("graph with symbolic sizes: 2 regions of static sizes compiled once, 10 ops with symbolic sizes run "
+    assert any("graph with symbolic sizes: 2 regions of static sizes compiled once, 6 ops with symbolic sizes run "
                "with ATen" in r.getMessage()   # the concatenation, the attention and its softmax
                for r in caplog.records), [r.getMessage() for r in caplog.records]
 
@@ -336,3 +338,23 @@ def test_a_symbolic_batch_is_held_fixed_per_program(device, monkeypatch, caplog)
     c = rand((5, 15, 16), device=device)
     with pytest.warns(UserWarning, match="max_sizes"):
         assert_close(f(x, w, c, c.clone()), batched_step(x, w, c, c.clone()))
+
+
+@pytest.mark.parametrize("case", ["last_dim", "middle_dim", "exp_read_elsewhere", "two_dims"])
+def test_which_written_out_softmaxes_run_as_one_aten_call(case):
+    """A decomposed softmax among size-dependent ops is one ATen call only where nothing else reads
+    its intermediate values and it reduces one dim."""
+    def fn(x):
+        if case == "exp_read_elsewhere":
+            e = torch.exp(x - x.amax(-1, keepdim=True))
+            return e / e.sum(-1, keepdim=True), e
+        if case == "two_dims":
+            e = torch.exp(x - x.amax((1, 2), keepdim=True))
+            return e / e.sum((1, 2), keepdim=True)
+        return torch.softmax(x, dim=1 if case == "middle_dim" else -1)
+    gm = make_fx(fn, tracing_mode="fake", decomposition_table=decomposition_table())(torch.randn(3, 5, 7))
+    found = _softmaxes({n: 0 for n in gm.graph.nodes if n.op == "call_function"})
+    assert len(found) == (1 if case in ("last_dim", "middle_dim") else 0)
+    for div, chain in found.items():
+        assert chain[-1] is div and [n.target for n in chain[:3]] == [aten.amax.default, aten.sub.Tensor,
+                                                                      aten.exp.default]

@@ -23,7 +23,7 @@ from .attention_masks import folding_backend
 from .constants import lift_constants, place_constants
 from .cse import eliminate_common_subexpressions
 from .decompositions import decomposition_table
-from .grouped_heads import read_grouped_heads
+from .grouped_heads import group_matmul_heads, read_grouped_heads
 from .complex_pairs import complex_as_real_pairs
 from .random_ops import generate_random
 from .regions import RegionProgram, RegionsBySize, describe, split_by_symbols, worth_splitting
@@ -252,6 +252,7 @@ def make_backend(options: CompileOptions | None = None) -> Callable[..., Any]:
     def inference(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> CompiledGraph:
         eliminate_common_subexpressions(gm)   # the partitioner does this for training graphs only
         read_grouped_heads(gm)
+        group_matmul_heads(gm)
         return CompiledGraph(gm, options, "inference")
 
     # input mutations AOTAutograd can keep in the graph (BatchNorm's running statistics, a cache

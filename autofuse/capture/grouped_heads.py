@@ -19,9 +19,15 @@ that op with them, so it keeps the copies, as do the efficient and math kernels,
 Before the first rewrite on a device, one small call of the op with grouped heads is compared
 with the same call over repeated heads (`reads_grouped_heads`): a torch whose cuDNN op refuses or
 miscomputes grouped heads keeps the copies instead of failing at run time.
+
+Eager attention (Gemma 2's soft-capped scores, any model loaded with `attn_implementation="eager"`)
+multiplies the query by the repeated keys and the probabilities by the repeated values as batched
+products. There the rewrite regroups the product instead (`group_matmul_heads`): the query rows of
+one key/value head's group are rows of one product over that head, on every device.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 from typing import Callable
 
@@ -127,6 +133,104 @@ def read_grouped_heads(gm: torch.fx.GraphModule, devices: tuple[str, ...] = ("cu
     if changed:
         gm.recompile()
     return changed
+
+
+def _batched(node: object) -> torch.fx.Node | None:
+    """y where node is matmul's batch flattening of a 4-D y: view(expand(y, y's own shape), [b * h, r, c])."""
+    if not isinstance(node, torch.fx.Node) or node.target not in _VIEWS:
+        return None
+    y = node.args[0]
+    if isinstance(y, torch.fx.Node) and y.target is aten.expand.default:
+        yv, ev = _val(y.args[0]), _val(y)
+        if yv is None or ev is None or yv.dim() != ev.dim() or not all(_same(a, b) for a, b in zip(yv.shape, ev.shape)):
+            return None
+        y = y.args[0]
+    yv, nv = _val(y), _val(node)
+    if yv is None or nv is None or yv.dim() != 4 or nv.dim() != 3:
+        return None
+    if not (_same(nv.shape[0], yv.shape[0] * yv.shape[1]) and _same(nv.shape[1], yv.shape[2])
+            and _same(nv.shape[2], yv.shape[3])):
+        return None
+    return y
+
+
+def _static(*sizes: object) -> bool:
+    return all(isinstance(s, int) for s in sizes)
+
+
+def _merges(v: torch.Tensor, i: int) -> bool:
+    """Can dims i and i + 1 of v be viewed as one?"""
+    return v.shape[i + 1] == 1 or v.shape[i] == 1 or _same(v.stride(i), v.shape[i + 1] * v.stride(i + 1))
+
+
+def _add(graph: torch.fx.Graph, before: torch.fx.Node, target: object, args: tuple, kwargs: dict | None = None) -> torch.fx.Node:
+    """A node inserted before `before`, its value computed on the fake tensors of its inputs."""
+    with graph.inserting_before(before):
+        node = graph.call_function(target, args, kwargs or {})
+    vals = torch.fx.node.map_arg((args, kwargs or {}), lambda n: n.meta["val"])
+    mode = torch._guards.detect_fake_mode(torch.fx.node.map_arg(args, lambda n: n.meta["val"]))
+    with mode if mode is not None else contextlib.nullcontext():
+        node.meta["val"] = target(*vals[0], **vals[1])
+    return node
+
+
+def group_matmul_heads(gm: torch.fx.GraphModule) -> int:
+    """Give each batched product whose second operand is a `repeat_kv` copy (a decoder's eager
+    attention, `q @ k.transpose(2, 3)` and `p @ v`) the key/value heads unrepeated: the query
+    heads of one key/value head become rows of one product, [b * kv, group * m, k] @ [b * kv, k, n],
+    whose result is the original [b * h, m, n] as a view. Exact on any device (the same dot
+    products); the copy of the cache (group times its size, at every decoding step) is gone. The
+    number of products changed."""
+    changed = 0
+    graph = gm.graph
+    for node in list(graph.nodes):
+        if node.op != "call_function" or node.target is not aten.bmm.default:
+            continue
+        a4, y = _batched(node.args[0]), _batched(node.args[1])
+        if a4 is None or y is None:
+            continue
+        transposed = y.target is aten.permute.default and list(y.args[1]) == [0, 1, 3, 2]
+        rep = _repeated(y.args[0] if transposed else y, ("cpu", "cuda"))
+        if rep is None:
+            continue
+        x, group = rep
+        av, xv, outv = _val(a4), _val(x), _val(node)
+        b, h, m = av.shape[0], av.shape[1], av.shape[2]
+        kv = xv.shape[1]
+        if not (_static(b, h, m, kv, group) and h == kv * group and _same(xv.shape[0], b) and _merges(xv, 0)):
+            continue
+        k_size, n_size = node.args[0].args[1][2], node.args[1].args[1][2]
+        if not (_merges(av, 0) and _merges(av, 1)):   # a group's query heads and rows as one batch's rows
+            a4 = _add(graph, node, aten.clone.default, (a4,), {"memory_format": torch.contiguous_format})
+        lhs = _add(graph, node, aten.view.default, (a4, [b * kv, group * m, k_size]))
+        xt = _add(graph, node, aten.permute.default, (x, [0, 1, 3, 2])) if transposed else x
+        rhs = _add(graph, node, aten.view.default, (xt, [b * kv, node.args[1].args[1][1], n_size]))
+        product = _add(graph, node, aten.bmm.default, (lhs, rhs))
+        out = _add(graph, node, aten.view.default, (product, [b * h, m, n_size]))
+        old = list(node.args)
+        node.replace_all_uses_with(out)
+        graph.erase_node(node)
+        for operand in old:
+            _erase_chain(graph, operand)
+        changed += 1
+    if changed:
+        gm.recompile()
+    return changed
+
+
+def _erase_chain(graph: torch.fx.Graph, node: object) -> None:
+    """Erase node and the ops it reads, each once nothing reads it (views, expands, a repeat's copy)."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if not isinstance(n, torch.fx.Node) or n.users or n.op != "call_function":
+            continue
+        if n.target not in (*_VIEWS, aten.expand.default, aten.permute.default, aten.unsqueeze.default,
+                            aten.clone.default):
+            continue
+        inputs = list(n.all_input_nodes)
+        graph.erase_node(n)
+        todo.extend(inputs)
 
 
 def _erase_unread(graph: torch.fx.Graph, node: torch.fx.Node) -> None:

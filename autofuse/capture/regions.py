@@ -294,19 +294,29 @@ class RegionProgram:
             elif n in split.dynamic:
                 aten.setdefault(split.dynamic[n], []).append(n)
         order = {n: k for k, n in enumerate(nodes)}
+        softmaxes = _softmaxes(split.dynamic)
+        folded = {m for chain in softmaxes.values() for m in chain[:-1]}
         for lv in sorted(regions.keys() | aten.keys()):
             if lv in regions:
                 members = regions[lv]
                 views = _views_read(members, split.free)
                 self._emit_region(gm, graph, env, sorted([*views, *members], key=order.__getitem__), make_region)
             for n in aten.get(lv, ()):
+                if n in folded:
+                    continue
+                if n in softmaxes:   # ATen's softmax kernel, one call for the five ops
+                    amax = softmaxes[n][0]
+                    self._emit_views(graph, env, amax, order)
+                    env[n] = graph.call_function(torch.softmax, (env[amax.args[0]], amax.args[1][0]))
+                    env[n].meta.update(n.meta)
+                    continue
                 self._emit_views(graph, env, n, order)
                 env[n] = _bound(graph.node_copy(n, env.__getitem__))
         out = next(n for n in nodes if n.op == "output")
         self._emit_views(graph, env, out, order)
         graph.node_copy(out, env.__getitem__)
         self.gm = torch.fx.GraphModule(gm, graph)
-        self.ops = sum(1 for n in split.dynamic if n.op == "call_function" and not _is_view(n))
+        self.ops = sum(1 for n in split.dynamic if n.op == "call_function" and not _is_view(n) and n not in folded)
 
     def _emit_region(self, gm: torch.fx.GraphModule, graph: torch.fx.Graph, env: dict,
                      members: list[torch.fx.Node],
@@ -360,6 +370,45 @@ def _bound(node: torch.fx.Node) -> torch.fx.Node:
         if getattr(torch, t.overloadpacket.__name__, None) is b:   # FX writes it as `torch.<name>`
             node.target = b
     return node
+
+
+def _softmaxes(dynamic: dict[torch.fx.Node, int]) -> dict[torch.fx.Node, tuple[torch.fx.Node, ...]]:
+    """Softmaxes the decomposition wrote out among the size-dependent ops (eager attention's, over a
+    growing cache): each final division -> (amax, sub, exp, sum, div), when the five are
+    size-dependent, read nothing but x and each other, and nothing else reads the four before the
+    division. Run as ATen ops they are five calls and five kernels where ATen's softmax is one of
+    each (the same max-subtracted sum)."""
+    aten = torch.ops.aten
+    out: dict[torch.fx.Node, tuple[torch.fx.Node, ...]] = {}
+
+    def only(node: torch.fx.Node, *readers: torch.fx.Node) -> bool:
+        return set(node.users) == set(readers)
+    for div in dynamic:
+        if div.target is not aten.div.Tensor or not all(isinstance(a, torch.fx.Node) for a in div.args):
+            continue
+        exp, total = div.args
+        if exp.target is not aten.exp.default or total.target is not aten.sum.dim_IntList:
+            continue
+        sub = exp.args[0]
+        if (not isinstance(sub, torch.fx.Node) or sub.target is not aten.sub.Tensor
+                or not isinstance(sub.args[1], torch.fx.Node)):
+            continue
+        x, amax = sub.args
+        if amax.target is not aten.amax.default or amax.args[0] is not x:
+            continue
+        dims, sum_dims = list(amax.args[1]), list(total.args[1])
+        xv, dv = x.meta.get("val"), div.meta.get("val")
+        if (len(dims) != 1 or sum_dims != dims or total.args[0] is not exp or len(total.args) < 3
+                or total.args[2] is not True or len(amax.args) < 3 or amax.args[2] is not True or total.kwargs
+                or not isinstance(xv, torch.Tensor) or not isinstance(dv, torch.Tensor)
+                or not xv.dtype.is_floating_point or dv.dtype != xv.dtype):
+            continue
+        chain = (amax, sub, exp, total, div)
+        if not (all(n in dynamic for n in chain) and only(amax, sub) and only(sub, exp)
+                and only(exp, total, div) and only(total, div)):
+            continue
+        out[div] = chain
+    return out
 
 
 def _views_read(nodes: Sequence[torch.fx.Node], free: frozenset[torch.fx.Node]) -> set[torch.fx.Node]:

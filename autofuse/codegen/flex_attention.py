@@ -78,6 +78,7 @@ class BodyWriter:
         self.prefix, self.inputs, self.buffers = prefix, inputs, buffers
         self.lines: list[str] = []
         self.names: dict[torch.fx.Node, str] = {}
+        self.constants: dict[str, Any] = {}   # names of 0-d fills -> their values
 
     def write(self, gm: torch.fx.GraphModule) -> str:
         """The body's lines appended to self.lines; returns the name of its result."""
@@ -125,7 +126,9 @@ class BodyWriter:
             return self._emit(self._arg(n.args[0], out_t))
         if target is aten.scalar_tensor.default or target is aten.full.default and list(n.args[0]) == []:
             value = n.args[0] if target is aten.scalar_tensor.default else n.args[1]
-            return self._emit(f"tl.full([1, 1], {_literal(value)}, {out_t})")
+            name = self._emit(f"tl.full([1, 1], {_literal(value)}, {out_t})")
+            self.constants[name] = value
+            return name
         if target is aten.index.Tensor:
             return self._index(n, out_t)
         if name == "div" and n.kwargs.get("rounding_mode") in ("floor", "trunc") and len(n.args) == 2:
@@ -198,7 +201,9 @@ def {name}(Q, K, V, OUT, LSE, MAXS, {buffer_args}{sparse_args}
     acc = tl.full([BLOCK_M, DV], 0.0, tl.float32)
 """
 
-# one key block: scores, the bodies, the online softmax update (rows past M are computed, never stored)
+# one key block: scores, the bodies, the online softmax update (rows past M are computed, never stored);
+# exp(s - m) as one fused multiply-add and ex2 (results below 2^-126 add nothing to a row sum >= 1),
+# P @ V accumulated into the rescaled acc by the dot itself
 STEP = """offs_n = start + tl.arange(0, BLOCK_N)
 n_ok = offs_n < N
 kt = tl.load(K + bk * skb + hk * skh + offs_n[None, :] * skn + offs_d[:, None] * skd{k_mask}){operand_cast}
@@ -207,11 +212,11 @@ kv_idx = offs_n[None, :]
 {body}
 m_new = tl.maximum(m_i, tl.reduce(s, 1, _fast_max))
 m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
-p = tl.exp(s - m_use[:, None])
-alpha = tl.exp(m_i - m_use)
+p = _exp2_ftz(tl.fma(s, {log2e}, -(m_use * {log2e})[:, None]))
+alpha = _exp2_ftz((m_i - m_use) * {log2e})
 l_i = l_i * alpha + tl.reduce(p, 1, _fast_sum)
 v = tl.load(V + bk * svb + hk * svh + offs_n[:, None] * svn + offs_dv[None, :] * svd{v_mask}){operand_cast}
-acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v{precision})
+acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None]{precision})
 m_i = m_new"""
 
 TAIL = """    empty = l_i == 0.0
@@ -242,12 +247,15 @@ def kernel_source(name: str, prelude: str, score_mod: torch.fx.GraphModule, mask
     mb = [(f"MB{k}", s, st) for k, (s, st) in enumerate(mask_buffers)]
     w = BodyWriter("sm", ["score", "b", "h", "q_idx", "kv_idx"], sb)
     s_name = w.write(score_mod)
-    score_lines = w.lines + [f"s = ({s_name}).to(tl.float32) + tl.full([BLOCK_M, BLOCK_N], 0.0, tl.float32)"]
+    score_lines = w.lines + [f"s = tl.broadcast_to(({s_name}).to(tl.float32), [BLOCK_M, BLOCK_N])"]
     mask_lines: list[str] = []
     if mask_mod is not None:
         mw = BodyWriter("mm", ["b", "h", "q_idx", "kv_idx"], mb)
         k_name = mw.write(mask_mod)
-        mask_lines = mw.lines + [f"keep = ({k_name}) != 0"]
+        if mw.constants.get(k_name, 0) != 0:
+            mask_lines = []   # a mask that keeps every score (no block mask given): nothing to apply
+        else:
+            mask_lines = mw.lines + [f"keep = ({k_name}) != 0"]
     cast = ".to(tl.float32)" if interpret else ""
     prec = f', input_precision="{precision}"' if precision else ""
 
@@ -257,7 +265,7 @@ def kernel_source(name: str, prelude: str, score_mod: torch.fx.GraphModule, mask
         lines = score_lines + (mask_lines if masked else [])
         if conds:
             lines = lines + [f"s = tl.where({' & '.join(conds)}, s, float(\"-inf\"))"]
-        return STEP.format(body="\n".join(lines), operand_cast=cast, precision=prec,
+        return STEP.format(body="\n".join(lines), operand_cast=cast, precision=prec, log2e=repr(1.0 / math.log(2.0)),
                            k_mask="" if n_divisible else ", mask=n_ok[None, :], other=0.0",
                            v_mask="" if n_divisible else ", mask=n_ok[:, None], other=0.0")
 
