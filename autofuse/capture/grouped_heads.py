@@ -194,7 +194,7 @@ def group_matmul_heads(gm: torch.fx.GraphModule) -> int:
         if rep is None:
             continue
         x, group = rep
-        av, xv, outv = _val(a4), _val(x), _val(node)
+        av, xv = _val(a4), _val(x)
         b, h, m = av.shape[0], av.shape[1], av.shape[2]
         kv = xv.shape[1]
         if not (_static(b, h, m, kv, group) and h == kv * group and _same(xv.shape[0], b) and _merges(xv, 0)):
