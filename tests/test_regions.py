@@ -340,7 +340,7 @@ def test_a_symbolic_batch_is_held_fixed_per_program(device, monkeypatch, caplog)
         assert_close(f(x, w, c, c.clone()), batched_step(x, w, c, c.clone()))
 
 
-@pytest.mark.parametrize("case", ["last_dim", "middle_dim", "exp_read_elsewhere", "two_dims"])
+@pytest.mark.parametrize("case", ["last_dim", "middle_dim", "exp_read_elsewhere", "two_dims", "upcast"])
 def test_which_written_out_softmaxes_run_as_one_aten_call(case):
     """A decomposed softmax among size-dependent ops is one ATen call only where nothing else reads
     its intermediate values and it reduces one dim."""
@@ -351,10 +351,44 @@ def test_which_written_out_softmaxes_run_as_one_aten_call(case):
         if case == "two_dims":
             e = torch.exp(x - x.amax((1, 2), keepdim=True))
             return e / e.sum((1, 2), keepdim=True)
+        if case == "upcast":   # a 16-bit input converted as the softmax reads it
+            return torch.softmax(x.to(torch.bfloat16), dim=-1, dtype=torch.float32)
         return torch.softmax(x, dim=1 if case == "middle_dim" else -1)
     gm = make_fx(fn, tracing_mode="fake", decomposition_table=decomposition_table())(torch.randn(3, 5, 7))
     found = _softmaxes({n: 0 for n in gm.graph.nodes if n.op == "call_function"})
-    assert len(found) == (1 if case in ("last_dim", "middle_dim") else 0)
+    assert len(found) == (1 if case in ("last_dim", "middle_dim", "upcast") else 0)
     for div, chain in found.items():
-        assert chain[-1] is div and [n.target for n in chain[:3]] == [aten.amax.default, aten.sub.Tensor,
-                                                                      aten.exp.default]
+        first = [aten._to_copy.default] if case == "upcast" else []
+        assert chain[-1] is div and [n.target for n in chain[:-2]] == [*first, aten.amax.default, aten.sub.Tensor,
+                                                                       aten.exp.default]
+
+
+def half_attention_step(x: torch.Tensor, w: torch.Tensor, cache: torch.Tensor):
+    """A bf16 decoding step (`step`'s) whose softmax reads its scores in f32 and hands back bf16,
+    then an eval-mode dropout (a copy in the traced graph), over a cache of symbolic length."""
+    h = F.layer_norm(x, x.shape[-1:])
+    k = torch.tanh(h @ w)
+    cache = torch.cat([cache, k], dim=1)
+    p = torch.softmax(h @ cache.transpose(1, 2) / 8.0, dim=-1, dtype=torch.float32).to(x.dtype)
+    att = F.dropout(p, 0.1, training=False) @ cache
+    return torch.relu(att @ w) * 0.5 + x, cache
+
+
+def test_a_half_softmax_and_a_dead_copy_run_as_one_softmax_call(device, monkeypatch):
+    """The conversion to f32 and the softmax are one ATen call (its dtype argument), the dropout's
+    copy is not made, and every length's outputs equal eager's."""
+    made = _instances(monkeypatch)
+    f = _compiled(half_attention_step, Recorder())
+    w = rand((16, 16), torch.bfloat16, device, low=-0.5, high=0.5)
+    with torch.no_grad():
+        for length in (5, 6, 9):
+            x, cache = rand((2, 3, 16), torch.bfloat16, device), rand((2, length, 16), torch.bfloat16, device)
+            for got, want in zip(f(x, w, cache), half_attention_step(x, w, cache)):
+                assert_close(got, want, rtol=2e-2, atol=2e-2)
+    split = [g for g in made if g.regions is not None]
+    assert len(split) == 1
+    calls = [n for n in split[0].regions.gm.graph.nodes if n.op == "call_function"]
+    softmax = [n for n in calls if n.target is torch.softmax]
+    assert len(softmax) == 1 and softmax[0].kwargs == {"dtype": torch.float32}
+    names = {getattr(n.target, "__name__", str(n.target)) for n in calls}
+    assert "clone" not in names and "amax" not in names

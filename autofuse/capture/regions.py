@@ -305,10 +305,16 @@ class RegionProgram:
                 if n in folded:
                     continue
                 if n in softmaxes:   # ATen's softmax kernel, one call for the five ops
-                    amax = softmaxes[n][0]
-                    self._emit_views(graph, env, amax, order)
-                    env[n] = graph.call_function(torch.softmax, (env[amax.args[0]], amax.args[1][0]))
+                    first = softmaxes[n][0]
+                    self._emit_views(graph, env, first, order)
+                    amax = next(m for m in softmaxes[n] if m.target is torch.ops.aten.amax.default)
+                    upcast = first is not amax   # a 16-bit input converted to f32 first: softmax's dtype
+                    kwargs = {"dtype": torch.float32} if upcast else {}
+                    env[n] = graph.call_function(torch.softmax, (env[first.args[0]], amax.args[1][0]), kwargs)
                     env[n].meta.update(n.meta)
+                    continue
+                if _dead_copy(n):   # a copy of a value nothing else reads (eval-mode dropout's clone)
+                    env[n] = env[n.args[0]]
                     continue
                 self._emit_views(graph, env, n, order)
                 env[n] = _bound(graph.node_copy(n, env.__getitem__))
@@ -316,7 +322,8 @@ class RegionProgram:
         self._emit_views(graph, env, out, order)
         graph.node_copy(out, env.__getitem__)
         self.gm = torch.fx.GraphModule(gm, graph)
-        self.ops = sum(1 for n in split.dynamic if n.op == "call_function" and not _is_view(n) and n not in folded)
+        self.ops = sum(1 for n in split.dynamic if n.op == "call_function" and not _is_view(n) and n not in folded
+                       and not _dead_copy(n))
 
     def _emit_region(self, gm: torch.fx.GraphModule, graph: torch.fx.Graph, env: dict,
                      members: list[torch.fx.Node],
@@ -407,8 +414,24 @@ def _softmaxes(dynamic: dict[torch.fx.Node, int]) -> dict[torch.fx.Node, tuple[t
         if not (all(n in dynamic for n in chain) and only(amax, sub) and only(sub, exp)
                 and only(exp, total, div) and only(total, div)):
             continue
+        source = x.args[0] if x.op == "call_function" and x.args else None
+        sv = source.meta.get("val") if isinstance(source, torch.fx.Node) else None
+        if (x.target is aten._to_copy.default and x in dynamic and only(x, amax, sub) and xv.dtype == torch.float32
+                and isinstance(sv, torch.Tensor) and sv.dtype in (torch.float16, torch.bfloat16)
+                and set(x.kwargs) <= {"dtype", "layout", "device"} and x.kwargs.get("layout", torch.strided) == torch.strided
+                and x.kwargs.get("device", sv.device) == sv.device):
+            chain = (x, *chain)   # softmax(x, dtype=float32) converts as it reads
         out[div] = chain
     return out
+
+
+def _dead_copy(node: torch.fx.Node) -> bool:
+    """A clone that keeps its input's layout, of a value computed in the graph (not a view, not an
+    input) that nothing else reads: in a functional graph the value itself serves."""
+    src = node.args[0] if node.target is torch.ops.aten.clone.default and node.args else None
+    return (isinstance(src, torch.fx.Node) and src.op == "call_function" and not _is_view(src)
+            and node.kwargs.get("memory_format", torch.preserve_format) == torch.preserve_format
+            and isinstance(src.meta.get("val"), torch.Tensor) and list(src.users) == [node])
 
 
 def _views_read(nodes: Sequence[torch.fx.Node], free: frozenset[torch.fx.Node]) -> set[torch.fx.Node]:
