@@ -27,6 +27,8 @@ tokens that differ from the f32 model's. "decode": the same with transformers' d
 grows by a token per step, and the forward compiled as torch.compile compiles by default (`dynamic`
 unset: Dynamo makes the cache length symbolic once it has changed).
 Dropout is off unless --dropout P turns every dropout module of a training step on (GPT-2's).
+--attention IMPL runs transformers models with that attention implementation (`eager`: the scores
+computed by matrix products and a softmax, as newer transformers releases run Gemma-2).
 
 Per model, mode and variant: GPU time per call (the profiler's sum of GPU kernel times), wall time
 per call (back-to-back calls, one synchronize at the end), host time per call (time to enqueue calls
@@ -312,9 +314,13 @@ class Job:
     """A model in one mode (forward, train, optimizer, generate): its f32 reference and a fresh call
     per variant."""
 
-    def __init__(self, name: str, mode: str, tiny: bool, device: str, dropout: float = 0.0) -> None:
+    def __init__(self, name: str, mode: str, tiny: bool, device: str, dropout: float = 0.0,
+                 attention: str | None = None) -> None:
         self.name, self.mode, self.device = name, mode, device
         built = build(name, tiny, mode == "train", device)
+        if attention and hasattr(getattr(built.model, "config", None), "_attn_implementation"):
+            # transformers looks the attention function up from the config at each call
+            built.model.config._attn_implementation = attention
         if dropout and mode == "train":
             # every dropout module drawing again; the reference and each variant then draw other masks
             for m in built.model.modules():
@@ -792,6 +798,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--dropout", type=float, default=0.0, metavar="P",
                    help="train mode: every nn.Dropout of the model at probability P (default: dropout off). Each "
                    "variant then draws its own masks, so the error column measures the draws, not the compiler")
+    p.add_argument("--attention", default=None, metavar="IMPL",
+                   help="transformers models: the attention implementation (eager, sdpa, ...) instead of the one "
+                   "this transformers picks for the model (eager is what newer releases pick for Gemma-2)")
     opts = p.parse_args(argv)
     opts.models = [m for m in opts.models.split(",") if m]
     opts.modes = [m for m in opts.modes.split(",") if m]
@@ -868,7 +877,7 @@ def main(argv: list[str] | None = None) -> int:
             return None
         if key not in jobs:
             try:
-                jobs[key] = Job(key[0], key[1], opts.tiny, opts.device, opts.dropout)
+                jobs[key] = Job(key[0], key[1], opts.tiny, opts.device, opts.dropout, opts.attention)
             except Exception as e:  # noqa: BLE001 - a model that cannot be built is recorded
                 jobs[key] = _error(e)
         job, call = jobs[key], None
