@@ -140,3 +140,20 @@ def test_tiny_decoding_with_the_default_cache_compiles_each_graph_once(tmp_path)
     eager, af = run["variants"]["eager"], run["variants"]["autofuse_default"]
     assert "error_text" not in af, af
     assert af["graphs_eager"] == 0 and af["autofuse_kernels"] > 0 and af["error"] == eager["error"] < 0.5
+
+
+@pytest.mark.parametrize("model", ["llama", "gemma2"])
+def test_the_attention_option_sets_the_models_implementation(tmp_path, model):
+    """--attention eager runs a transformers model with eager attention, whichever implementation
+    this transformers release would pick (LLaMA's is SDPA), and decoding under it gives eager's
+    tokens."""
+    if importlib.util.find_spec("transformers") is None:
+        pytest.skip("transformers is not installed")
+    from benchmarks.models import Job, main
+    assert Job(model, "decode", tiny=True, device="cpu", attention="eager").base.config._attn_implementation == "eager"
+    assert main(["--device", "cpu", "--tiny", "--out", str(tmp_path), "--models", model, "--modes", "decode",
+                 "--variants", "eager,autofuse_default", "--strict", "--attention", "eager"]) == 0
+    (run,) = json.loads((tmp_path / "results.json").read_text())["runs"]
+    eager, af = run["variants"]["eager"], run["variants"]["autofuse_default"]
+    assert "error_text" not in af, af
+    assert af["graphs_eager"] == 0 and af["error"] == eager["error"] < 0.5
