@@ -167,10 +167,10 @@ def _add(graph: torch.fx.Graph, before: torch.fx.Node, target: object, args: tup
     """A node inserted before `before`, its value computed on the fake tensors of its inputs."""
     with graph.inserting_before(before):
         node = graph.call_function(target, args, kwargs or {})
-    vals = torch.fx.node.map_arg((args, kwargs or {}), lambda n: n.meta["val"])
-    mode = torch._guards.detect_fake_mode(torch.fx.node.map_arg(args, lambda n: n.meta["val"]))
+    vals, kw = torch.fx.node.map_arg((args, kwargs or {}), lambda n: n.meta["val"])
+    mode = torch._guards.detect_fake_mode(vals)
     with mode if mode is not None else contextlib.nullcontext():
-        node.meta["val"] = target(*vals[0], **vals[1])
+        node.meta["val"] = target(*vals, **kw)
     return node
 
 

@@ -25,6 +25,7 @@ import torch
 import torch.fx
 
 from .expressions import convert
+from .online import LOG2E
 from .printer import TL_DTYPES
 
 aten = torch.ops.aten
@@ -224,9 +225,9 @@ TAIL = """    empty = l_i == 0.0
     tl.store(OUT + b * sob + h * soh + offs_m[:, None] * som + offs_dv[None, :] * sod, {stored},
              mask=m_ok[:, None])
     # logsumexp and the row maximum in base 2, as the op returns them
-    lse = tl.where(empty, float("-inf"), m_i + tl.log(tl.where(empty, 1.0, l_i))) * {inv_ln2}
+    lse = tl.where(empty, float("-inf"), m_i + tl.log(tl.where(empty, 1.0, l_i))) * {log2e}
     tl.store(LSE + bh * M + offs_m, lse, mask=m_ok)
-    tl.store(MAXS + bh * M + offs_m, m_i * {inv_ln2}, mask=m_ok)
+    tl.store(MAXS + bh * M + offs_m, m_i * {log2e}, mask=m_ok)
 """
 
 
@@ -265,7 +266,7 @@ def kernel_source(name: str, prelude: str, score_mod: torch.fx.GraphModule, mask
         lines = score_lines + (mask_lines if masked else [])
         if conds:
             lines = lines + [f"s = tl.where({' & '.join(conds)}, s, float(\"-inf\"))"]
-        return STEP.format(body="\n".join(lines), operand_cast=cast, precision=prec, log2e=repr(1.0 / math.log(2.0)),
+        return STEP.format(body="\n".join(lines), operand_cast=cast, precision=prec, log2e=LOG2E,
                            k_mask="" if n_divisible else ", mask=n_ok[None, :], other=0.0",
                            v_mask="" if n_divisible else ", mask=n_ok[:, None], other=0.0")
 
@@ -293,5 +294,5 @@ def kernel_source(name: str, prelude: str, score_mod: torch.fx.GraphModule, mask
     buffer_args = "".join(f"{p}, " for p, _, _ in sb + mb)
     head = HEAD.format(name=name, buffer_args=buffer_args, sparse_args=sparse_args,
                        sparse_constexprs=sparse_constexprs, operand_cast=cast)
-    tail = TAIL.format(stored=convert("out", dtype), inv_ln2=repr(1.0 / math.log(2.0)))
+    tail = TAIL.format(stored=convert("out", dtype), log2e=LOG2E)
     return prelude + head + loop + tail
