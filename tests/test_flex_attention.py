@@ -190,3 +190,17 @@ def test_block_mask_without_full_blocks_and_query_blocks_with_no_keys(device):
         return flex_attention(q, k, v, block_mask=mask, return_lse=True)
     kernels = check(fn, [q, k, v], torch.float32)
     assert fused(kernels) == [True] and sparse(kernels) == [True]
+
+
+def test_tile_sweep_replaces_the_kernels_key_load_and_clamps_tiles_to_a_block_mask():
+    """benchmarks/flex_tiles.py rewrites the key load it finds in the kernel's step (a changed
+    load would leave its transposed rows measuring the row-major kernel) and fixes tiles no larger
+    than a block mask's blocks."""
+    from autofuse.codegen import flex_attention as kernel_text
+    from autofuse.runtime.flex_attention import Launch, Sparsity
+    from benchmarks.flex_tiles import KEYS_ROW, KEYS_TRANSPOSED, fixed_pick
+    assert kernel_text.STEP.count(KEYS_ROW) == 1
+    assert "tl.trans(" in kernel_text.STEP.replace(KEYS_ROW, KEYS_TRANSPOSED)
+    pick = fixed_pick((128, 64, 8, 3))
+    assert pick(64, torch.bfloat16, False) == Launch(128, 64, 8, 3)
+    assert pick(64, torch.bfloat16, False, Sparsity(32, 16, False, (1, 1, 4, 8))) == Launch(32, 16, 8, 3)
