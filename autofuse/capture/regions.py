@@ -305,11 +305,10 @@ class RegionProgram:
                 if n in folded:
                     continue
                 if n in softmaxes:   # ATen's softmax kernel, one call for the five ops
-                    first = softmaxes[n][0]
+                    first, amax = softmaxes[n][0], softmaxes[n][-5]
                     self._emit_views(graph, env, first, order)
-                    amax = next(m for m in softmaxes[n] if m.target is torch.ops.aten.amax.default)
-                    upcast = first is not amax   # a 16-bit input converted to f32 first: softmax's dtype
-                    kwargs = {"dtype": torch.float32} if upcast else {}
+                    # a 16-bit input converted to f32 first: the softmax's dtype
+                    kwargs = {"dtype": torch.float32} if first is not amax else {}
                     env[n] = graph.call_function(torch.softmax, (env[first.args[0]], amax.args[1][0]), kwargs)
                     env[n].meta.update(n.meta)
                     continue
@@ -381,7 +380,8 @@ def _bound(node: torch.fx.Node) -> torch.fx.Node:
 
 def _softmaxes(dynamic: dict[torch.fx.Node, int]) -> dict[torch.fx.Node, tuple[torch.fx.Node, ...]]:
     """Softmaxes the decomposition wrote out among the size-dependent ops (eager attention's, over a
-    growing cache): each final division -> (amax, sub, exp, sum, div), when the five are
+    growing cache): each final division -> ([a 16-bit input's f32 conversion,] amax, sub, exp, sum,
+    div), when the five are
     size-dependent, read nothing but x and each other, and nothing else reads the four before the
     division. Run as ATen ops they are five calls and five kernels where ATen's softmax is one of
     each (the same max-subtracted sum)."""
