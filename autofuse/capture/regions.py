@@ -381,9 +381,8 @@ def _bound(node: torch.fx.Node) -> torch.fx.Node:
 def _softmaxes(dynamic: dict[torch.fx.Node, int]) -> dict[torch.fx.Node, tuple[torch.fx.Node, ...]]:
     """Softmaxes the decomposition wrote out among the size-dependent ops (eager attention's, over a
     growing cache): each final division -> ([a 16-bit input's f32 conversion,] amax, sub, exp, sum,
-    div), when the five are
-    size-dependent, read nothing but x and each other, and nothing else reads the four before the
-    division. Run as ATen ops they are five calls and five kernels where ATen's softmax is one of
+    div), when the five are size-dependent, read nothing but x and each other, and nothing else
+    reads the four before the division. Run as ATen ops they are five calls and five kernels where ATen's softmax is one of
     each (the same max-subtracted sum)."""
     aten = torch.ops.aten
     out: dict[torch.fx.Node, tuple[torch.fx.Node, ...]] = {}
