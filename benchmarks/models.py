@@ -15,7 +15,9 @@ layers, hidden 1536, GQA 12/2 heads, biased QKV, a 151 936-token vocabulary; 4 x
 experts (8 layers, 8 experts, 2 per token), a Gemma-2-style decoder (soft-capped logits,
 sliding-window layers) and torchvision's
 ConvNeXt-T, MobileNet v3 large, EfficientNet-B0 and Swin-T (32 images of 224²); any other
-torchvision classifier as `torchvision:<builder>` (`torchvision:inception_v3`, 32 images of 224²). "forward": bf16 inference, no grad. "train": one training step in f32 (forward
+torchvision classifier as `torchvision:<builder>` (`torchvision:inception_v3`, 32 images of 224²),
+and any transformers model class as `transformers:<class>` (`transformers:DebertaV2Model`: its
+config's defaults, at most 6 layers; `benchmarks/any_transformers.py`). "forward": bf16 inference, no grad. "train": one training step in f32 (forward
 with the loss inside the compiled model, backward, an eager AdamW step) for the LLaMA-style decoder,
 GPT-2 (its token embedding tied to the LM head), BERT (with its masked-LM head), ViT (with its
 classification head) and ResNet-50.
@@ -65,6 +67,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .any_transformers import PREFIX as TRANSFORMERS, build_any, is_any, trainable
 from .run import gpu_profile
 
 MODELS = ("llama", "gpt2", "bert", "vit", "resnet50", "qwen2", "t5", "convnext", "mobilenet_v3", "efficientnet", "swin",
@@ -165,6 +168,9 @@ def build(name: str, tiny: bool, train: bool, device: str) -> Built:
     if name in VISION or name.startswith(TORCHVISION):
         return _vision(name, tiny, train, device, gen)
     tf = transformers_module()
+    if is_any(name):
+        model, inputs = build_any(name, tiny, train, device, gen, tf)
+        return Built(model.to(device), inputs)
     if name in DECODERS:
         cfg_cls, model_cls, full = DECODERS[name]
         cfg = getattr(tf, cfg_cls)(**(TINY_DECODER if tiny else full))
@@ -676,7 +682,8 @@ def _error(e: BaseException) -> str:
 def plan(opts: argparse.Namespace) -> list[tuple[str, str, str]]:
     """(model, mode, variant) in priority order: max-autotune after everything else."""
     jobs = [(m, mode) for m in opts.models for mode in opts.modes
-            if (mode != "train" or m in TRAINABLE or m.startswith(TORCHVISION)) and (mode not in GENERATION or m in GENERATIVE)]
+            if (mode != "train" or m in TRAINABLE or m.startswith(TORCHVISION) or trainable(m))
+            and (mode not in GENERATION or m in GENERATIVE)]
     first = [(m, mode, v) for m, mode in jobs for v in opts.variants if v != "inductor_max_autotune"]
     last = [(m, mode, v) for m, mode in jobs for v in opts.variants if v == "inductor_max_autotune"]
     return first + last
@@ -810,8 +817,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         opts.variants = [v for v in VARIANTS if v != "autofuse_tuned" or opts.db]
     else:
         opts.variants = [v for v in opts.variants.split(",") if v]
-    models = {m for m in opts.models if not (m.startswith(TORCHVISION) and len(m) > len(TORCHVISION))}
-    for bad, allowed in ((models - set(MODELS), (*MODELS, f"{TORCHVISION}<builder>")), (set(opts.modes) - set(MODES), MODES),
+    models = {m for m in opts.models if not (m.startswith(TORCHVISION) and len(m) > len(TORCHVISION)) and not is_any(m)}
+    for bad, allowed in ((models - set(MODELS), (*MODELS, f"{TORCHVISION}<builder>", f"{TRANSFORMERS}<model class>")), (set(opts.modes) - set(MODES), MODES),
                          (set(opts.variants) - set(VARIANTS), VARIANTS)):
         if bad:
             p.error(f"unknown {sorted(bad)}; choose from {', '.join(allowed)}")

@@ -157,3 +157,33 @@ def test_the_attention_option_sets_the_models_implementation(tmp_path, model):
     eager, af = run["variants"]["eager"], run["variants"]["autofuse_default"]
     assert "error_text" not in af, af
     assert af["graphs_eager"] == 0 and af["error"] == eager["error"] < 0.5
+
+
+def test_any_transformers_class_runs_from_its_config_defaults(tmp_path):
+    """`transformers:<class>`: a family the benchmark does not name, built from its config class's
+    defaults (tiny: shrunk), forward and a masked-LM training step, both against eager."""
+    if importlib.util.find_spec("transformers") is None:
+        pytest.skip("transformers is not installed")
+    from benchmarks.models import main
+    assert main(["--device", "cpu", "--tiny", "--out", str(tmp_path), "--models",
+                 "transformers:DebertaV2Model,transformers:RobertaForMaskedLM", "--modes", "forward,train",
+                 "--variants", "eager,autofuse_default", "--strict"]) == 0
+    runs = {(r["model"], r["mode"]): r for r in json.loads((tmp_path / "results.json").read_text())["runs"]}
+    # a base model has no loss: no training step for it
+    assert set(runs) == {("transformers:DebertaV2Model", "forward"), ("transformers:RobertaForMaskedLM", "forward"),
+                         ("transformers:RobertaForMaskedLM", "train")}
+    for (model, mode), run in runs.items():
+        af = run["variants"]["autofuse_default"]
+        assert "error_text" not in af, (model, af)
+        assert af["graphs_eager"] == 0 and af["autofuse_kernels"] > 0
+        if mode == "train":
+            assert af["error"] < 1e-4 and af["grad_error"] < 1e-4, af
+        else:
+            assert af["error"] < max(3 * run["variants"]["eager"]["error"], 2e-2), af
+
+
+def test_unknown_transformers_class_is_one_clear_error():
+    from benchmarks.any_transformers import build_any
+    transformers = pytest.importorskip("transformers")
+    with pytest.raises(ValueError, match="no model class 'NoSuchModel'"):
+        build_any("transformers:NoSuchModel", True, False, "cpu", None, transformers)

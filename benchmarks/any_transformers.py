@@ -1,0 +1,99 @@
+"""Any transformers model class, built from its config class's defaults, for the model benchmark:
+`--models transformers:DebertaV2Model` (or `transformers:MambaForCausalLM`, ...).
+
+Why: the named families of `benchmarks/models.py` are the ones the compiler was measured on; a
+user brings others. The defaults of a config class are the family's reference model (its widths,
+heads, vocabulary), so this runs the model a user of that family would run, with its depth capped
+(`MAX_LAYERS`) so that three variants compile within a run's budget. Inputs follow the model's
+`main_input_name`: token ids (4 x 512, an encoder-decoder's decoder 4 x 128), images (32 at the
+config's size), raw audio (8 x 4 s at 16 kHz) or mel features (8 x the encoder's frames). Tiny
+(CPU) configs shrink every width, depth and vocabulary field the config has.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+PREFIX = "transformers:"
+MAX_LAYERS = 6
+DEPTHS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "encoder_layers", "decoder_layers",
+          "num_decoder_layers")
+DROPOUTS = ("attention_dropout", "hidden_dropout", "resid_pdrop", "embd_pdrop", "attn_pdrop", "dropout",
+            "activation_dropout", "attention_probs_dropout_prob", "hidden_dropout_prob", "dropout_rate",
+            "classifier_dropout", "drop_path_rate", "layerdrop", "encoder_layerdrop", "decoder_layerdrop",
+            "feat_proj_dropout", "final_dropout", "mask_time_prob")
+TINY = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2, vocab_size=500,
+            n_embd=64, n_head=4, d_model=64, d_ff=128, d_kv=16, encoder_attention_heads=4, decoder_attention_heads=4,
+            encoder_ffn_dim=128, decoder_ffn_dim=128, ffn_dim=128, max_position_embeddings=64, image_size=32,
+            patch_size=8, num_mel_bins=16, max_source_positions=8, head_dim=16)
+TINY_DEPTH = 2
+TOKENS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id", "sep_token_id", "cls_token_id")
+
+
+def is_any(name: str) -> bool:
+    return name.startswith(PREFIX) and len(name) > len(PREFIX)
+
+
+def trainable(name: str) -> bool:
+    """A class whose call takes labels and returns its loss."""
+    return is_any(name) and name.endswith(("ForCausalLM", "ForMaskedLM"))
+
+
+def build_any(name: str, tiny: bool, train: bool, device: str, gen: torch.Generator, tf: Any) -> tuple[Any, dict]:
+    """(model in f32 on device, keyword inputs of one call). train: labels for a `*ForCausalLM` or
+    `*ForMaskedLM` class (the loss inside the model); other classes have no loss to train."""
+    cls_name = name[len(PREFIX):]
+    cls = getattr(tf, cls_name, None)
+    if cls is None or getattr(cls, "config_class", None) is None:
+        raise ValueError(f"transformers has no model class {cls_name!r} (e.g. transformers:MistralModel)")
+    cfg = cls.config_class()
+    fields = cfg.to_dict()
+    for attr in DEPTHS:
+        if isinstance(fields.get(attr), int) and fields[attr] > 0:
+            setattr(cfg, attr, min(fields[attr], TINY_DEPTH if tiny else MAX_LAYERS))
+    if tiny:
+        for attr, v in TINY.items():
+            if isinstance(fields.get(attr), int):
+                setattr(cfg, attr, v)
+        for attr in TOKENS:   # special tokens inside the shrunk vocabulary
+            if isinstance(fields.get(attr), int) and fields[attr] >= TINY["vocab_size"]:
+                setattr(cfg, attr, 0)
+    for attr in DROPOUTS:
+        if isinstance(fields.get(attr), float):
+            setattr(cfg, attr, 0.0)
+    cfg.use_cache = False
+    model = cls(cfg)
+    inputs = _inputs(model, cfg, tiny, device, gen)
+    if train:
+        if not trainable(name) or "input_ids" not in inputs:
+            raise ValueError(f"{name}: train mode needs a *ForCausalLM or *ForMaskedLM class")
+        inputs["labels"] = inputs["input_ids"]
+    return model, inputs
+
+
+def _inputs(model: Any, cfg: Any, tiny: bool, device: str, gen: torch.Generator) -> dict[str, Any]:
+    key = getattr(model, "main_input_name", "input_ids")
+    if key == "input_ids":
+        positions = getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None) or 4096
+        batch, seq = (2, 16) if tiny else (4, min(512, int(positions)))
+        vocab = getattr(cfg, "vocab_size", None) or 32000
+        inputs = {"input_ids": torch.randint(0, vocab, (batch, seq), generator=gen, device=device)}
+        if getattr(cfg, "is_encoder_decoder", False):
+            inputs["decoder_input_ids"] = torch.randint(0, vocab, (batch, 8 if tiny else 128), generator=gen,
+                                                        device=device)
+        return inputs
+    if key == "pixel_values":
+        side = getattr(cfg, "image_size", 224)
+        side = side[0] if isinstance(side, (list, tuple)) else side
+        channels = getattr(cfg, "num_channels", 3)
+        shape = (2, channels, side, side) if tiny else (32, channels, side, side)
+        return {"pixel_values": torch.randn(shape, generator=gen, device=device)}
+    if key == "input_values":
+        shape = (2, 4000) if tiny else (8, 64000)
+        return {"input_values": torch.randn(shape, generator=gen, device=device)}
+    if key == "input_features":
+        frames = 2 * getattr(cfg, "max_source_positions", 1500)
+        shape = (2, cfg.num_mel_bins, frames) if tiny else (8, cfg.num_mel_bins, frames)
+        return {"input_features": torch.randn(shape, generator=gen, device=device)}
+    raise ValueError(f"{type(model).__name__}: no inputs known for its main input {key!r}")
