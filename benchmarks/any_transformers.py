@@ -73,16 +73,22 @@ def build_any(name: str, tiny: bool, train: bool, device: str, gen: torch.Genera
 
 
 def _inputs(model: Any, cfg: Any, tiny: bool, device: str, gen: torch.Generator) -> dict[str, Any]:
+    inputs = _main_input(model, cfg, tiny, device, gen)
+    if getattr(cfg, "is_encoder_decoder", False) and "decoder_input_ids" not in inputs:
+        vocab = getattr(cfg, "vocab_size", None) or 32000
+        batch = next(iter(inputs.values())).shape[0]
+        inputs["decoder_input_ids"] = torch.randint(0, vocab, (batch, 8 if tiny else 128), generator=gen,
+                                                    device=device)
+    return inputs
+
+
+def _main_input(model: Any, cfg: Any, tiny: bool, device: str, gen: torch.Generator) -> dict[str, Any]:
     key = getattr(model, "main_input_name", "input_ids")
     if key == "input_ids":
         positions = getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None) or 4096
         batch, seq = (2, 16) if tiny else (4, min(512, int(positions)))
         vocab = getattr(cfg, "vocab_size", None) or 32000
-        inputs = {"input_ids": torch.randint(0, vocab, (batch, seq), generator=gen, device=device)}
-        if getattr(cfg, "is_encoder_decoder", False):
-            inputs["decoder_input_ids"] = torch.randint(0, vocab, (batch, 8 if tiny else 128), generator=gen,
-                                                        device=device)
-        return inputs
+        return {"input_ids": torch.randint(0, vocab, (batch, seq), generator=gen, device=device)}
     if key == "pixel_values":
         side = getattr(cfg, "image_size", 224)
         side = side[0] if isinstance(side, (list, tuple)) else side
