@@ -332,7 +332,15 @@ def _to_bf16(x):
 
 @triton.jit
 def _to_f8e4(x):
-    return _f8_rounded(x, 3, 7, 448.0, E4M3_OVERFLOW).to(tl.float8e4nv)
+    # the GPU's own conversion (sm_89+: cvt.rn.satfinite) rounds to nearest even, keeps NaN and
+    # saturates finite values and infinities at 448, as torch's saturating rule does; torch's NaN
+    # rule is applied before it. One instruction where rounding by hand takes about fifteen
+    return _f8e4_overflowed(x.to(tl.float32), E4M3_OVERFLOW).to(tl.float8e4nv)
+
+
+@triton.jit
+def _f8e4_overflowed(x, OVER_FROM: tl.constexpr, OVER: tl.constexpr):
+    return tl.where(tl.abs(x) >= OVER_FROM, OVER, x)
 
 
 @triton.jit
