@@ -25,7 +25,7 @@ import builtins
 import math
 import operator
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import torch
 import torch.fx
@@ -333,13 +333,3 @@ def _classify(node: torch.fx.Node, mask: Any) -> bool | None:
         if bool((keep == tril).all()):
             return True
     return None
-
-
-def folding_backend(backend: Callable[..., Any]) -> Callable[..., Any]:
-    """backend, with the constant attention masks of every graph folded first."""
-
-    def fold_then(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Any:
-        fold_attention_masks(gm, example_inputs)
-        return backend(gm, example_inputs, **kwargs)
-
-    return fold_then

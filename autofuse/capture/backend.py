@@ -19,10 +19,11 @@ import torch.fx
 
 from ..logs import logger
 from ..options import CompileOptions
-from .attention_masks import folding_backend
+from .attention_masks import fold_attention_masks
 from .constants import lift_constants, place_constants
 from .cse import eliminate_common_subexpressions
 from .decompositions import decomposition_table
+from .host_constants import fold_host_constants
 from .grouped_heads import group_matmul_heads, read_grouped_heads
 from .complex_pairs import complex_as_real_pairs
 from .random_ops import generate_random
@@ -65,6 +66,7 @@ class CompiledGraph:
         # on the instance: the wrappers Dynamo puts around a backward compiler copy the instance's
         # attributes (functools.wraps), not its class's, and AOTAutograd calls an unmarked one unboxed
         self._boxed_call = True
+        fold_host_constants(gm)   # host work of constant values done once, at compile time
         self.constants = lift_constants(gm)  # appended to every call's inputs
         # what runs op by op where a signature is not compiled: ATen's own draws, not Philox in ATen ops
         self.eager_gm = gm
@@ -265,9 +267,19 @@ def make_backend(options: CompileOptions | None = None) -> Callable[..., Any]:
         save_compared_inputs(joint)
         return min_cut_rematerialization_partition(joint, joint_inputs, compiler="inductor", **kw)
 
-    return folding_backend(aot_autograd(fw_compiler=fw, bw_compiler=bw, inference_compiler=inference,
+    return masks_folded(aot_autograd(fw_compiler=fw, bw_compiler=bw, inference_compiler=inference,
                                         partition_fn=partition,
                                         decompositions=decomposition_table(), keep_inference_input_mutations=True))
+
+
+def masks_folded(backend: Callable[..., Any]) -> Callable[..., Any]:
+    """backend, run on the Dynamo graph after its constant attention masks were folded."""
+
+    def fold_then(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Any:
+        fold_attention_masks(gm, example_inputs)
+        return backend(gm, example_inputs, **kwargs)
+
+    return fold_then
 
 
 def autofuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Any:

@@ -91,6 +91,10 @@ class GraphLowering:
         self.conv_layout: str | None = None  # the layout convolutions were lowered in, once one was
         self.conv_sites = conv_sites(gm)   # what the default conv layout is decided from
         self.graph_nodes = len(gm.graph.nodes)
+        # a graph of GPU work runs its CPU ops (a value the model makes on the host from an input)
+        # with ATen: generated for the CPU they would be the Triton interpreter's, far slower
+        self.gpu_graph = any(_on_gpu(n.meta.get("val")) for n in gm.graph.nodes) or any(
+            _on_gpu(a) for a in example_inputs)
         self.training = is_training_graph(gm)
         self.feeds_returned_activation = _feeds_returned_activation(gm)
         self.input_updates: list[tuple[InputBuffer, TensorValue]] = []  # (input, its new value): lower/mutation.py
@@ -253,7 +257,8 @@ class GraphLowering:
         self.out = fake_out
         self._fake_args = fargs
         # complex values have no Triton type: every op that reads or makes one runs as ATen
-        lowering = None if _touches_complex(fargs, fkwargs, fake_out) else LOWERINGS.lookup(node.target)
+        aten_only = _touches_complex(fargs, fkwargs, fake_out) or (self.gpu_graph and _on_host(fake_out))
+        lowering = None if aten_only else LOWERINGS.lookup(node.target)
         result = None
         if lowering is not None:
             try:
@@ -636,6 +641,16 @@ def _count_uses(user: torch.fx.Node, node: torch.fx.Node) -> int:
 
     torch.fx.node.map_aggregate((user.args, user.kwargs), visit)
     return count
+
+
+def _on_gpu(v: Any) -> bool:
+    return isinstance(v, torch.Tensor) and v.device.type == "cuda"
+
+
+def _on_host(out: Any) -> bool:
+    """Every tensor an op makes is on the CPU (and it makes one)."""
+    tensors = [t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+    return bool(tensors) and all(t.device.type == "cpu" for t in tensors)
 
 
 def _touches_complex(*values: Any) -> bool:
