@@ -85,8 +85,9 @@ def _inputs(model: Any, cfg: Any, tiny: bool, device: str, gen: torch.Generator)
 def _main_input(model: Any, cfg: Any, tiny: bool, device: str, gen: torch.Generator) -> dict[str, Any]:
     key = getattr(model, "main_input_name", "input_ids")
     if key == "input_ids":
-        positions = getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None) or 4096
-        batch, seq = (2, 16) if tiny else (4, min(512, int(positions)))
+        positions = [getattr(cfg, a, None) for a in ("max_position_embeddings", "n_positions")]
+        positions = min([p for p in positions if isinstance(p, int) and p > 0] or [4096])   # XLNet's: -1
+        batch, seq = (2, 16) if tiny else (4, min(512, positions))
         vocab = getattr(cfg, "vocab_size", None) or 32000
         return {"input_ids": torch.randint(0, vocab, (batch, seq), generator=gen, device=device)}
     if key == "pixel_values":
