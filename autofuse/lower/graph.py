@@ -648,9 +648,12 @@ def _on_gpu(v: Any) -> bool:
 
 
 def _on_host(out: Any) -> bool:
-    """Every tensor an op makes is on the CPU (and it makes one)."""
+    """Every tensor an op makes is on the CPU, one of them more than a scalar. A 0-dim CPU value
+    (a scale computed from `torch.tensor(d)`) stays lowered: its ops fold into the GPU kernel that
+    reads it, reading the lifted constant the program moves to the GPU (`place_constants`)."""
     tensors = [t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
-    return bool(tensors) and all(t.device.type == "cpu" for t in tensors)
+    return (bool(tensors) and all(t.device.type == "cpu" for t in tensors)
+            and any(t.dim() > 0 for t in tensors))
 
 
 def _touches_complex(*values: Any) -> bool:
