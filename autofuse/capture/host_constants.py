@@ -34,7 +34,9 @@ def fold_host_constants(gm: torch.fx.GraphModule) -> int:
     """Replace each constant GPU value of gm computed from CPU tensors by a graph attribute holding
     it (in place); returns how many were folded. The graph is left as it is where anything fails."""
     const = _constant_nodes(gm.graph)
-    roots = [n for n in gm.graph.nodes if n in const and _host_made(n, const) and any(u not in const for u in n.users)]
+    # a returned value is left computed: the caller owns it and may write to it
+    roots = [n for n in gm.graph.nodes if n in const and _host_made(n, const)
+             and any(u not in const for u in n.users) and all(u.op != "output" for u in n.users)]
     if not roots:
         return 0
     try:
