@@ -108,3 +108,22 @@ def test_host_ops_reading_an_input_run_with_aten_in_a_gpu_graph(device):
         out = autofuse.compile(fn, strict=True, use_db=False)(x, idx)
     assert_close(out, fn(x, idx))
     assert not [w for w in caught if "interpreter" in str(w.message)]
+
+
+def test_swin_v2_with_its_masks_folded_matches_eager(monkeypatch):
+    """transformers' Swin v2 (tiny, two shifted-window blocks a stage): its masks and position
+    tables fold, and the compiled model matches eager (the CPU standing in for the GPU)."""
+    tf = pytest.importorskip("transformers")
+    import autofuse
+    folded = []
+    monkeypatch.setattr(host_constants, "DEVICES", ("cpu",))
+    real = host_constants.fold_host_constants
+    monkeypatch.setattr("autofuse.capture.backend.fold_host_constants", lambda gm: folded.append(real(gm)))
+    cfg = tf.Swinv2Config(image_size=32, patch_size=4, embed_dim=16, depths=[2, 2], num_heads=[2, 2], window_size=4)
+    model = tf.Swinv2Model(cfg).eval()
+    x = rand((2, 3, 32, 32))
+    torch._dynamo.reset()
+    with torch.no_grad():
+        out = autofuse.compile(model, strict=True, use_db=False)(pixel_values=x).last_hidden_state
+        assert_close(out, model(pixel_values=x).last_hidden_state)
+    assert sum(folded) >= 1
