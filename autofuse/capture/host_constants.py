@@ -19,6 +19,7 @@ import torch.fx
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from ..logs import logger
+from .constants import _fetch
 
 DEVICES = ("cuda",)     # where a value must be for its host computation to be folded
 MAX_BYTES = 64 << 20    # a larger constant stays computed at every call rather than held in memory
@@ -89,38 +90,33 @@ def _host_made(node: torch.fx.Node, const: set[torch.fx.Node]) -> bool:
         return False
     if v.numel() * v.element_size() > MAX_BYTES:
         return False
-    seen, stack = set(), list(node.all_input_nodes)
+    return any(isinstance(_val(a), torch.Tensor) and _val(a).device.type == "cpu"
+               for a in _computed_from(node.all_input_nodes, const))
+
+
+def _computed_from(nodes: list[torch.fx.Node], const: set[torch.fx.Node]) -> set[torch.fx.Node]:
+    """The constant nodes among `nodes` and every constant node they are computed from."""
+    seen: set[torch.fx.Node] = set()
+    stack = [n for n in nodes if n in const]
     while stack:
-        a = stack.pop()
-        if a in seen or a not in const:
-            continue
-        seen.add(a)
-        if isinstance(_val(a), torch.Tensor) and _val(a).device.type == "cpu":
-            return True
-        stack.extend(a.all_input_nodes)
-    return False
+        n = stack.pop()
+        if n not in seen:
+            seen.add(n)
+            stack.extend(a for a in n.all_input_nodes if a in const)
+    return seen
 
 
 def _evaluate(gm: torch.fx.GraphModule, roots: list[torch.fx.Node],
               const: set[torch.fx.Node]) -> dict[torch.fx.Node, torch.Tensor]:
     """The roots' values, run on real tensors (outside any ambient fake mode)."""
-    needed: set[torch.fx.Node] = set()
-    stack = list(roots)
-    while stack:
-        n = stack.pop()
-        if n not in needed:
-            needed.add(n)
-            stack.extend(a for a in n.all_input_nodes if a in const)
+    needed = _computed_from(roots, const)
     env: dict[torch.fx.Node, Any] = {}
     with unset_fake_temporarily(), torch.no_grad():
         for node in gm.graph.nodes:
             if node not in needed:
                 continue
             if node.op == "get_attr":
-                obj: Any = gm
-                for part in node.target.split("."):
-                    obj = getattr(obj, part)
-                env[node] = obj
+                env[node] = _fetch(gm, node.target)
             else:
                 args = torch.fx.node.map_arg(node.args, env.__getitem__)
                 kwargs = torch.fx.node.map_arg(node.kwargs, env.__getitem__)
