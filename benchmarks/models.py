@@ -67,7 +67,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .any_transformers import PREFIX as TRANSFORMERS, build_any, is_any, trainable
+from .any_transformers import DROPOUTS, PREFIX as TRANSFORMERS, build_any, is_any, trainable
 from .run import gpu_profile
 
 MODELS = ("llama", "gpt2", "bert", "vit", "resnet50", "qwen2", "t5", "convnext", "mobilenet_v3", "efficientnet", "swin",
@@ -154,8 +154,6 @@ LANGUAGE_MODELS = {
                     num_key_value_heads=2, head_dim=16, vocab_size=500, sliding_window=8,
                     max_position_embeddings=64)),
 }
-DROPOUTS = ("attention_dropout", "hidden_dropout", "resid_pdrop", "embd_pdrop", "attn_pdrop", "dropout",
-            "activation_dropout", "attention_probs_dropout_prob", "hidden_dropout_prob")
 TINY_DECODER = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                     num_key_value_heads=2, vocab_size=500, max_position_embeddings=64)
 

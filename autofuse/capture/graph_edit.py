@@ -2,7 +2,7 @@
 fake mode its values were traced under, and a new node's fake value, as capture records it."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Container, Iterable
 
 import torch
 import torch.fx
@@ -12,6 +12,19 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 def val(n: Any) -> Any:
     """A node's traced (fake) value; a constant argument as itself."""
     return n.meta.get("val") if isinstance(n, torch.fx.Node) else n
+
+
+def upstream(nodes: Iterable[torch.fx.Node], within: Container[torch.fx.Node]) -> set[torch.fx.Node]:
+    """The nodes among `nodes` that lie `within`, and every node within it that they are computed
+    from through nodes within it."""
+    out: set[torch.fx.Node] = set()
+    todo = [n for n in nodes if n in within]
+    while todo:
+        n = todo.pop()
+        if n not in out:
+            out.add(n)
+            todo.extend(i for i in n.all_input_nodes if i in within)
+    return out
 
 
 def copy_graph(gm: torch.fx.GraphModule) -> tuple[torch.fx.GraphModule, dict[torch.fx.Node, torch.fx.Node]]:

@@ -20,6 +20,7 @@ from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from ..logs import logger
 from .constants import _fetch
+from .graph_edit import upstream, val
 
 DEVICES = ("cuda",)     # where a value must be for its host computation to be folded
 MAX_BYTES = 64 << 20    # a larger constant stays computed at every call rather than held in memory
@@ -36,8 +37,8 @@ def fold_host_constants(gm: torch.fx.GraphModule) -> int:
     it (in place); returns how many were folded. The graph is left as it is where anything fails."""
     const = _constant_nodes(gm.graph)
     # a returned value is left computed: the caller owns it and may write to it
-    roots = [n for n in gm.graph.nodes if n in const and _host_made(n, const)
-             and any(u not in const for u in n.users) and all(u.op != "output" for u in n.users)]
+    roots = [n for n in gm.graph.nodes if n in const and any(u not in const for u in n.users)
+             and all(u.op != "output" for u in n.users) and _host_made(n, const)]
     if not roots:
         return 0
     try:
@@ -58,10 +59,6 @@ def fold_host_constants(gm: torch.fx.GraphModule) -> int:
         gm.recompile()
         _log.info("host constants: %d computed once on the GPU", len(values))
     return len(values)
-
-
-def _val(node: Any) -> Any:
-    return node.meta.get("val") if isinstance(node, torch.fx.Node) else None
 
 
 def _constant_nodes(graph: torch.fx.Graph) -> set[torch.fx.Node]:
@@ -85,31 +82,19 @@ def _constant_nodes(graph: torch.fx.Graph) -> set[torch.fx.Node]:
 def _host_made(node: torch.fx.Node, const: set[torch.fx.Node]) -> bool:
     """A GPU tensor (no gradient, at most MAX_BYTES) with a CPU tensor among the constants it is
     computed from."""
-    v = _val(node)
+    v = val(node)
     if not isinstance(v, torch.Tensor) or v.device.type not in DEVICES or v.requires_grad:
         return False
     if v.numel() * v.element_size() > MAX_BYTES:
         return False
-    return any(isinstance(_val(a), torch.Tensor) and _val(a).device.type == "cpu"
-               for a in _computed_from(node.all_input_nodes, const))
-
-
-def _computed_from(nodes: list[torch.fx.Node], const: set[torch.fx.Node]) -> set[torch.fx.Node]:
-    """The constant nodes among `nodes` and every constant node they are computed from."""
-    seen: set[torch.fx.Node] = set()
-    stack = [n for n in nodes if n in const]
-    while stack:
-        n = stack.pop()
-        if n not in seen:
-            seen.add(n)
-            stack.extend(a for a in n.all_input_nodes if a in const)
-    return seen
+    return any(isinstance(val(a), torch.Tensor) and val(a).device.type == "cpu"
+               for a in upstream(node.all_input_nodes, const))
 
 
 def _evaluate(gm: torch.fx.GraphModule, roots: list[torch.fx.Node],
               const: set[torch.fx.Node]) -> dict[torch.fx.Node, torch.Tensor]:
     """The roots' values, run on real tensors (outside any ambient fake mode)."""
-    needed = _computed_from(roots, const)
+    needed = upstream(roots, const)
     env: dict[torch.fx.Node, Any] = {}
     with unset_fake_temporarily(), torch.no_grad():
         for node in gm.graph.nodes:
@@ -123,7 +108,7 @@ def _evaluate(gm: torch.fx.GraphModule, roots: list[torch.fx.Node],
                 env[node] = node.target(*args, **kwargs)
         out = {}
         for r in roots:
-            v, meta = env[r], _val(r)
+            v, meta = env[r], val(r)
             if (isinstance(v, torch.Tensor) and v.device.type == meta.device.type and v.dtype == meta.dtype
                     and tuple(v.shape) == tuple(meta.shape)):
                 # in the layout the graph recorded (the lowering reads the constant by its strides)

@@ -39,6 +39,7 @@ import torch.fx
 from torch.fx.experimental.symbolic_shapes import free_symbols
 
 from ..runtime.wrapper import direct_callable
+from .graph_edit import upstream
 
 # the share of the graph's compute ops that must sit in static regions for the split to pay: below
 # it (a symbolic batch size makes nearly every op size-dependent) compiling per size does better
@@ -435,14 +436,7 @@ def _dead_copy(node: torch.fx.Node) -> bool:
 
 def _views_read(nodes: Sequence[torch.fx.Node], free: frozenset[torch.fx.Node]) -> set[torch.fx.Node]:
     """The input views (`free`) that nodes read, with the views those are made from."""
-    out: set[torch.fx.Node] = set()
-    todo = [i for n in nodes for i in n.all_input_nodes if i in free]
-    while todo:
-        v = todo.pop()
-        if v not in out:
-            out.add(v)
-            todo.extend(i for i in v.all_input_nodes if i in free)
-    return out
+    return upstream((i for n in nodes for i in n.all_input_nodes), free)
 
 
 def _read_by_cat_only(node: torch.fx.Node, inside: set[torch.fx.Node]) -> bool:
