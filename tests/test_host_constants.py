@@ -127,3 +127,59 @@ def test_swin_v2_with_its_masks_folded_matches_eager(monkeypatch):
         out = autofuse.compile(model, strict=True, use_db=False)(pixel_values=x).last_hidden_state
         assert_close(out, model(pixel_values=x).last_hidden_state)
     assert sum(folded) >= 1
+
+
+def causal_block_mask_attention(q, k, v):
+    """flex attention under a causal block mask built in the forward (sums, sorts, index_put)."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    mask = create_block_mask(lambda b, h, qi, ki: qi >= ki, None, None, q.shape[2], k.shape[2],
+                             device=q.device, BLOCK_SIZE=16)
+    return flex_attention(q, k, v, block_mask=mask)
+
+
+def test_a_block_mask_built_on_the_device_is_computed_once(monkeypatch):
+    """A constant the device computes through kernels of their own (the block mask's sums and
+    sorts) becomes attributes of the graph: no op computing the mask is left."""
+    monkeypatch.setattr(host_constants, "DEVICES", ("cpu",))
+    monkeypatch.setattr(host_constants, "HOST", "none")
+    q = rand((2, 3, 40, 16))
+    gm = aten_graph(causal_block_mask_attention, q, rand((2, 3, 40, 16)), rand((2, 3, 40, 16)))
+    assert fold_host_constants(gm) == 8
+    ops = [n for n in gm.graph.nodes if n.op == "call_function"]
+    assert [str(n.target) for n in ops] == ["flex_attention", "<built-in function getitem>"]
+
+
+def test_a_compiled_block_mask_program_reads_the_folded_mask_and_matches_eager(monkeypatch, device):
+    """On the CPU the CPU stands in for the GPU (and no device for the host)."""
+    import autofuse
+    from autofuse.api import Recorder
+    if device == "cpu":
+        monkeypatch.setattr(host_constants, "DEVICES", ("cpu",))
+        monkeypatch.setattr(host_constants, "HOST", "none")
+    q, k, v = (rand((2, 3, 40, 16), device=device) for _ in range(3))
+    rec = Recorder()
+    torch._dynamo.reset()
+    out = autofuse.compile(causal_block_mask_attention, strict=True, recorder=rec, use_db=False)(q, k, v)
+    assert_close(out, causal_block_mask_attention(q, k, v))
+    kernels = [k.name for _, _, art in rec.graphs for k in art.kernels]
+    assert len(kernels) == 1, kernels      # the attention alone
+
+
+def test_device_constants_of_pointwise_ops_or_too_large_stay_computed(monkeypatch):
+    """A causal mask of comparisons costs nothing where it is read (index arithmetic) and stays; a
+    reduction's constant larger than MAX_DEVICE_BYTES stays too (the CPU stands in for the GPU, and
+    no device for the host)."""
+    monkeypatch.setattr(host_constants, "DEVICES", ("cpu",))
+    monkeypatch.setattr(host_constants, "HOST", "none")
+
+    def pointwise(x):
+        n = x.shape[-1]
+        i = torch.arange(n, device=x.device)
+        return x.masked_fill(i[:, None] < i[None, :], 0.0)
+
+    def reduced(x):
+        return x + torch.ones(x.shape[0], 8, x.shape[1], device=x.device).sum(1)
+    assert fold_host_constants(aten_graph(pointwise, rand((64, 64)))) == 0
+    assert fold_host_constants(aten_graph(reduced, rand((64, 64)))) == 1
+    monkeypatch.setattr(host_constants, "MAX_DEVICE_BYTES", 64 * 64 * 4 - 1)
+    assert fold_host_constants(aten_graph(reduced, rand((64, 64)))) == 0

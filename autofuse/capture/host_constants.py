@@ -9,9 +9,16 @@ value is computed from factory ops and lifted constants alone: no input, no rand
 in-place op. Sizes there are literals of a graph of static sizes (a symbolic size is read from
 an input), so the value is the same at every call; it is evaluated once, at compile time, and
 becomes a lifted constant of the graph (`constants.lift_constants`), already on the GPU.
+
+The same holds for a small constant the model computes on the GPU through an op that needs a
+kernel of its own (a reduction, a sort, a scan, a scatter): flex attention's block mask built in
+the forward from its mask_mod (sums over blocks, two sorts, index_put) is four kernels at every
+call, or none once folded. A constant made of pointwise ops and views alone stays computed: it
+costs nothing in the kernel that reads it (index arithmetic), where a folded one would be a load.
 """
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import torch
@@ -23,7 +30,13 @@ from .constants import _fetch
 from .graph_edit import upstream, val
 
 DEVICES = ("cuda",)     # where a value must be for its host computation to be folded
+HOST = "cpu"            # the device of host-made values
 MAX_BYTES = 64 << 20    # a larger constant stays computed at every call rather than held in memory
+MAX_DEVICE_BYTES = 1 << 20  # the same for a constant made on the GPU (recomputing it there is cheap)
+# ops that run as kernels of their own rather than fused as index arithmetic (besides reductions)
+STANDALONE = ("sort", "argsort", "topk", "kthvalue", "median", "mode", "cumsum", "cumprod", "cummax", "cummin",
+              "logcumsumexp", "index_put", "index_add", "index_reduce", "scatter", "bincount", "histc",
+              "searchsorted", "bucketize", "unique")
 # ops whose values are random or uninitialized: never evaluated at compile time
 NONDETERMINISTIC = ("rand", "randn", "randint", "randperm", "bernoulli", "multinomial", "normal", "poisson",
                     "dropout", "native_dropout", "empty", "empty_like", "empty_strided", "new_empty",
@@ -33,12 +46,13 @@ _log = logger("fusion")
 
 
 def fold_host_constants(gm: torch.fx.GraphModule) -> int:
-    """Replace each constant GPU value of gm computed from CPU tensors by a graph attribute holding
-    it (in place); returns how many were folded. The graph is left as it is where anything fails."""
+    """Replace each constant GPU value of gm computed from CPU tensors, or on the GPU by a kernel of
+    its own, by a graph attribute holding it (in place); returns how many were folded. The graph is
+    left as it is where anything fails."""
     const = _constant_nodes(gm.graph)
     # a returned value is left computed: the caller owns it and may write to it
     roots = [n for n in gm.graph.nodes if n in const and any(u not in const for u in n.users)
-             and all(u.op != "output" for u in n.users) and _host_made(n, const)]
+             and all(u.op != "output" for u in n.users) and _worth_folding(n, const)]
     if not roots:
         return 0
     try:
@@ -68,6 +82,10 @@ def _constant_nodes(graph: torch.fx.Graph) -> set[torch.fx.Node]:
         if node.op == "get_attr":
             const.add(node)
             continue
+        if node.op == "call_function" and node.target is operator.getitem:   # one value of sort's pair
+            if node.args[0] in const:
+                const.add(node)
+            continue
         if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
             continue
         schema = node.target._schema
@@ -79,16 +97,27 @@ def _constant_nodes(graph: torch.fx.Graph) -> set[torch.fx.Node]:
     return const
 
 
-def _host_made(node: torch.fx.Node, const: set[torch.fx.Node]) -> bool:
-    """A GPU tensor (no gradient, at most MAX_BYTES) with a CPU tensor among the constants it is
-    computed from."""
+def _worth_folding(node: torch.fx.Node, const: set[torch.fx.Node]) -> bool:
+    """A GPU tensor (no gradient) with a CPU tensor among the constants it is computed from (at
+    most MAX_BYTES), or computed by an op that needs a kernel of its own (at most MAX_DEVICE_BYTES)."""
     v = val(node)
     if not isinstance(v, torch.Tensor) or v.device.type not in DEVICES or v.requires_grad:
         return False
-    if v.numel() * v.element_size() > MAX_BYTES:
+    nbytes = v.numel() * v.element_size()
+    if nbytes > MAX_BYTES:
         return False
-    return any(isinstance(val(a), torch.Tensor) and val(a).device.type == "cpu"
-               for a in upstream(node.all_input_nodes, const))
+    made_from = upstream(node.all_input_nodes, const) | {node}
+    if any(isinstance(val(a), torch.Tensor) and val(a).device.type == HOST for a in made_from):
+        return True
+    return nbytes <= MAX_DEVICE_BYTES and any(_standalone(a) for a in made_from)
+
+
+def _standalone(node: torch.fx.Node) -> bool:
+    """An op run as a kernel of its own (a reduction, a sort, a scan, a scatter), not index math."""
+    if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+        return False
+    return (torch.Tag.reduction in node.target.tags
+            or node.target._opname.rstrip("_").startswith(STANDALONE))
 
 
 def _evaluate(gm: torch.fx.GraphModule, roots: list[torch.fx.Node],
