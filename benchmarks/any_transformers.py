@@ -26,7 +26,7 @@ DROPOUTS = ("attention_dropout", "hidden_dropout", "resid_pdrop", "embd_pdrop", 
 TINY = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2, vocab_size=500,
             n_embd=64, n_head=4, d_model=64, d_ff=128, d_kv=16, encoder_attention_heads=4, decoder_attention_heads=4,
             encoder_ffn_dim=128, decoder_ffn_dim=128, ffn_dim=128, max_position_embeddings=64, image_size=32,
-            patch_size=8, num_mel_bins=16, max_source_positions=8, head_dim=16)
+            patch_size=8, num_mel_bins=16, max_source_positions=8, head_dim=16, rotary_dim=8)
 TINY_DEPTH = 2
 TOKENS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id", "sep_token_id", "cls_token_id")
 
