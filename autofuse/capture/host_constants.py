@@ -12,7 +12,7 @@ becomes a lifted constant of the graph (`constants.lift_constants`), already on 
 
 The same holds for a small constant the model computes on the GPU through an op that needs a
 kernel of its own (a reduction, a sort, a scan, a scatter): flex attention's block mask built in
-the forward from its mask_mod (sums over blocks, two sorts, index_put) is four kernels at every
+the forward from its mask_mod (sums over blocks, four sorts, two index_puts) is six kernels at every
 call, or none once folded. A constant made of pointwise ops and views alone stays computed: it
 costs nothing in the kernel that reads it (index arithmetic), where a folded one would be a load.
 """
