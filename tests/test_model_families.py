@@ -205,6 +205,27 @@ def _main(out) -> torch.Tensor:
     return out[0]
 
 
+# classes built from their config class's defaults, shrunk, by the model benchmark's builder
+# (`--models transformers:<class> --tiny`): LED's global attention, BigBird's block-sparse
+# attention, Nystromformer's landmarks, Hiera's unrolled windows, GroupViT's grouping, CvT's
+# convolutional projections, FocalNet's focal modulation, PVT's spatial reduction, Jamba's
+# attention and state-space mix, Qwen2-MoE's shared expert, OLMoE, CANINE's character hashing,
+# ProphetNet's n-gram stream, GPT-J's interleaved rotary, XLNet's two-stream relative attention
+BUILT = ("LEDModel", "BigBirdModel", "NystromformerModel", "HieraModel", "GroupViTVisionModel", "CvtModel",
+         "FocalNetModel", "PvtModel", "JambaForCausalLM", "Qwen2MoeForCausalLM", "OlmoeForCausalLM", "CanineModel",
+         "ProphetNetModel", "GPTJModel", "XLNetModel")
+
+
+@pytest.mark.parametrize("cls", BUILT)
+def test_a_class_built_from_its_defaults_matches_eager(cls, device):
+    from benchmarks.any_transformers import build_any
+    if not hasattr(T, cls):
+        pytest.skip(f"this transformers has no {cls}")
+    torch.manual_seed(0)
+    model, inputs = build_any("transformers:" + cls, True, False, "cpu", torch.Generator().manual_seed(0), T)
+    _forward_matches(model, inputs, _main, device, rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("name", sorted(FAMILIES))
 def test_forward_matches_eager(name, device):
     model, inputs = _build(name)
