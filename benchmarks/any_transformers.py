@@ -6,11 +6,15 @@ user brings others. The defaults of a config class are the family's reference mo
 heads, vocabulary), so this runs the model a user of that family would run, with its depth capped
 (`MAX_LAYERS`) so that three variants compile within a run's budget. Inputs follow the model's
 `main_input_name`: token ids (4 x 512, an encoder-decoder's decoder 4 x 128), images (32 at the
-config's size), raw audio (8 x 4 s at 16 kHz) or mel features (8 x the encoder's frames). Tiny
-(CPU) configs shrink every width, depth and vocabulary field the config has.
+config's size), raw audio (8 x 4 s at 16 kHz), mel features (8 x the encoder's frames) or a time
+series's past values (64 windows of its context length; the probabilistic forecasters also get
+their lags, time features, observed mask and the future's time features, and forecast PREDICTION
+steps where the config sets none). Tiny (CPU) configs shrink every width, depth and vocabulary
+field the config has.
 """
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -28,6 +32,7 @@ TINY = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_ke
             encoder_ffn_dim=128, decoder_ffn_dim=128, ffn_dim=128, max_position_embeddings=64, image_size=32,
             patch_size=8, num_mel_bins=16, max_source_positions=8, head_dim=16, rotary_dim=8)
 TINY_DEPTH = 2
+PREDICTION = 24          # steps a time-series model forecasts where its config leaves it unset
 TOKENS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id", "sep_token_id", "cls_token_id")
 
 
@@ -48,6 +53,8 @@ def build_any(name: str, tiny: bool, train: bool, device: str, gen: torch.Genera
     if cls is None or getattr(cls, "config_class", None) is None:
         raise ValueError(f"transformers has no model class {cls_name!r} (e.g. transformers:MistralModel)")
     cfg = cls.config_class()
+    if "prediction_length" in cfg.to_dict() and cfg.prediction_length is None:   # time series: required,
+        cfg = cls.config_class(prediction_length=PREDICTION)                     # and fields follow from it
     fields = cfg.to_dict()
     for attr in DEPTHS:
         if isinstance(fields.get(attr), int) and fields[attr] > 0:
@@ -74,7 +81,8 @@ def build_any(name: str, tiny: bool, train: bool, device: str, gen: torch.Genera
 
 def _inputs(model: Any, cfg: Any, tiny: bool, device: str, gen: torch.Generator) -> dict[str, Any]:
     inputs = _main_input(model, cfg, tiny, device, gen)
-    if getattr(cfg, "is_encoder_decoder", False) and "decoder_input_ids" not in inputs:
+    takes = inspect.signature(model.forward).parameters
+    if getattr(cfg, "is_encoder_decoder", False) and "decoder_input_ids" in takes and "decoder_input_ids" not in inputs:
         vocab = getattr(cfg, "vocab_size", None) or 32000
         batch = next(iter(inputs.values())).shape[0]
         inputs["decoder_input_ids"] = torch.randint(0, vocab, (batch, 8 if tiny else 128), generator=gen,
@@ -101,6 +109,30 @@ def _main_input(model: Any, cfg: Any, tiny: bool, device: str, gen: torch.Genera
         return {"input_values": torch.randn(shape, generator=gen, device=device)}
     if key == "input_features":
         frames = 2 * getattr(cfg, "max_source_positions", 1500)
-        shape = (2, cfg.num_mel_bins, frames) if tiny else (8, cfg.num_mel_bins, frames)
+        batch = 2 if tiny else 8
+        if getattr(cfg, "num_mel_bins", None) is None:   # Speech2Text: [batch, frames, features]
+            shape = (batch, frames, cfg.input_feat_per_channel * getattr(cfg, "input_channels", 1))
+        else:                                            # Whisper's kind: [batch, mel bins, frames]
+            shape = (batch, cfg.num_mel_bins, frames)
         return {"input_features": torch.randn(shape, generator=gen, device=device)}
+    if key == "past_values":
+        return _series(cfg, 2 if tiny else 64, device, gen)
     raise ValueError(f"{type(model).__name__}: no inputs known for its main input {key!r}")
+
+
+def _series(cfg: Any, batch: int, device: str, gen: torch.Generator) -> dict[str, Any]:
+    """A time-series model's inputs: a window of past values over its channels (PatchTST's kind), or
+    past values with their lags, time features and observed mask and the future's time features
+    (the probabilistic forecasters: TimeSeriesTransformer, Informer, Autoformer)."""
+    def randn(*shape: int) -> torch.Tensor:
+        return torch.randn(shape, generator=gen, device=device)
+    channels = getattr(cfg, "num_input_channels", None)
+    if channels is not None:
+        return {"past_values": randn(batch, cfg.context_length, channels)}
+    past = cfg.context_length + max(cfg.lags_sequence)
+    size = () if cfg.input_size == 1 else (cfg.input_size,)
+    features = cfg.num_time_features
+    return {"past_values": randn(batch, past, *size), "past_time_features": randn(batch, past, features),
+            "past_observed_mask": torch.ones((batch, past, *size), device=device),
+            "future_values": randn(batch, cfg.prediction_length, *size),
+            "future_time_features": randn(batch, cfg.prediction_length, features)}

@@ -4,6 +4,7 @@ import importlib.util
 import json
 
 import pytest
+import torch
 
 from benchmarks.models import annotate, markdown, plan, parse
 
@@ -187,3 +188,24 @@ def test_unknown_transformers_class_is_one_clear_error():
     transformers = pytest.importorskip("transformers")
     with pytest.raises(ValueError, match="no model class 'NoSuchModel'"):
         build_any("transformers:NoSuchModel", True, False, "cpu", None, transformers)
+
+
+@pytest.mark.parametrize("cls, keys", [
+    ("PatchTSTModel", {"past_values"}),
+    ("TimeSeriesTransformerModel", {"past_values", "past_time_features", "past_observed_mask", "future_values",
+                                    "future_time_features"}),
+    ("Speech2TextModel", {"input_features", "decoder_input_ids"}),
+])
+def test_time_series_and_speech_features_get_their_inputs(cls, keys):
+    """Past values (a window over channels, or values with lags, time features and the future's time
+    features; a prediction length where the config leaves none) and Speech2Text's [batch, frames,
+    features]: each model runs eagerly on what the builder gives it."""
+    from benchmarks.any_transformers import build_any
+    transformers = pytest.importorskip("transformers")
+    if not hasattr(transformers, cls):
+        pytest.skip(f"this transformers has no {cls}")
+    model, inputs = build_any("transformers:" + cls, True, False, "cpu", torch.Generator().manual_seed(0), transformers)
+    assert set(inputs) == keys
+    with torch.no_grad():
+        out = model.eval()(**inputs)
+    assert torch.isfinite(out[0]).all()
