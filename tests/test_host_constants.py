@@ -36,7 +36,7 @@ def test_a_mask_made_on_the_host_and_moved_is_one_constant(monkeypatch):
     """The fold on the ATen graph, with the CPU standing in for the GPU: the ops computing the mask
     become one attribute of the graph, in the recorded layout."""
     monkeypatch.setattr(host_constants, "DEVICES", ("cpu",))
-    gm = aten_graph(shifted_window_mask, rand((64, 64)))
+    gm = aten_graph(shifted_window_mask, rand((64, 64), device="cpu"))
     assert fold_host_constants(gm) == 1
     ops = [n for n in gm.graph.nodes if n.op == "call_function"]
     assert [str(n.target) for n in ops] == ["aten.add.Tensor"]
@@ -46,7 +46,7 @@ def test_a_mask_made_on_the_host_and_moved_is_one_constant(monkeypatch):
 
 
 def test_graphs_on_the_cpu_alone_are_left_as_they_are():
-    gm = aten_graph(shifted_window_mask, rand((64, 64)))
+    gm = aten_graph(shifted_window_mask, rand((64, 64), device="cpu"))
     before = len(gm.graph.nodes)
     assert fold_host_constants(gm) == 0 and len(gm.graph.nodes) == before
 
@@ -57,7 +57,7 @@ def test_a_value_read_from_an_input_drawn_or_returned_is_not_folded(monkeypatch)
 
     def fn(x, idx):
         return x + idx.float() * 2 + torch.rand(4), torch.arange(4) * 2
-    gm = aten_graph(fn, rand((4,)), torch.arange(4))
+    gm = aten_graph(fn, rand((4,), device="cpu"), torch.arange(4))
     assert fold_host_constants(gm) == 0
 
 
@@ -67,7 +67,7 @@ def test_the_folded_constant_reaches_the_compiled_program(monkeypatch):
     import autofuse
     from autofuse.api import Recorder
     monkeypatch.setattr(host_constants, "DEVICES", ("cpu",))
-    x = rand((64, 64))
+    x = rand((64, 64), device="cpu")
     rec = Recorder()
     torch._dynamo.reset()
     out = autofuse.compile(shifted_window_mask, strict=True, recorder=rec, use_db=False)(x)
@@ -121,7 +121,7 @@ def test_swin_v2_with_its_masks_folded_matches_eager(monkeypatch):
     monkeypatch.setattr("autofuse.capture.backend.fold_host_constants", lambda gm: folded.append(real(gm)))
     cfg = tf.Swinv2Config(image_size=32, patch_size=4, embed_dim=16, depths=[2, 2], num_heads=[2, 2], window_size=4)
     model = tf.Swinv2Model(cfg).eval()
-    x = rand((2, 3, 32, 32))
+    x = rand((2, 3, 32, 32), device="cpu")
     torch._dynamo.reset()
     with torch.no_grad():
         out = autofuse.compile(model, strict=True, use_db=False)(pixel_values=x).last_hidden_state
@@ -142,8 +142,8 @@ def test_a_block_mask_built_on_the_device_is_computed_once(monkeypatch):
     sorts) becomes attributes of the graph: no op computing the mask is left."""
     monkeypatch.setattr(host_constants, "DEVICES", ("cpu",))
     monkeypatch.setattr(host_constants, "HOST", "none")
-    q = rand((2, 3, 40, 16))
-    gm = aten_graph(causal_block_mask_attention, q, rand((2, 3, 40, 16)), rand((2, 3, 40, 16)))
+    q, k, v = (rand((2, 3, 40, 16), device="cpu") for _ in range(3))
+    gm = aten_graph(causal_block_mask_attention, q, k, v)
     assert fold_host_constants(gm) == 8
     ops = [n for n in gm.graph.nodes if n.op == "call_function"]
     assert [str(n.target) for n in ops] == ["flex_attention", "<built-in function getitem>"]
@@ -179,7 +179,7 @@ def test_device_constants_of_pointwise_ops_or_too_large_stay_computed(monkeypatc
 
     def reduced(x):
         return x + torch.ones(x.shape[0], 8, x.shape[1], device=x.device).sum(1)
-    assert fold_host_constants(aten_graph(pointwise, rand((64, 64)))) == 0
-    assert fold_host_constants(aten_graph(reduced, rand((64, 64)))) == 1
+    assert fold_host_constants(aten_graph(pointwise, rand((64, 64), device="cpu"))) == 0
+    assert fold_host_constants(aten_graph(reduced, rand((64, 64), device="cpu"))) == 1
     monkeypatch.setattr(host_constants, "MAX_DEVICE_BYTES", 64 * 64 * 4 - 1)
-    assert fold_host_constants(aten_graph(reduced, rand((64, 64)))) == 0
+    assert fold_host_constants(aten_graph(reduced, rand((64, 64), device="cpu"))) == 0
