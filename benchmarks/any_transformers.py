@@ -71,12 +71,23 @@ def build_any(name: str, tiny: bool, train: bool, device: str, gen: torch.Genera
             setattr(cfg, attr, 0.0)
     cfg.use_cache = False
     model = cls(cfg)
+    _untie(model, gen)
     inputs = _inputs(model, cfg, tiny, device, gen)
     if train:
         if not trainable(name) or "input_ids" not in inputs:
             raise ValueError(f"{name}: train mode needs a *ForCausalLM or *ForMaskedLM class")
         inputs["labels"] = inputs["input_ids"]
     return model, inputs
+
+
+def _untie(model: Any, gen: torch.Generator | None) -> None:
+    """Weight matrices initialized to one value (zeros: AFMoE's router, gates that start closed) get
+    small random values, as trained ones have. With a zero router every expert scores alike, and
+    top-k then picks among ties in an order no compiler has to keep."""
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() >= 2 and p.is_floating_point() and bool((p == p.flatten()[0]).all()):
+                p.add_(torch.randn(p.shape, generator=gen).to(p) * 0.02)
 
 
 def _inputs(model: Any, cfg: Any, tiny: bool, device: str, gen: torch.Generator) -> dict[str, Any]:

@@ -190,6 +190,20 @@ def test_unknown_transformers_class_is_one_clear_error():
         build_any("transformers:NoSuchModel", True, False, "cpu", None, transformers)
 
 
+def test_weights_initialized_to_one_value_are_untied():
+    """AFMoE's router starts at zeros: built by the benchmark it ranks experts without ties, so a
+    compiled top-k picks the experts eager picks."""
+    from benchmarks.any_transformers import build_any
+    transformers = pytest.importorskip("transformers")
+    if not hasattr(transformers, "AfmoeModel"):
+        pytest.skip("this transformers has no AfmoeModel")
+    model, inputs = build_any("transformers:AfmoeModel", True, False, "cpu", torch.Generator().manual_seed(0),
+                              transformers)
+    gate = model.layers[-1].mlp.router.gate.weight
+    assert gate.std() > 0.01
+    assert (model.norm.weight == 1).all()      # vectors (norm weights, biases) stay as initialized
+
+
 @pytest.mark.parametrize("cls, keys", [
     ("PatchTSTModel", {"past_values"}),
     ("TimeSeriesTransformerModel", {"past_values", "past_time_features", "past_observed_mask", "future_values",
