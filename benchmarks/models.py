@@ -54,6 +54,7 @@ import datetime
 import json
 import os
 import platform
+import shutil
 import sys
 import statistics
 import tempfile
@@ -61,7 +62,7 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -823,14 +824,25 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return opts
 
 
-def cold_caches() -> str:
-    """Point Inductor's, Triton's and autofuse's on-disk caches at empty directories (outside out, so
-    the results folder stays small); the path is in results.json."""
+@contextlib.contextmanager
+def cold_caches() -> Iterator[str]:
+    """Point Inductor's, Triton's and autofuse's on-disk caches at empty directories for the run
+    (outside out, so the results folder stays small), then put the variables back and remove them:
+    a benchmark leaves no cache behind."""
+    names = {"TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton", "AUTOFUSE_CACHE_DIR": "autofuse"}
+    saved = {var: os.environ.get(var) for var in names}
     root = Path(tempfile.mkdtemp(prefix="autofuse-bench-cache-"))
-    for var, sub in (("TORCHINDUCTOR_CACHE_DIR", "inductor"), ("TRITON_CACHE_DIR", "triton"),
-                     ("AUTOFUSE_CACHE_DIR", "autofuse")):
-        os.environ[var] = str(root / sub)
-    return str(root)
+    try:
+        for var, sub in names.items():
+            os.environ[var] = str(root / sub)
+        yield "cold (empty folders, removed after the run)"
+    finally:
+        for var, value in saved.items():
+            if value is None:
+                os.environ.pop(var, None)
+            else:
+                os.environ[var] = value
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -838,10 +850,17 @@ def main(argv: list[str] | None = None) -> int:
     if opts.device == "cuda" and not torch.cuda.is_available():
         print("no CUDA device: use --device cpu --tiny", file=sys.stderr)
         return 2
+    if opts.warm_cache:
+        return run(opts, argv, "warm (--warm-cache)")
+    with cold_caches() as caches:
+        return run(opts, argv, caches)
+
+
+def run(opts: argparse.Namespace, argv: list[str] | None, caches: str) -> int:
+    """The benchmark proper: every model, mode and variant of opts, results written under opts.out."""
     import triton
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
-    caches = "warm (--warm-cache)" if opts.warm_cache else cold_caches()
     try:
         tf_version = transformers_module().__version__
     except Exception as e:  # noqa: BLE001 - the torchvision model still runs

@@ -9,19 +9,19 @@ import torch
 from benchmarks.models import annotate, markdown, plan, parse
 
 
-@pytest.fixture(autouse=True)
-def _caches_restored():
-    """main() points the compilers' cache variables at fresh folders for the rest of its process
-    (`cold_caches`); they are put back after each test, so later tests on the worker keep theirs."""
+def test_cold_caches_are_removed_and_the_variables_put_back(monkeypatch):
+    """A benchmark run leaves no cache folder behind and gives the process its cache variables back."""
     import os
-    names = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "AUTOFUSE_CACHE_DIR")
-    saved = {n: os.environ.get(n) for n in names}
-    yield
-    for n, value in saved.items():
-        if value is None:
-            os.environ.pop(n, None)
-        else:
-            os.environ[n] = value
+    from benchmarks.models import cold_caches
+    monkeypatch.setenv("TRITON_CACHE_DIR", "/somewhere/triton")
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    with cold_caches() as caches:
+        root = os.path.dirname(os.environ["TRITON_CACHE_DIR"])
+        assert os.path.isdir(root) and caches.startswith("cold")
+        assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == os.path.join(root, "inductor")
+        os.makedirs(os.environ["TRITON_CACHE_DIR"])   # the compilers fill them
+    assert not os.path.exists(root)
+    assert os.environ["TRITON_CACHE_DIR"] == "/somewhere/triton" and "TORCHINDUCTOR_CACHE_DIR" not in os.environ
 
 
 def test_tiny_bert_forward_runs_and_matches_the_reference(tmp_path):
