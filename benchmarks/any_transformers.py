@@ -109,12 +109,18 @@ def _main_input(model: Any, cfg: Any, tiny: bool, device: str, gen: torch.Genera
         batch, seq = (2, 16) if tiny else (4, min(512, positions))
         vocab = getattr(cfg, "vocab_size", None) or 32000
         return {"input_ids": torch.randint(0, vocab, (batch, seq), generator=gen, device=device)}
-    if key == "pixel_values":
+    if key in ("pixel_values", "pixel_values_videos"):
         side = getattr(cfg, "image_size", 224)
         side = side[0] if isinstance(side, (list, tuple)) else side
         channels = getattr(cfg, "num_channels", 3)
-        shape = (2, channels, side, side) if tiny else (32, channels, side, side)
-        return {"pixel_values": torch.randn(shape, generator=gen, device=device)}
+        batch = 2 if tiny else 32
+        frames = getattr(cfg, "num_frames", None) or getattr(cfg, "frames_per_clip", None)
+        if key == "pixel_values_videos" or frames:   # a video: [batch, frames, channels, side, side]
+            batch = 2 if tiny else 4
+            shape: tuple[int, ...] = (batch, frames or 8, channels, side, side)
+        else:
+            shape = (batch, channels, side, side)
+        return {key: torch.randn(shape, generator=gen, device=device)}
     if key == "input_values":
         shape = (2, 4000) if tiny else (8, 64000)
         return {"input_values": torch.randn(shape, generator=gen, device=device)}

@@ -209,11 +209,13 @@ def test_weights_initialized_to_one_value_are_untied():
     ("TimeSeriesTransformerModel", {"past_values", "past_time_features", "past_observed_mask", "future_values",
                                     "future_time_features"}),
     ("Speech2TextModel", {"input_features", "decoder_input_ids"}),
+    ("VivitModel", {"pixel_values"}),
 ])
-def test_time_series_and_speech_features_get_their_inputs(cls, keys):
+def test_time_series_speech_and_video_get_their_inputs(cls, keys):
     """Past values (a window over channels, or values with lags, time features and the future's time
-    features; a prediction length where the config leaves none) and Speech2Text's [batch, frames,
-    features]: each model runs eagerly on what the builder gives it."""
+    features; a prediction length where the config leaves none), Speech2Text's [batch, frames,
+    features] and a video's [batch, frames, channels, height, width]: each model runs eagerly on what
+    the builder gives it."""
     from benchmarks.any_transformers import build_any
     transformers = pytest.importorskip("transformers")
     if not hasattr(transformers, cls):
