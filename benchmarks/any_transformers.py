@@ -31,6 +31,11 @@ TINY = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_ke
             n_embd=64, n_head=4, d_model=64, d_ff=128, d_kv=16, encoder_attention_heads=4, decoder_attention_heads=4,
             encoder_ffn_dim=128, decoder_ffn_dim=128, ffn_dim=128, max_position_embeddings=64, image_size=32,
             patch_size=8, num_mel_bins=16, max_source_positions=8, head_dim=16, rotary_dim=8)
+# multi-head latent attention (DeepSeek-V2/V3 and their kind): its head parts and ranks, and routed
+# experts small enough to build, with the first layer dense and the second a mixture of experts
+TINY_MLA = dict(qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16, kv_lora_rank=32, q_lora_rank=48,
+                moe_intermediate_size=64, n_routed_experts=8, n_group=2, topk_group=1, num_experts_per_tok=2,
+                first_k_dense_replace=1)
 TINY_DEPTH = 2
 PREDICTION = 24          # steps a time-series model forecasts where its config leaves it unset
 TOKENS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id", "sep_token_id", "cls_token_id")
@@ -63,6 +68,15 @@ def build_any(name: str, tiny: bool, train: bool, device: str, gen: torch.Genera
         for attr, v in TINY.items():
             if isinstance(fields.get(attr), int):
                 setattr(cfg, attr, v)
+        if isinstance(fields.get("kv_lora_rank"), int):
+            for attr, v in TINY_MLA.items():   # (DeepSeek-V2's default leaves the experts per token unset)
+                if isinstance(fields.get(attr), int) or (attr == "num_experts_per_tok" and attr in fields):
+                    setattr(cfg, attr, v)
+            cfg.head_dim = cfg.qk_rope_head_dim            # the rotary part, as these configs define it
+            if "num_key_value_heads" in fields:             # one latent: keys and values for every head
+                cfg.num_key_value_heads = cfg.num_attention_heads
+            if "qk_head_dim" in fields:
+                cfg.qk_head_dim = cfg.qk_nope_head_dim + cfg.qk_rope_head_dim
         for attr in TOKENS:   # special tokens inside the shrunk vocabulary
             if isinstance(fields.get(attr), int) and fields[attr] >= TINY["vocab_size"]:
                 setattr(cfg, attr, 0)

@@ -210,10 +210,11 @@ def _main(out) -> torch.Tensor:
 # attention, Nystromformer's landmarks, Hiera's unrolled windows, GroupViT's grouping, CvT's
 # convolutional projections, FocalNet's focal modulation, PVT's spatial reduction, Jamba's
 # attention and state-space mix, Qwen2-MoE's shared expert, OLMoE, CANINE's character hashing,
-# ProphetNet's n-gram stream, GPT-J's interleaved rotary, XLNet's two-stream relative attention
+# ProphetNet's n-gram stream, GPT-J's interleaved rotary, XLNet's two-stream relative attention,
+# DeepSeek-V2's latent attention with greedy expert routing, ViViT's tubelet embedding of a video
 BUILT = ("LEDModel", "BigBirdModel", "NystromformerModel", "HieraModel", "GroupViTVisionModel", "CvtModel",
          "FocalNetModel", "PvtModel", "JambaForCausalLM", "Qwen2MoeForCausalLM", "OlmoeForCausalLM", "CanineModel",
-         "ProphetNetModel", "GPTJModel", "XLNetModel")
+         "ProphetNetModel", "GPTJModel", "XLNetModel", "DeepseekV2Model", "VivitModel")
 
 
 @pytest.mark.parametrize("cls", BUILT)
