@@ -9,8 +9,9 @@ heads, vocabulary), so this runs the model a user of that family would run, with
 config's size), raw audio (8 x 4 s at 16 kHz), mel features (8 x the encoder's frames) or a time
 series's past values (64 windows of its context length; the probabilistic forecasters also get
 their lags, time features, observed mask and the future's time features, and forecast PREDICTION
-steps where the config sets none). Tiny (CPU) configs shrink every width, depth and vocabulary
-field the config has.
+steps where the config sets none), and a video model frames of images. Tiny (CPU) configs shrink
+every width, depth and vocabulary field the config has, with the fields that must agree kept
+agreeing (latent attention's head parts, windows that fit every stage's map).
 """
 from __future__ import annotations
 
@@ -68,6 +69,13 @@ def build_any(name: str, tiny: bool, train: bool, device: str, gen: torch.Genera
         for attr, v in TINY.items():
             if isinstance(fields.get(attr), int):
                 setattr(cfg, attr, v)
+        if isinstance(fields.get("window_size"), int) and isinstance(fields.get("depths"), list):
+            # windowed attention in stages (Swin's kind): its relative-position table is sized by the
+            # window, so every stage's map must hold one; 16 x 16 patches halve to 2 x 2 windows
+            cfg.window_size = 2
+            if isinstance(fields.get("image_size"), int) and isinstance(fields.get("patch_size"), int) \
+                    and fields["patch_size"] > 1:
+                cfg.image_size, cfg.patch_size = 64, 4
         if isinstance(fields.get("kv_lora_rank"), int):
             for attr, v in TINY_MLA.items():   # (DeepSeek-V2's default leaves the experts per token unset)
                 if isinstance(fields.get(attr), int) or (attr == "num_experts_per_tok" and attr in fields):

@@ -225,3 +225,23 @@ def test_time_series_speech_and_video_get_their_inputs(cls, keys):
     with torch.no_grad():
         out = model.eval()(**inputs)
     assert torch.isfinite(out[0]).all()
+
+
+@pytest.mark.parametrize("cls", ["SwinModel", "DeepseekV3Model"])
+def test_tiny_configs_keep_fields_that_must_agree(cls):
+    """Shrinking widths alone breaks models whose fields depend on each other: Swin's window must fit
+    every stage's map (its position table is sized by it), latent attention's rotary part is its
+    head_dim. Each class is built tiny and runs eagerly."""
+    from benchmarks.any_transformers import build_any
+    transformers = pytest.importorskip("transformers")
+    if not hasattr(transformers, cls):
+        pytest.skip(f"this transformers has no {cls}")
+    model, inputs = build_any("transformers:" + cls, True, False, "cpu", torch.Generator().manual_seed(0), transformers)
+    if cls == "SwinModel":
+        assert model.config.window_size == 2 and inputs["pixel_values"].shape[-1] == 64
+    else:
+        assert model.config.head_dim == model.config.qk_rope_head_dim
+        assert model.config.num_key_value_heads == model.config.num_attention_heads
+    with torch.no_grad():
+        out = model.eval()(**inputs)
+    assert torch.isfinite(out[0]).all()
