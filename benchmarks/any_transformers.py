@@ -11,7 +11,8 @@ series's past values (64 windows of its context length; the probabilistic foreca
 their lags, time features, observed mask and the future's time features, and forecast PREDICTION
 steps where the config sets none), and a video model frames of images. Tiny (CPU) configs shrink
 every width, depth and vocabulary field the config has, with the fields that must agree kept
-agreeing (latent attention's head parts, windows that fit every stage's map).
+agreeing (latent attention's head parts, multimodal rotary's sections, windows and strides that
+fit every stage's map).
 """
 from __future__ import annotations
 
@@ -76,6 +77,17 @@ def build_any(name: str, tiny: bool, train: bool, device: str, gen: torch.Genera
             if isinstance(fields.get("image_size"), int) and isinstance(fields.get("patch_size"), int) \
                     and fields["patch_size"] > 1:
                 cfg.image_size, cfg.patch_size = 64, 4
+        if isinstance(fields.get("num_stages"), int) and isinstance(fields.get("depths"), list) and \
+                isinstance(fields.get("patch_size"), int):   # ConvNeXt's stem and stride-2 stages: 8 x 8 to 1 x 1
+            cfg.image_size, cfg.patch_size = 32, 4
+        if "head_dim" in fields and fields["head_dim"] is None:   # some read it as set (HunYuan)
+            cfg.head_dim = TINY["head_dim"]
+        if "mrope_section" in getattr(cfg, "ignore_keys_at_rope_validation", ()) and \
+                isinstance(getattr(cfg, "rope_parameters", None), dict):
+            # multimodal rotary (Qwen2-VL's kind): its three sections split the rotary half of a head
+            rotary = getattr(cfg, "partial_rotary_factor", None) or cfg.rope_parameters.get("partial_rotary_factor", 1.0)
+            half = int(TINY["head_dim"] * rotary) // 2
+            cfg.rope_parameters["mrope_section"] = [half - 2 * (3 * half // 8), 3 * half // 8, 3 * half // 8]
         if isinstance(fields.get("kv_lora_rank"), int):
             for attr, v in TINY_MLA.items():   # (DeepSeek-V2's default leaves the experts per token unset)
                 if isinstance(fields.get(attr), int) or (attr == "num_experts_per_tok" and attr in fields):

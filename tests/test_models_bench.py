@@ -227,21 +227,30 @@ def test_time_series_speech_and_video_get_their_inputs(cls, keys):
     assert torch.isfinite(out[0]).all()
 
 
-@pytest.mark.parametrize("cls", ["SwinModel", "DeepseekV3Model"])
+@pytest.mark.parametrize("cls", ["SwinModel", "DeepseekV3Model", "Qwen2VLTextModel", "HunYuanDenseV1Model",
+                                 "ConvNextModel"])
 def test_tiny_configs_keep_fields_that_must_agree(cls):
     """Shrinking widths alone breaks models whose fields depend on each other: Swin's window must fit
     every stage's map (its position table is sized by it), latent attention's rotary part is its
-    head_dim. Each class is built tiny and runs eagerly."""
+    head_dim, multimodal rotary's sections split the rotary half of a head, a head size left unset
+    is read as set, ConvNeXt's stride-2 stages need more than its 32-pixel image over a patch of 8.
+    Each class is built tiny and runs eagerly."""
     from benchmarks.any_transformers import build_any
     transformers = pytest.importorskip("transformers")
     if not hasattr(transformers, cls):
         pytest.skip(f"this transformers has no {cls}")
     model, inputs = build_any("transformers:" + cls, True, False, "cpu", torch.Generator().manual_seed(0), transformers)
+    cfg = model.config
     if cls == "SwinModel":
-        assert model.config.window_size == 2 and inputs["pixel_values"].shape[-1] == 64
+        assert cfg.window_size == 2 and inputs["pixel_values"].shape[-1] == 64
+    elif cls == "DeepseekV3Model":
+        assert cfg.head_dim == cfg.qk_rope_head_dim and cfg.num_key_value_heads == cfg.num_attention_heads
+    elif cls == "Qwen2VLTextModel":
+        assert sum(cfg.rope_parameters["mrope_section"]) == cfg.hidden_size // cfg.num_attention_heads // 2
+    elif cls == "HunYuanDenseV1Model":
+        assert cfg.head_dim == cfg.hidden_size // cfg.num_attention_heads
     else:
-        assert model.config.head_dim == model.config.qk_rope_head_dim
-        assert model.config.num_key_value_heads == model.config.num_attention_heads
+        assert cfg.patch_size == 4
     with torch.no_grad():
         out = model.eval()(**inputs)
     assert torch.isfinite(out[0]).all()
