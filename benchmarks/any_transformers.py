@@ -11,8 +11,8 @@ series's past values (64 windows of its context length; the probabilistic foreca
 their lags, time features, observed mask and the future's time features, and forecast PREDICTION
 steps where the config sets none), and a video model frames of images. Tiny (CPU) configs shrink
 every width, depth and vocabulary field the config has, with the fields that must agree kept
-agreeing (latent attention's head parts, multimodal rotary's sections, windows and strides that
-fit every stage's map).
+agreeing (latent attention's head parts, multimodal rotary's sections, Mamba-2's heads, windows
+and strides that fit every stage's map).
 """
 from __future__ import annotations
 
@@ -38,6 +38,9 @@ TINY = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_ke
 TINY_MLA = dict(qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16, kv_lora_rank=32, q_lora_rank=48,
                 moe_intermediate_size=64, n_routed_experts=8, n_group=2, topk_group=1, num_experts_per_tok=2,
                 first_k_dense_replace=1)
+# state-space (Mamba-2) mixers: heads x head size = expand (2) x the tiny hidden size
+TINY_SSM = dict(mamba_n_heads=8, mamba_d_head=16, mamba_num_heads=8, mamba_head_dim=16, n_mamba_heads=8,
+                mamba_headdim=16, mamba_d_ssm=128, mamba_d_state=16, mamba_chunk_size=16)
 TINY_DEPTH = 2
 PREDICTION = 24          # steps a time-series model forecasts where its config leaves it unset
 TOKENS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id", "sep_token_id", "cls_token_id")
@@ -80,6 +83,11 @@ def build_any(name: str, tiny: bool, train: bool, device: str, gen: torch.Genera
         if isinstance(fields.get("num_stages"), int) and isinstance(fields.get("depths"), list) and \
                 isinstance(fields.get("patch_size"), int):   # ConvNeXt's stem and stride-2 stages: 8 x 8 to 1 x 1
             cfg.image_size, cfg.patch_size = 32, 4
+        for attr, v in TINY_SSM.items():
+            if isinstance(fields.get(attr), int):
+                setattr(cfg, attr, v)
+        if all(isinstance(fields.get(k), int) for k in ("state_size", "expand", "num_heads", "head_dim")):
+            cfg.num_heads, cfg.state_size = TINY_SSM["mamba_n_heads"], TINY_SSM["mamba_d_state"]   # Mamba2's own names
         if "head_dim" in fields and fields["head_dim"] is None:   # some read it as set (HunYuan)
             cfg.head_dim = TINY["head_dim"]
         if "mrope_section" in getattr(cfg, "ignore_keys_at_rope_validation", ()) and \

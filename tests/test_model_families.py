@@ -211,10 +211,12 @@ def _main(out) -> torch.Tensor:
 # convolutional projections, FocalNet's focal modulation, PVT's spatial reduction, Jamba's
 # attention and state-space mix, Qwen2-MoE's shared expert, OLMoE, CANINE's character hashing,
 # ProphetNet's n-gram stream, GPT-J's interleaved rotary, XLNet's two-stream relative attention,
-# DeepSeek-V2's latent attention with greedy expert routing, ViViT's tubelet embedding of a video
+# DeepSeek-V2's latent attention with greedy expert routing, ViViT's tubelet embedding of a video,
+# Granite 4's Mamba-2 mixers (the chunked scan as PyTorch code) beside attention and experts
 BUILT = ("LEDModel", "BigBirdModel", "NystromformerModel", "HieraModel", "GroupViTVisionModel", "CvtModel",
          "FocalNetModel", "PvtModel", "JambaForCausalLM", "Qwen2MoeForCausalLM", "OlmoeForCausalLM", "CanineModel",
-         "ProphetNetModel", "GPTJModel", "XLNetModel", "DeepseekV2Model", "VivitModel")
+         "ProphetNetModel", "GPTJModel", "XLNetModel", "DeepseekV2Model", "VivitModel",
+         "GraniteMoeHybridModel")
 
 
 @pytest.mark.parametrize("cls", BUILT)
