@@ -1,18 +1,18 @@
 """Any transformers model class, built from its config class's defaults, for the model benchmark:
 `--models transformers:DebertaV2Model` (or `transformers:MambaForCausalLM`, ...).
 
-Why: the named families of `benchmarks/models.py` are the ones the compiler was measured on; a
-user brings others. The defaults of a config class are the family's reference model (its widths,
-heads, vocabulary), so this runs the model a user of that family would run, with its depth capped
+Why: the named families of `benchmarks/models.py` are the ones the compiler was measured on; a user
+brings others. The defaults of a config class are the family's reference model (its widths, heads,
+vocabulary), so this runs the model a user of that family would run, with its depth capped
 (`MAX_LAYERS`) so that three variants compile within a run's budget. Inputs follow the model's
 `main_input_name`: token ids (4 x 512, an encoder-decoder's decoder 4 x 128), images (32 at the
 config's size), raw audio (8 x 4 s at 16 kHz), mel features (8 x the encoder's frames) or a time
-series's past values (64 windows of its context length; the probabilistic forecasters also get
-their lags, time features, observed mask and the future's time features, and forecast PREDICTION
-steps where the config sets none), and a video model frames of images. Tiny (CPU) configs shrink
-every width, depth and vocabulary field the config has, with the fields that must agree kept
-agreeing (latent attention's head parts, multimodal rotary's sections, Mamba-2's heads, windows
-and strides that fit every stage's map).
+series's past values (64 windows of its context length; the probabilistic forecasters also get their
+lags, time features, observed mask and the future's time features, and forecast PREDICTION steps
+where the config sets none), a video model frames of images, and a text and an image tower (CLIP's
+kind) both tokens and images. Tiny (CPU) configs shrink every width, depth and vocabulary field the
+config has, with the fields that must agree kept agreeing (latent attention's head parts, multimodal
+rotary's sections, Mamba-2's heads, windows and strides that fit every stage's map).
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ DROPOUTS = ("attention_dropout", "hidden_dropout", "resid_pdrop", "embd_pdrop", 
 TINY = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2, vocab_size=500,
             n_embd=64, n_head=4, d_model=64, d_ff=128, d_kv=16, encoder_attention_heads=4, decoder_attention_heads=4,
             encoder_ffn_dim=128, decoder_ffn_dim=128, ffn_dim=128, max_position_embeddings=64, image_size=32,
-            patch_size=8, num_mel_bins=16, max_source_positions=8, head_dim=16, rotary_dim=8)
+            patch_size=8, num_mel_bins=16, max_source_positions=8, head_dim=16, rotary_dim=8, projection_size=64)
 # multi-head latent attention (DeepSeek-V2/V3 and their kind): its head parts and ranks, and routed
 # experts small enough to build, with the first layer dense and the second a mixture of experts
 TINY_MLA = dict(qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16, kv_lora_rank=32, q_lora_rank=48,
@@ -65,6 +65,25 @@ def build_any(name: str, tiny: bool, train: bool, device: str, gen: torch.Genera
     cfg = cls.config_class()
     if "prediction_length" in cfg.to_dict() and cfg.prediction_length is None:   # time series: required,
         cfg = cls.config_class(prediction_length=PREDICTION)                     # and fields follow from it
+    _shrink(cfg, tiny)
+    if _two_towers(cls, cfg):
+        for sub in ("text_config", "vision_config"):
+            if getattr(cfg, sub, None) is not None:
+                _shrink(getattr(cfg, sub), tiny)
+    cfg.use_cache = False
+    model = cls(cfg)
+    _untie(model, gen)
+    inputs = _inputs(model, cfg, tiny, device, gen)
+    if train:
+        if not trainable(name) or "input_ids" not in inputs:
+            raise ValueError(f"{name}: train mode needs a *ForCausalLM or *ForMaskedLM class")
+        inputs["labels"] = inputs["input_ids"]
+    return model, inputs
+
+
+def _shrink(cfg: Any, tiny: bool) -> None:
+    """Cap cfg's depth, turn its dropouts off and, tiny, shrink every width, head and vocabulary field,
+    keeping the fields that depend on each other agreeing."""
     fields = cfg.to_dict()
     for attr in DEPTHS:
         if isinstance(fields.get(attr), int) and fields[attr] > 0:
@@ -111,15 +130,6 @@ def build_any(name: str, tiny: bool, train: bool, device: str, gen: torch.Genera
     for attr in DROPOUTS:
         if isinstance(fields.get(attr), float):
             setattr(cfg, attr, 0.0)
-    cfg.use_cache = False
-    model = cls(cfg)
-    _untie(model, gen)
-    inputs = _inputs(model, cfg, tiny, device, gen)
-    if train:
-        if not trainable(name) or "input_ids" not in inputs:
-            raise ValueError(f"{name}: train mode needs a *ForCausalLM or *ForMaskedLM class")
-        inputs["labels"] = inputs["input_ids"]
-    return model, inputs
 
 
 def _untie(model: Any, gen: torch.Generator | None) -> None:
@@ -135,6 +145,8 @@ def _untie(model: Any, gen: torch.Generator | None) -> None:
 def _inputs(model: Any, cfg: Any, tiny: bool, device: str, gen: torch.Generator) -> dict[str, Any]:
     inputs = _main_input(model, cfg, tiny, device, gen)
     takes = inspect.signature(model.forward).parameters
+    if "input_ids" in inputs and _two_towers(type(model), cfg):
+        inputs.update(_main_input(_Pixels(), cfg.vision_config, tiny, device, gen))
     if getattr(cfg, "is_encoder_decoder", False) and "decoder_input_ids" in takes and "decoder_input_ids" not in inputs:
         vocab = getattr(cfg, "vocab_size", None) or 32000
         batch = next(iter(inputs.values())).shape[0]
@@ -143,9 +155,24 @@ def _inputs(model: Any, cfg: Any, tiny: bool, device: str, gen: torch.Generator)
     return inputs
 
 
+def _two_towers(cls: Any, cfg: Any) -> bool:
+    """A text and an image tower that each encode their input (CLIP's kind): the forward takes token
+    ids and images, and the config has a vision part but no image token (a vision-language decoder
+    reads images in place of such tokens, which text-only inputs do not hold)."""
+    takes = inspect.signature(cls.forward).parameters
+    return ("input_ids" in takes and "pixel_values" in takes and getattr(cfg, "vision_config", None) is not None
+            and not any("image_token" in k for k in cfg.to_dict()))
+
+
+class _Pixels:
+    main_input_name = "pixel_values"
+
+
 def _main_input(model: Any, cfg: Any, tiny: bool, device: str, gen: torch.Generator) -> dict[str, Any]:
     key = getattr(model, "main_input_name", "input_ids")
     if key == "input_ids":
+        if getattr(cfg, "vocab_size", None) is None and getattr(cfg, "text_config", None) is not None:
+            cfg = cfg.text_config   # two towers: the text tower's vocabulary and positions
         positions = [getattr(cfg, a, None) for a in ("max_position_embeddings", "n_positions")]
         positions = min([p for p in positions if isinstance(p, int) and p > 0] or [4096])   # XLNet's: -1
         batch, seq = (2, 16) if tiny else (4, min(512, positions))

@@ -228,13 +228,14 @@ def test_time_series_speech_and_video_get_their_inputs(cls, keys):
 
 
 @pytest.mark.parametrize("cls", ["SwinModel", "DeepseekV3Model", "Qwen2VLTextModel", "HunYuanDenseV1Model",
-                                 "ConvNextModel", "Mamba2Model"])
+                                 "ConvNextModel", "Mamba2Model", "SiglipModel"])
 def test_tiny_configs_keep_fields_that_must_agree(cls):
     """Shrinking widths alone breaks models whose fields depend on each other: Swin's window must fit
     every stage's map (its position table is sized by it), latent attention's rotary part is its
     head_dim, multimodal rotary's sections split the rotary half of a head, a head size left unset
     is read as set, ConvNeXt's stride-2 stages need more than its 32-pixel image over a patch of 8,
-    Mamba-2's heads times their size make its inner width.
+    Mamba-2's heads times their size make its inner width, two towers (SigLIP) are shrunk each and
+    get tokens and images.
     Each class is built tiny and runs eagerly."""
     from benchmarks.any_transformers import build_any
     transformers = pytest.importorskip("transformers")
@@ -252,6 +253,9 @@ def test_tiny_configs_keep_fields_that_must_agree(cls):
         assert cfg.head_dim == cfg.hidden_size // cfg.num_attention_heads
     elif cls == "Mamba2Model":
         assert cfg.num_heads * cfg.head_dim == cfg.expand * cfg.hidden_size
+    elif cls == "SiglipModel":
+        assert set(inputs) == {"input_ids", "pixel_values"}
+        assert int(inputs["input_ids"].max()) < cfg.text_config.vocab_size == 500
     else:
         assert cfg.patch_size == 4
     with torch.no_grad():
