@@ -143,10 +143,11 @@ def _untie(model: Any, gen: torch.Generator | None) -> None:
 
 
 def _inputs(model: Any, cfg: Any, tiny: bool, device: str, gen: torch.Generator) -> dict[str, Any]:
-    inputs = _main_input(model, cfg, tiny, device, gen)
+    owner = type(model).__name__
+    inputs = _main_input(getattr(model, "main_input_name", "input_ids"), owner, cfg, tiny, device, gen)
     takes = inspect.signature(model.forward).parameters
     if "input_ids" in inputs and _two_towers(type(model), cfg):
-        inputs.update(_main_input(_Pixels(), cfg.vision_config, tiny, device, gen))
+        inputs.update(_main_input("pixel_values", owner, cfg.vision_config, tiny, device, gen))
     if getattr(cfg, "is_encoder_decoder", False) and "decoder_input_ids" in takes and "decoder_input_ids" not in inputs:
         vocab = getattr(cfg, "vocab_size", None) or 32000
         batch = next(iter(inputs.values())).shape[0]
@@ -164,12 +165,8 @@ def _two_towers(cls: Any, cfg: Any) -> bool:
             and not any("image_token" in k for k in cfg.to_dict()))
 
 
-class _Pixels:
-    main_input_name = "pixel_values"
-
-
-def _main_input(model: Any, cfg: Any, tiny: bool, device: str, gen: torch.Generator) -> dict[str, Any]:
-    key = getattr(model, "main_input_name", "input_ids")
+def _main_input(key: str, owner: str, cfg: Any, tiny: bool, device: str, gen: torch.Generator) -> dict[str, Any]:
+    """The input named key of model class owner, sized by cfg."""
     if key == "input_ids":
         if getattr(cfg, "vocab_size", None) is None and getattr(cfg, "text_config", None) is not None:
             cfg = cfg.text_config   # two towers: the text tower's vocabulary and positions
@@ -203,7 +200,7 @@ def _main_input(model: Any, cfg: Any, tiny: bool, device: str, gen: torch.Genera
         return {"input_features": torch.randn(shape, generator=gen, device=device)}
     if key == "past_values":
         return _series(cfg, 2 if tiny else 64, device, gen)
-    raise ValueError(f"{type(model).__name__}: no inputs known for its main input {key!r}")
+    raise ValueError(f"{owner}: no inputs known for its main input {key!r}")
 
 
 def _series(cfg: Any, batch: int, device: str, gen: torch.Generator) -> dict[str, Any]:
