@@ -227,37 +227,31 @@ def test_time_series_speech_and_video_get_their_inputs(cls, keys):
     assert torch.isfinite(out[0]).all()
 
 
-@pytest.mark.parametrize("cls", ["SwinModel", "DeepseekV3Model", "Qwen2VLTextModel", "HunYuanDenseV1Model",
-                                 "ConvNextModel", "Mamba2Model", "SiglipModel"])
-def test_tiny_configs_keep_fields_that_must_agree(cls):
+@pytest.mark.parametrize("cls, agrees", [
+    ("SwinModel", lambda cfg, inputs: cfg.window_size == 2 and inputs["pixel_values"].shape[-1] == 64),
+    ("DeepseekV3Model", lambda cfg, inputs: cfg.head_dim == cfg.qk_rope_head_dim
+                                            and cfg.num_key_value_heads == cfg.num_attention_heads),
+    ("Qwen2VLTextModel", lambda cfg, inputs: sum(cfg.rope_parameters["mrope_section"])
+                                             == cfg.hidden_size // cfg.num_attention_heads // 2),
+    ("HunYuanDenseV1Model", lambda cfg, inputs: cfg.head_dim == cfg.hidden_size // cfg.num_attention_heads),
+    ("ConvNextModel", lambda cfg, inputs: cfg.patch_size == 4),
+    ("Mamba2Model", lambda cfg, inputs: cfg.num_heads * cfg.head_dim == cfg.expand * cfg.hidden_size),
+    ("SiglipModel", lambda cfg, inputs: set(inputs) == {"input_ids", "pixel_values"}
+                                        and int(inputs["input_ids"].max()) < cfg.text_config.vocab_size == 500),
+])
+def test_tiny_configs_keep_fields_that_must_agree(cls, agrees):
     """Shrinking widths alone breaks models whose fields depend on each other: Swin's window must fit
     every stage's map (its position table is sized by it), latent attention's rotary part is its
     head_dim, multimodal rotary's sections split the rotary half of a head, a head size left unset
     is read as set, ConvNeXt's stride-2 stages need more than its 32-pixel image over a patch of 8,
     Mamba-2's heads times their size make its inner width, two towers (SigLIP) are shrunk each and
-    get tokens and images.
-    Each class is built tiny and runs eagerly."""
+    get tokens and images. Each class is built tiny and runs eagerly."""
     from benchmarks.any_transformers import build_any
     transformers = pytest.importorskip("transformers")
     if not hasattr(transformers, cls):
         pytest.skip(f"this transformers has no {cls}")
     model, inputs = build_any("transformers:" + cls, True, False, "cpu", torch.Generator().manual_seed(0), transformers)
-    cfg = model.config
-    if cls == "SwinModel":
-        assert cfg.window_size == 2 and inputs["pixel_values"].shape[-1] == 64
-    elif cls == "DeepseekV3Model":
-        assert cfg.head_dim == cfg.qk_rope_head_dim and cfg.num_key_value_heads == cfg.num_attention_heads
-    elif cls == "Qwen2VLTextModel":
-        assert sum(cfg.rope_parameters["mrope_section"]) == cfg.hidden_size // cfg.num_attention_heads // 2
-    elif cls == "HunYuanDenseV1Model":
-        assert cfg.head_dim == cfg.hidden_size // cfg.num_attention_heads
-    elif cls == "Mamba2Model":
-        assert cfg.num_heads * cfg.head_dim == cfg.expand * cfg.hidden_size
-    elif cls == "SiglipModel":
-        assert set(inputs) == {"input_ids", "pixel_values"}
-        assert int(inputs["input_ids"].max()) < cfg.text_config.vocab_size == 500
-    else:
-        assert cfg.patch_size == 4
+    assert agrees(model.config, inputs)
     with torch.no_grad():
         out = model.eval()(**inputs)
     assert torch.isfinite(out[0]).all()
